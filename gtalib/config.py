@@ -25,6 +25,19 @@ INIT_CHOICES = ("zero", "normal")
 ATTN_IMPLS = ("auto", "torch", "triton")
 
 
+#: Latent layout per variant: (latent blocks, softmax branches, disjoint query-head groups).
+#: variants.md: GLA-2 block j feeds heads [jH/2, (j+1)H/2); MLRA-2 branch A uses blocks 0/1 for
+#: the two head halves, branch B blocks 2/3; MLRA-4 every block feeds all heads.
+LATENT_LAYOUT: dict[str, tuple[int, int, int]] = {
+    "mla": (1, 1, 1), "gla-2": (2, 1, 2), "gla-4": (4, 1, 4), "mlra-2": (4, 2, 2), "mlra-4": (4, 4, 1),
+}
+
+
+def _round8(x: float) -> int:
+    """Nearest multiple of 8, at least 8 (used for derived query ranks such as d_model/3)."""
+    return max(8, 8 * int(x / 8 + 0.5))
+
+
 def canonical_variant(name: str) -> str:
     """Map a user-typed variant name (any case, ``_`` or ``-``: ``MLRA_4``, ``mlra4``) to its
     canonical form (``mlra-4``).
@@ -71,7 +84,8 @@ class ModelConfig:
         gate: sigmoid output gate before W_O.
         latent_scale: the α_q, α_kv, α_o constants of the latent family (MLA/GLA/MLRA only).
         head_multiplier: 1, or 2 for the double-heads ablation (GQA, MLA, GLA-2 in the paper;
-            per-head dims and KV cache unchanged).
+            per-head dims and KV cache unchanged; :meth:`resolved` folds it into ``n_head``; MHA
+            and TPA refuse it because their cache grows with the heads).
 
     Other:
         rope_theta: RoPE base (10000). init_std: σ = 0.02. attn_impl: ``"auto"`` (Triton on CUDA,
@@ -123,11 +137,138 @@ class ModelConfig:
                 f"latent_scale=False only applies to {', '.join(LATENT_VARIANTS)}; "
                 f"variant {self.variant!r} has no latent scale"
             )
-        if self.head_multiplier != 1 and self.variant == "mqa":
-            # MQA doubled stays MQA; allowed. TPA/MFA have no meaningful head doubling in the paper
-            pass
         if self.intermediate_size is not None and self.intermediate_size <= 0:
             raise ValueError(f"intermediate_size must be positive or None, got {self.intermediate_size}")
+
+    # ------------------------------------------------------------------ derivation rules
+    @property
+    def latent_blocks(self) -> int:
+        """Number of latent blocks ``d_c`` is split into (MLA 1, GLA-2 2, GLA-4/MLRA-2/MLRA-4 4);
+        0 for variants without a latent."""
+        return LATENT_LAYOUT.get(self.variant, (0, 0, 0))[0]
+
+    @property
+    def latent_branches(self) -> int:
+        """Attention branches summed outside the softmax (MLRA-2 2, MLRA-4 4, else 1)."""
+        return LATENT_LAYOUT.get(self.variant, (0, 1, 0))[1]
+
+    @property
+    def latent_head_groups(self) -> int:
+        """Disjoint query-head groups, each fed by its own latent block(s) (GLA-2 2, GLA-4 4,
+        MLRA-2 2, MLA/MLRA-4 1); 0 for variants without a latent."""
+        return LATENT_LAYOUT.get(self.variant, (0, 0, 0))[2]
+
+    def resolved(self) -> "ModelConfig":
+        """Fill every size the variant uses from the paper's ratios; validate; fold the head
+        multiplier into ``n_head``.
+
+        Rules (variants.md, "The eleven variants" and "Ablation switches"; sizes typed explicitly
+        are kept, then validated):
+
+        - Double heads: ``n_head ← n_head · head_multiplier`` with per-head dims unchanged; the
+          result has ``head_multiplier = 1`` (so ``resolved`` is idempotent and two spellings of
+          the same architecture resolve equal). KV heads and latents are those of the 1× model.
+        - ``n_kv_head``: MHA ``n_head``; MQA and MFA 1; GQA/GTA ``n_head_1x // gqa_group`` (paper
+          24 / 4 = 6; double heads keep 6, so the group becomes 8); ``gqa_group`` is rewritten to
+          the effective ``n_head / n_kv_head``. TPA and the latent family: ``None`` (no KV heads).
+        - Latent family (MLA, GLA-2/4, MLRA-2/4): ``kv_lora_rank = 4·head_dim`` (512),
+          ``qk_rope_head_dim = head_dim / 2`` (64), ``qk_nope_head_dim = head_dim`` (128),
+          ``v_head_dim = head_dim``; ``q_lora_rank`` = ``d_model/2`` for MLA (1536), ``d_model/3``
+          for GLA/MLRA (1024).
+        - MFA: ``q_lora_rank = 2·d_model/3`` (2048), ``v_head_dim = 2·head_dim`` (256, also the
+          q/k width; RoPE over all of it).
+        - GTA: ``qk_rope_head_dim = head_dim / 2`` (64), ``qk_nope_head_dim = head_dim − d_r``
+          (64; the tied part ``s_t``), ``v_head_dim = head_dim``.
+        - MHA/MQA/GQA/TPA: ``v_head_dim = head_dim``, RoPE over the full head.
+        - ``q_lora_rank`` is rounded to the nearest multiple of 8 (at least 8): exact at paper
+          width (1536, 1024, 2048); at d_model 128 it gives 64 (MLA), 40 (GLA/MLRA), 88 (MFA).
+        - Sizes a variant does not use are set to ``None``.
+
+        Raises:
+            ValueError: naming the parameter, when heads do not divide into groups / KV heads /
+                latent head groups, ``kv_lora_rank`` does not divide into latent blocks, a RoPE
+                width is odd, an explicit size contradicts the variant (e.g. MQA with
+                ``n_kv_head != 1``), or ``head_multiplier=2`` is asked of a variant whose KV cache
+                would change (MHA, TPA: the ablation keeps the cache fixed).
+        """
+        v, hd, d = self.variant, self.head_dim, self.d_model
+        if self.head_multiplier == 2 and v in ("mha", "tpa"):
+            raise ValueError(
+                f"head_multiplier=2 (double heads, KV cache unchanged) is not defined for {v!r}: "
+                "its KV cache grows with n_head; allowed for mqa, gqa, gta, mfa and the latent family"
+            )
+        h1 = self.n_head  # heads of the 1x model; KV heads and latents are derived from it
+        H = h1 * self.head_multiplier
+        f = dict(n_head=H, head_multiplier=1, n_kv_head=None, kv_lora_rank=None, q_lora_rank=None,
+                 qk_rope_head_dim=None, qk_nope_head_dim=None, v_head_dim=hd)
+
+        def given(name, default):
+            val = getattr(self, name)
+            return default if val is None else val
+
+        if v == "mha":
+            f["n_kv_head"] = given("n_kv_head", H)
+            if f["n_kv_head"] != H:
+                raise ValueError(f"mha needs n_kv_head == n_head ({H}), got n_kv_head={f['n_kv_head']}")
+        elif v in ("mqa", "mfa"):
+            f["n_kv_head"] = given("n_kv_head", 1)
+            if f["n_kv_head"] != 1:
+                raise ValueError(f"{v} has one KV head; got n_kv_head={f['n_kv_head']}")
+        elif v in ("gqa", "gta"):
+            if self.n_kv_head is None:
+                if self.gqa_group <= 0 or h1 % self.gqa_group:
+                    raise ValueError(
+                        f"n_head={h1} must be divisible by gqa_group={self.gqa_group} for {v}"
+                    )
+                f["n_kv_head"] = h1 // self.gqa_group
+            else:
+                f["n_kv_head"] = self.n_kv_head
+            if f["n_kv_head"] <= 0 or H % f["n_kv_head"]:
+                raise ValueError(f"n_head={H} must be divisible by n_kv_head={f['n_kv_head']} for {v}")
+        f["gqa_group"] = H // f["n_kv_head"] if f["n_kv_head"] else self.gqa_group
+
+        if v in LATENT_VARIANTS:
+            f["kv_lora_rank"] = given("kv_lora_rank", 4 * hd)
+            f["qk_rope_head_dim"] = given("qk_rope_head_dim", hd // 2)
+            f["qk_nope_head_dim"] = given("qk_nope_head_dim", hd)
+            f["v_head_dim"] = given("v_head_dim", hd)
+            f["q_lora_rank"] = given("q_lora_rank", _round8(d / 2 if v == "mla" else d / 3))
+            blocks, _, groups = LATENT_LAYOUT[v]
+            if f["kv_lora_rank"] % blocks:
+                raise ValueError(
+                    f"kv_lora_rank={f['kv_lora_rank']} must be divisible by the {blocks} latent "
+                    f"blocks of {v}"
+                )
+            if H % groups:
+                raise ValueError(f"n_head={H} must be divisible by the {groups} head groups of {v}")
+        elif v == "mfa":
+            f["q_lora_rank"] = given("q_lora_rank", _round8(2 * d / 3))
+            f["v_head_dim"] = given("v_head_dim", 2 * hd)
+            f["qk_rope_head_dim"] = f["v_head_dim"]
+        elif v == "gta":
+            f["qk_rope_head_dim"] = given("qk_rope_head_dim", hd // 2)
+            f["qk_nope_head_dim"] = hd - f["qk_rope_head_dim"]
+            if self.qk_nope_head_dim is not None and self.qk_nope_head_dim != f["qk_nope_head_dim"]:
+                raise ValueError(
+                    f"gta needs qk_nope_head_dim == head_dim - qk_rope_head_dim "
+                    f"({f['qk_nope_head_dim']}), got {self.qk_nope_head_dim}"
+                )
+            if f["qk_nope_head_dim"] <= 0:
+                raise ValueError(f"gta needs qk_rope_head_dim < head_dim, got {f['qk_rope_head_dim']}")
+        else:  # mha, mqa, gqa, tpa: RoPE over the whole head
+            f["qk_rope_head_dim"] = hd
+        if v == "tpa":
+            f["n_kv_head"] = None
+            for name in ("tpa_q_rank", "tpa_rank"):
+                if getattr(self, name) <= 0:
+                    raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        rope = f["qk_rope_head_dim"]
+        if rope <= 0 or rope % 2:
+            raise ValueError(f"qk_rope_head_dim must be a positive even number (RoPE pairs), got {rope}")
+        for name in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "v_head_dim"):
+            if f[name] is not None and f[name] <= 0:
+                raise ValueError(f"{name} must be positive, got {f[name]}")
+        return dataclasses.replace(self, **f)
 
     def replace(self, **changes) -> "ModelConfig":
         """A copy with ``changes`` applied (``dataclasses.replace``)."""

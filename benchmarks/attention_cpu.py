@@ -1,0 +1,92 @@
+"""Forward + backward time and activation memory of one attention layer per variant, CPU preset.
+
+Usage: ``.venv/bin/python benchmarks/attention_cpu.py [--batch 8] [--rounds 15] [--out PATH]``
+(about 30 s on one core). Writes a Markdown table (default ``benchmarks/attention_cpu.md``) with
+the machine, date, and ratios to MHA measured in the same run.
+
+Method: each variant's attention module at the ``cpu`` preset (``init="normal"``), input
+``(batch, block_size, d_model)``; time = median over ``rounds`` of one forward + backward of
+``out.square().mean()``; rounds interleave the variants so drift in a shared machine hits all of
+them alike. Memory = bytes of the tensors autograd saves for backward (distinct storages, counted
+through ``torch.autograd.graph.saved_tensors_hooks``): deterministic and the part of peak memory
+that differs between variants; the CPU allocator has no peak counter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from gtalib.attention import build_attention
+from gtalib.config import VARIANTS
+from gtalib.presets import model_config
+
+
+def saved_bytes(module, x) -> int:
+    storages = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(x).square().mean()
+    return sum(storages.values())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--out", default=str(Path(__file__).with_suffix(".md")))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    mods = {v: build_attention(model_config("cpu", v, init="normal")) for v in VARIANTS}
+    cfg = mods["mha"].cfg
+    x = torch.randn(args.batch, cfg.block_size, cfg.d_model, requires_grad=True)
+    times = {v: [] for v in VARIANTS}
+    for r in range(args.rounds + 2):  # two warm-up rounds
+        for v, m in mods.items():
+            t0 = time.perf_counter()
+            m(x).square().mean().backward()
+            dt = time.perf_counter() - t0
+            if r >= 2:
+                times[v].append(dt)
+    med = {v: statistics.median(t) * 1e3 for v, t in times.items()}
+    mem = {v: saved_bytes(m, x) / 2**20 for v, m in mods.items()}
+    rows = [
+        f"| {v.upper()} | {med[v]:.2f} | {med[v] / med['mha']:.2f} | {mem[v]:.2f} | "
+        f"{mem[v] / mem['mha']:.2f} | {sum(p.numel() for p in mods[v].parameters()):,} |"
+        for v in VARIANTS
+    ]
+    text = "\n".join([
+        "# Attention forward + backward on CPU (cpu preset)",
+        "",
+        f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, "
+        f"torch {torch.__version__}, 1 thread, {platform.platform()}",
+        f"- input: batch {args.batch} × {cfg.block_size} tokens × d_model {cfg.d_model}; "
+        f"{cfg.n_head} heads × {cfg.head_dim}; median of {args.rounds} interleaved rounds",
+        "- memory: MiB of tensors saved for backward (see benchmarks/attention_cpu.py)",
+        "- produced by `.venv/bin/python benchmarks/attention_cpu.py`",
+        "",
+        "| variant | fwd+bwd ms | × MHA | saved MiB | × MHA | attention params |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ])
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""``attend`` against a loop-over-heads float64 reference, including cache offsets and GQA."""
+
+import pytest
+import torch
+
+from gtalib.attention.functional import attend
+
+from .helpers import naive_attention
+
+
+@pytest.mark.parametrize("H,Hkv", [(4, 4), (4, 2), (6, 1), (6, 3)])
+@pytest.mark.parametrize("T,start_pos", [(7, 0), (3, 5), (1, 9)])
+def test_attend_matches_naive(H, Hkv, T, start_pos):
+    g = torch.Generator().manual_seed(0)
+    B, S, D, Dv = 2, start_pos + T, 10, 6
+    q = torch.randn(B, T, H, D, generator=g)
+    k = torch.randn(B, S, Hkv, D, generator=g)
+    v = torch.randn(B, S, Hkv, Dv, generator=g)
+    out = attend(q, k, v, scale=0.3, start_pos=start_pos)
+    ref = naive_attention(q, k, v, 0.3, start_pos)
+    assert out.shape == (B, T, H, Dv)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_attend_ignores_keys_past_the_queries():
+    """A preallocated cache may be passed whole: positions >= start_pos + T never matter."""
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(1, 2, 2, 4, generator=g)
+    k = torch.randn(1, 8, 1, 4, generator=g)
+    v = torch.randn(1, 8, 1, 4, generator=g)
+    a = attend(q, k, v, 0.5, start_pos=3)
+    k2, v2 = k.clone(), v.clone()
+    k2[:, 5:], v2[:, 5:] = float("nan"), float("nan")
+    b = attend(q, k2[:, :5], v2[:, :5], 0.5, start_pos=3)
+    torch.testing.assert_close(a, b)
+
+
+def test_attend_errors():
+    q, k = torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 2, 4)
+    with pytest.raises(ValueError, match="multiple of KV heads"):
+        attend(q, k, k, 1.0)
+    with pytest.raises(ValueError, match="impl"):
+        attend(q, q, q, 1.0, impl="cuda")
+    with pytest.raises(ValueError, match="start_pos"):
+        attend(q, q, q, 1.0, start_pos=1)
+
+
+def test_triton_impl_matches_torch():
+    """impl="triton" dispatches to gtalib.kernels.flash_attention (Triton interpreter on CPU,
+    enabled by tests/conftest.py); fp32, tiny odd shapes."""
+    pytest.importorskip("triton")
+    pytest.importorskip("gtalib.kernels")
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 3, 4, 12, generator=g)
+    k = torch.randn(1, 7, 2, 12, generator=g)
+    v = torch.randn(1, 7, 2, 6, generator=g)
+    torch.testing.assert_close(attend(q, k, v, 0.3, 4, impl="triton"), attend(q, k, v, 0.3, 4),
+                               atol=1e-5, rtol=1e-4)

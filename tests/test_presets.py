@@ -1,0 +1,64 @@
+"""Presets: shared sizes as specified, sizes derived by the paper's ratios, clear errors."""
+
+import pytest
+
+from gtalib.config import VARIANTS
+from gtalib.params import count_params
+from gtalib.presets import PRESETS, model_config
+
+
+def test_paper_shared_sizes():
+    c = model_config("paper", "mha")
+    assert (c.n_layer, c.d_model, c.n_head, c.head_dim, c.vocab_size, c.block_size) == (
+        24, 3072, 24, 128, 50304, 2048)
+
+
+def test_paper_derived_sizes():
+    """variants.md notation: d_c 512, d_r 64, d_n 128, d_q 1024 (1536 for MLA), MFA 2048 / 256,
+    GQA 6 KV heads, GTA 6 groups with 64 + 64 split."""
+    mla, gla, mfa = (model_config("paper", v) for v in ("mla", "gla-2", "mfa"))
+    assert (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.q_lora_rank) == (
+        512, 64, 128, 1536)
+    assert gla.q_lora_rank == 1024
+    assert (mfa.q_lora_rank, mfa.v_head_dim, mfa.n_kv_head) == (2048, 256, 1)
+    assert model_config("paper", "gqa").n_kv_head == 6
+    gta = model_config("paper", "gta")
+    assert (gta.n_kv_head, gta.qk_rope_head_dim, gta.qk_nope_head_dim) == (6, 64, 64)
+    dbl = model_config("paper", "gqa", head_multiplier=2)
+    assert (dbl.n_head, dbl.n_kv_head, dbl.gqa_group) == (48, 6, 8)
+    assert model_config("paper", "mla", head_multiplier=2).kv_lora_rank == 512
+
+
+def test_small_presets_keep_ratios():
+    for name in ("gpu", "cpu", "ci"):
+        c = model_config(name, "mlra-4")
+        assert c.kv_lora_rank == 4 * c.head_dim and c.qk_rope_head_dim == c.head_dim // 2
+        assert c.kv_lora_rank % 4 == 0
+
+
+def test_sizes():
+    gpu = count_params(model_config("gpu", "mha"))["total"]
+    assert 10e6 < gpu < 100e6  # "tens of millions"
+    cpu = model_config("cpu", "gqa")
+    assert (cpu.vocab_size, cpu.n_layer, cpu.d_model, cpu.n_head, cpu.head_dim, cpu.n_kv_head) == (
+        256, 2, 128, 4, 32, 2)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_variant_builds_resolved(preset):
+    for v in VARIANTS:
+        c = model_config(preset, v.upper())
+        assert c.variant == v and c.intermediate_size > 0 and c.resolved() == c
+
+
+def test_explicit_intermediate_size_is_kept():
+    assert model_config("ci", "gqa", intermediate_size=77).intermediate_size == 77
+
+
+def test_errors():
+    with pytest.raises(KeyError, match="preset"):
+        model_config("huge", "mha")
+    with pytest.raises(KeyError, match="variant"):
+        model_config("ci", "flash")
+    with pytest.raises(ValueError, match="latent_scale"):
+        model_config("ci", "gqa", latent_scale=False)
