@@ -21,6 +21,10 @@ VARIANTS: tuple[str, ...] = (
 DISPLAY_NAMES: dict[str, str] = {v: v.upper() for v in VARIANTS}
 
 LATENT_VARIANTS = ("mla", "gla-2", "gla-4", "mlra-2", "mlra-4")
+#: Variant-specific sizes: ``None`` means "derive", and :meth:`ModelConfig.resolved` refuses a
+#: typed value the variant does not use.
+VARIANT_SIZES = ("n_kv_head", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                 "qk_nope_head_dim", "v_head_dim")
 INIT_CHOICES = ("zero", "normal")
 ATTN_IMPLS = ("auto", "torch", "triton")
 
@@ -182,14 +186,16 @@ class ModelConfig:
         - MHA/MQA/GQA/TPA: ``v_head_dim = head_dim``, RoPE over the full head.
         - ``q_lora_rank`` is rounded to the nearest multiple of 8 (at least 8): exact at paper
           width (1536, 1024, 2048); at d_model 128 it gives 64 (MLA), 40 (GLA/MLRA), 88 (MFA).
-        - Sizes a variant does not use are set to ``None``.
+        - Sizes a variant does not use are ``None``; typing one raises (see below).
 
         Raises:
             ValueError: naming the parameter, when heads do not divide into groups / KV heads /
                 latent head groups, ``kv_lora_rank`` does not divide into latent blocks, a RoPE
                 width is odd, an explicit size contradicts the variant (e.g. MQA with
                 ``n_kv_head != 1``), or ``head_multiplier=2`` is asked of a variant whose KV cache
-                would change (MHA, TPA: the ablation keeps the cache fixed).
+                would change (MHA, TPA: the ablation keeps the cache fixed), or a size is typed that
+                the variant does not use or fixes otherwise (``kv_lora_rank`` on MHA,
+                ``n_kv_head`` on MLA/TPA, ``qk_rope_head_dim != head_dim`` on MHA/GQA/MQA/TPA).
         """
         v, hd, d = self.variant, self.head_dim, self.d_model
         if self.head_multiplier == 2 and v in ("mha", "tpa"):
@@ -268,6 +274,19 @@ class ModelConfig:
         for name in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "v_head_dim"):
             if f[name] is not None and f[name] <= 0:
                 raise ValueError(f"{name} must be positive, got {f[name]}")
+        # A size typed for a variant that does not use it (MHA with kv_lora_rank, MLA with
+        # n_kv_head) or that the variant fixes otherwise (MHA with a half-width RoPE) would be
+        # silently dropped: refuse it instead. Resolved configs pass (their sizes are the derived
+        # ones), so resolved() stays idempotent.
+        for name in VARIANT_SIZES:
+            typed = getattr(self, name)
+            if typed is None or typed == f[name]:
+                continue
+            if f[name] is None:
+                raise ValueError(f"{name}={typed} does not apply to variant {v!r}; leave it None")
+            raise ValueError(
+                f"{name}={typed} contradicts variant {v!r}, which uses {name}={f[name]}; leave it None"
+            )
         return dataclasses.replace(self, **f)
 
     def replace(self, **changes) -> "ModelConfig":

@@ -12,7 +12,8 @@ from torch import nn
 
 
 class RMSNorm(nn.Module):
-    """``w ⊙ z / sqrt(mean(z²) + eps)``, computed in fp32 and cast back (Zhang & Sennrich 2019).
+    """``w ⊙ z / sqrt(mean(z²) + eps)``, computed in fp32 and cast back (Zhang & Sennrich 2019,
+    arXiv 1910.07467).
 
     Args:
         dim: size of the last axis.
@@ -27,13 +28,15 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(..., dim) -> (..., dim)`` in ``x``'s dtype (the arithmetic is fp32)."""
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * self.weight.float()).to(x.dtype)
 
 
 class RoPE(nn.Module):
-    """Rotary position embedding (Su et al. 2021, RoFormer eq. 34), half-split pairs ``(i, i+D/2)``.
+    """Rotary position embedding (Su et al. 2021, RoFormer, arXiv 2104.09864, eq. 34), half-split
+    pairs ``(i, i+D/2)``: channel pair ``j`` at position ``p`` is rotated by ``p · θ^(-2j/D)``.
 
     The cos/sin tables are built in fp32 for ``max_len`` positions and never stored in a lower
     precision (a known trap: bf16 tables lose relative-position exactness).
@@ -86,7 +89,8 @@ class RoPE(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    """``W_down(SiLU(z W_1) ⊙ (z W_2))`` (Shazeer 2020, eq. 6), no biases.
+    """``W_down(SiLU(z W_1) ⊙ (z W_2))`` (Shazeer 2020, "GLU Variants Improve Transformer",
+    arXiv 2002.05202, eq. 6), no biases.
 
     Shapes: ``(B, T, d_model) -> (B, T, d_model)``; ``intermediate_size`` is the hidden width F.
     """
@@ -98,4 +102,5 @@ class SwiGLU(nn.Module):
         self.w_down = nn.Linear(intermediate_size, d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, d_model) -> (B, T, d_model)``."""
         return self.w_down(F.silu(self.w1(x)) * self.w2(x))

@@ -27,6 +27,8 @@ class Block(nn.Module):
         self.mlp = SwiGLU(cfg.d_model, cfg.intermediate_size)
 
     def forward(self, h: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """``h + Attn(RMSNorm(h))`` then ``+ MLP(RMSNorm(·))``; ``cache`` is this layer's dict
+        (see :meth:`GPT.new_cache`) or ``None``. ``(B, T, d_model) -> (B, T, d_model)``."""
         h = h + self.attn(self.attn_norm(h), cache)
         return h + self.mlp(self.mlp_norm(h))
 

@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from gtalib.config import ModelConfig
+from gtalib.config import VARIANT_SIZES, ModelConfig
 
 
 def count_params(cfg: ModelConfig) -> dict[str, int]:
@@ -72,7 +72,9 @@ def match_intermediate_size(
     of the same shared sizes, so gate and double heads are re-matched automatically.
 
     Args:
-        cfg: the model to size (its own ``intermediate_size`` is ignored).
+        cfg: the model to size (its own ``intermediate_size`` is ignored), as typed: pass a
+            double-heads config unresolved (``head_multiplier=2``), since ``resolved()`` folds the
+            multiplier into ``n_head`` and the reference would then get the doubled heads too.
         reference: variant of the baseline (paper: ``"mha"``).
         reference_intermediate_size: the baseline's F (paper: 8192).
         multiple: F is rounded to the nearest multiple (paper: 8; see the module docstring).
@@ -83,8 +85,10 @@ def match_intermediate_size(
     """
     if reference_intermediate_size is None:
         reference_intermediate_size = default_intermediate_size(cfg.d_model)
+    # Only the shared sizes carry over: the reference derives its own variant sizes.
     ref = cfg.replace(variant=reference, gate=False, head_multiplier=1, latent_scale=True,
-                      n_kv_head=None, intermediate_size=reference_intermediate_size)
+                      intermediate_size=reference_intermediate_size,
+                      **{name: None for name in VARIANT_SIZES})
     target = count_params(ref)["total"]
     base = count_params(cfg.replace(intermediate_size=None))["total"]
     exact = (target - base) / (3 * cfg.d_model * cfg.n_layer)

@@ -102,3 +102,12 @@ def test_match_errors_when_attention_alone_is_too_big():
     cfg = model_config("ci", "mfa").replace(intermediate_size=None)
     with pytest.raises(ValueError, match="intermediate_size"):
         match_intermediate_size(cfg, reference_intermediate_size=1)
+
+
+def test_variant_sizes_do_not_leak_into_the_reference():
+    """The MHA reference derives its own sizes: a latent config with a typed latent rank (which
+    MHA would refuse) is still matched, within 0.1 % of the plain MHA model."""
+    cfg = model_config("ci", "mla", kv_lora_rank=64, q_lora_rank=48)
+    assert (cfg.kv_lora_rank, cfg.q_lora_rank) == (64, 48)
+    base = count_params(model_config("ci", "mha"))["total"]
+    assert abs(count_params(cfg)["total"] - base) / base < 1e-3

@@ -2,7 +2,8 @@
 
 import pytest
 
-from gtalib.config import VARIANTS
+from attention.helpers import variant_options  # tests/attention/helpers.py
+from gtalib.config import VARIANTS, ModelConfig
 from gtalib.params import count_params
 from gtalib.presets import PRESETS, model_config
 
@@ -46,9 +47,14 @@ def test_sizes():
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_every_variant_builds_resolved(preset):
+    """Resolving is idempotent (run specs store resolved configs and rebuild them), also with
+    every option, and a resolved config survives a round trip through its dict."""
     for v in VARIANTS:
         c = model_config(preset, v.upper())
         assert c.variant == v and c.intermediate_size > 0 and c.resolved() == c
+        for opts in variant_options(v):
+            c = model_config(preset, v, **opts)
+            assert c.resolved() == c and ModelConfig(**c.to_dict()).resolved() == c
 
 
 def test_explicit_intermediate_size_is_kept():

@@ -1,5 +1,8 @@
 """MHA, MQA and GQA: one module, differing only in the number of KV heads.
 
+Sources: MHA (Vaswani et al. 2017), MQA (Shazeer 2019, arXiv 1911.02150), GQA (Ainslie et al. 2023,
+arXiv 2305.13245), as configured in the MLRA paper (arXiv 2603.02188; GQA group 4 = 6 KV heads).
+
 variants.md: ``q, k, v = x̃ W_{Q,K,V}``, H query heads and ``n_kv_head`` KV heads of ``head_dim``
 (MHA ``n_kv_head = H``, MQA 1, GQA ``H / g``), full-width RoPE on q and k, softmax scale
 ``1/sqrt(head_dim)``; query head ``i`` reads KV head ``i // g``. The cache holds the
@@ -42,6 +45,7 @@ class DenseAttention(Attention):
         return self.cfg.head_dim
 
     def build_query(self) -> None:
+        """Create the query projection ``W_Q: d_model → n_head·D`` (MFA overrides it)."""
         self.q_proj = nn.Linear(self.cfg.d_model, self.n_head * self.dim, bias=False)
 
     def query(self, x: torch.Tensor) -> torch.Tensor:
@@ -49,6 +53,18 @@ class DenseAttention(Attention):
         return self.q_proj(x).view(*x.shape[:2], self.n_head, self.dim)
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """``softmax(q kᵀ / sqrt(D) + causal) v`` per head, then ``W_O`` (and the gate).
+
+        Args:
+            x: ``(B, T, d_model)``, the normed block input, at positions ``start .. start+T-1``
+                with ``start = cache["len"]`` (0 without a cache).
+            cache: from :meth:`new_cache`, or ``None``; the T new keys (after RoPE) and values are
+                written at their positions and the queries attend over ``[0, start + T)``.
+        Returns:
+            ``(B, T, d_model)``.
+        Raises:
+            ValueError: positions beyond ``block_size`` (RoPE table) or the cache's ``max_len``.
+        """
         B, T, _ = x.shape
         start = self.cache_start(cache)
         q = self.rope(self.query(x), start)  # (B, T, H, D)
@@ -61,6 +77,8 @@ class DenseAttention(Attention):
         return self.project_out(y, x)
 
     def new_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> dict:
+        """Zeroed ``k`` (after RoPE) and ``v`` of shape ``(batch_size, max_len, n_kv_head, D)``
+        (the KV heads, never the expanded query heads) and ``"len": 0``."""
         shape = (batch_size, max_len, self.n_kv_head, self.dim)
         return {
             "k": torch.zeros(shape, device=device, dtype=dtype),

@@ -4,25 +4,74 @@ All variants reduce to ``attend``: dense/GQA/MQA directly; MFA with one KV head;
 assembling their keys/values from factors / tied states; the latent family per softmax branch
 (and MQA-style over the latent cache in absorbed decode). One op means one place for the Triton
 dispatch (``gtalib.kernels``) and one reference for the kernels' tests.
+
+Two further entry points exist only so the Triton path can use its fused kernels; their torch
+path is ``attend`` itself and stays the reference:
+
+* :func:`attend_branches`: the latent family's ``α_o Σ_b`` softmax branches (training/prefill),
+  one launch of ``kernels.mlra_attention`` on the Triton path.
+* :func:`attend_latent`: absorbed attention over latent blocks (decode), one launch of
+  ``kernels.latent_decode`` per block for a single new token on the Triton path.
+
+``attend`` itself sends a single new token to ``kernels.gqa_decode`` (split-KV decoding) on the
+Triton path. The decode kernels have no backward: they are used only when no gradient is needed
+(``torch.no_grad()`` or inputs without ``requires_grad``); otherwise the differentiable fused
+attention runs.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import torch
 import torch.nn.functional as F
 
 IMPLS = ("auto", "torch", "triton")
+_KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _triton_available(q: torch.Tensor) -> bool:
-    if not q.is_cuda:
-        return False
+def _kernels():
+    """``gtalib.kernels`` (imported on first use: importing it defines the Triton kernels)."""
+    return importlib.import_module("gtalib.kernels")
+
+
+def resolve_impl(impl: str, x: torch.Tensor) -> str:
+    """The implementation a call on ``x`` runs: ``"torch"`` or ``"triton"``.
+
+    ``"auto"`` gives ``"triton"`` when ``x`` is a CUDA tensor of a kernel dtype (fp32/fp16/bf16)
+    and ``gtalib.kernels`` imports, ``"torch"`` otherwise (on CPU the kernels only run in Triton's
+    interpreter, 300–1000× slower: environment.md). ``"triton"`` is honoured on any device (CPU
+    needs ``TRITON_INTERPRET=1``, which the kernels check).
+
+    Raises:
+        ValueError: ``impl`` not in :data:`IMPLS`.
+        ImportError: ``impl="triton"`` but ``gtalib.kernels`` (Triton) cannot be imported.
+    """
+    if impl not in IMPLS:
+        raise ValueError(f"impl (ModelConfig.attn_impl) must be one of {IMPLS}, got {impl!r}")
+    if impl == "torch":
+        return "torch"
+    if impl == "auto" and not (x.is_cuda and x.dtype in _KERNEL_DTYPES):
+        return "torch"
     try:
-        from gtalib import kernels  # noqa: F401  (written by the kernels engineer)
+        _kernels()
+    except ImportError as err:
+        if impl == "auto":
+            return "torch"
+        raise ImportError(
+            f"impl='triton' (ModelConfig.attn_impl) needs the Triton kernels gtalib.kernels, which "
+            f"failed to import ({err}); use attn_impl='torch' or 'auto'"
+        ) from err
+    return "triton"
 
-        return hasattr(kernels, "flash_attention")
-    except ImportError:
-        return False
+
+def _needs_grad(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _seqlens(batch: int, length: int, device) -> torch.Tensor:
+    """``cache_seqlens`` of the decode kernels: every sequence holds ``length`` positions."""
+    return torch.full((batch,), length, dtype=torch.int32, device=device)
 
 
 def causal_mask(T: int, S: int, start_pos: int, device=None) -> torch.Tensor:
@@ -53,9 +102,10 @@ def attend(
             model"; absorbed latent decode passes the training ``1/sqrt(d_n + d_r)``).
         start_pos: absolute position of the first query (cache length before this call).
         impl: ``"torch"`` (PyTorch SDPA, the reference), ``"triton"``
-            (``gtalib.kernels.flash_attention``, same signature; on CPU only under
-            ``TRITON_INTERPRET=1``, tiny shapes) or ``"auto"`` (Triton when ``q`` is on CUDA and the kernels
-            import, PyTorch otherwise).
+            (``gtalib.kernels.flash_attention``, same signature; a single new token without
+            gradients goes to ``gtalib.kernels.gqa_decode``; on CPU only under
+            ``TRITON_INTERPRET=1``, tiny shapes) or ``"auto"`` (see :func:`resolve_impl`: Triton
+            when ``q`` is on CUDA and the kernels import, PyTorch otherwise).
 
     Returns:
         ``(B, T, H, Dv)``, in ``q``'s dtype. Query head ``h`` reads KV head ``h // (H // Hkv)``
@@ -64,9 +114,9 @@ def attend(
     Raises:
         ValueError: ``H`` not a multiple of ``Hkv``, mismatched shapes, ``S < start_pos + T``,
             or an unknown ``impl``.
+        ImportError: ``impl="triton"`` without an importable ``gtalib.kernels``.
     """
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    impl = resolve_impl(impl, q)
     B, T, H, Dqk = q.shape
     Bk, S, Hkv, Dk = k.shape
     if k.shape[:3] != v.shape[:3] or Bk != B or Dk != Dqk:
@@ -75,10 +125,12 @@ def attend(
         raise ValueError(f"query heads ({H}) must be a multiple of KV heads ({Hkv})")
     if S < start_pos + T:
         raise ValueError(f"keys cover {S} positions, queries need start_pos + T = {start_pos + T}")
-    if impl == "triton" or (impl == "auto" and _triton_available(q)):
-        from gtalib import kernels
-
-        return kernels.flash_attention(q, k, v, scale, start_pos)
+    if impl == "triton":
+        if T == 1 and not _needs_grad(q, k, v):
+            # split-KV decode over the keys this token sees (0 .. start_pos)
+            out = _kernels().gqa_decode(q[:, 0], k, v, _seqlens(B, start_pos + 1, q.device), scale)
+            return out.unsqueeze(1)  # (B, 1, H, Dv)
+        return _kernels().flash_attention(q, k, v, scale, start_pos)
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H|Hkv, T|S, D)
     if start_pos == 0 and S == T:
         out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale,
@@ -88,3 +140,99 @@ def attend(
         out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale,
                                              enable_gqa=Hkv != H)
     return out.transpose(1, 2)  # (B, T, H, Dv)
+
+
+def attend_branches(
+    q: torch.Tensor,
+    k_nope: torch.Tensor,
+    k_rope: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    alpha_o: float,
+    start_pos: int = 0,
+    impl: str = "torch",
+) -> torch.Tensor:
+    """Multi-branch causal attention of the latent family, ``α_o Σ_b attend(q, [k_n^b; k_r], v_b)``.
+
+    Each branch has its own softmax (MLRA, arXiv 2603.02188, Sec. 4; variants.md "The eleven
+    variants": ``y = α_o Σ_b y_b``); MLA/GLA are the one-branch case. All branches share the query
+    and the single RoPE key.
+
+    Args:
+        q: ``(B, T, H, d_n + d_r)`` queries, NoPE part first, RoPE already applied.
+        k_nope: ``(NB, B, S, H, d_n)`` per-branch NoPE keys (any strides: a permuted view of a
+            ``(B, S, NB, H, d_n)`` tensor is not copied on the Triton path).
+        k_rope: ``(B, S, 1, d_r)`` the RoPE key shared by every head and branch.
+        v: ``(NB, B, S, H, d_v)`` per-branch values.
+        scale: softmax scale ``τ = 1/sqrt(d_n + d_r)``. alpha_o: branch-sum scale ``1/sqrt(NB)``.
+        start_pos, impl: as in :func:`attend`.
+
+    Returns:
+        ``(B, T, H, d_v)`` in ``q``'s dtype.
+
+    The torch path runs :func:`attend` once per branch with the RoPE key expanded to H heads (the
+    reference); the Triton path is one ``gtalib.kernels.mlra_attention`` launch (fused forward,
+    per-branch backward; its docstring states the accuracy).
+
+    Raises:
+        ValueError: as :func:`attend`; mismatched branch shapes. ImportError: as :func:`attend`.
+    """
+    NB, B, S, H, _ = k_nope.shape
+    if v.shape[:4] != k_nope.shape[:4] or k_rope.shape[:3] != (B, S, 1):
+        raise ValueError(f"shape mismatch: k_nope {tuple(k_nope.shape)}, k_rope {tuple(k_rope.shape)}, "
+                         f"v {tuple(v.shape)}; expected (NB, B, S, H, ·), (B, S, 1, ·), (NB, B, S, H, ·)")
+    if resolve_impl(impl, q) == "triton":
+        return _kernels().mlra_attention(q, k_nope, k_rope, v, scale, alpha_o, start_pos)
+    k_r = k_rope.expand(B, S, H, k_rope.shape[-1])  # (B, S, H, d_r)
+    y = sum(attend(q, torch.cat([k_nope[b], k_r], dim=-1), v[b], scale, start_pos, "torch")
+            for b in range(NB))
+    return alpha_o * y
+
+
+def attend_latent(
+    q_lat: torch.Tensor,
+    q_rope: torch.Tensor,
+    c: torch.Tensor,
+    k_rope: torch.Tensor,
+    scale: float,
+    start_pos: int = 0,
+    impl: str = "torch",
+) -> torch.Tensor:
+    """Absorbed attention over latent blocks (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2; variants.md
+    "Decoding with a cache"): each of the ``G`` blocks is one KV head with key ``[c_j; k_r]`` and
+    value ``c_j``; query head ``h`` reads block ``h // (H / G)``.
+
+    Args:
+        q_lat: ``(B, T, H, w)`` absorbed NoPE queries ``q_n W_UK[j]ᵀ``.
+        q_rope: ``(B, T, H, d_r)`` rotated RoPE queries.
+        c: ``(B, S, G, w)`` latent blocks (the cache's prefix; any strides).
+        k_rope: ``(B, S, 1, d_r)`` the shared rotated RoPE key.
+        scale: the training ``τ = 1/sqrt(d_n + d_r)``, not one derived from ``w``.
+        start_pos, impl: as in :func:`attend`.
+
+    Returns:
+        ``(B, T, H, w)``, attention-weighted latents (apply ``W_UV`` afterwards).
+
+    The torch path is :func:`attend` over the concatenated keys (the reference). On the Triton
+    path a single new token without gradients runs ``gtalib.kernels.latent_decode`` once per block,
+    reading each cached latent once for both the score and the value; prefill runs
+    ``flash_attention`` through :func:`attend`.
+
+    Raises:
+        ValueError: ``H`` not a multiple of ``G``, and as :func:`attend`. ImportError: as :func:`attend`.
+    """
+    B, T, H, _ = q_lat.shape
+    S, G = c.shape[1], c.shape[2]
+    if H % G:
+        raise ValueError(f"query heads ({H}) must be a multiple of latent blocks ({G})")
+    impl = resolve_impl(impl, q_lat)
+    if impl == "triton" and T == 1 and not _needs_grad(q_lat, q_rope, c, k_rope):
+        Hg = H // G
+        seqlens = _seqlens(B, start_pos + 1, q_lat.device)
+        outs = [_kernels().latent_decode(q_lat[:, 0, j * Hg:(j + 1) * Hg], q_rope[:, 0, j * Hg:(j + 1) * Hg],
+                                         c[:, :, j], k_rope[:, :, 0], seqlens, scale)  # (B, Hg, w)
+                for j in range(G)]
+        return torch.cat(outs, dim=1).unsqueeze(1)  # (B, 1, H, w)
+    q = torch.cat([q_lat, q_rope], dim=-1)  # (B, T, H, w + d_r)
+    k = torch.cat([c, k_rope.expand(B, S, G, k_rope.shape[-1])], dim=-1)  # (B, S, G, w + d_r)
+    return attend(q, k, c, scale, start_pos, impl)

@@ -1,4 +1,5 @@
-"""Grouped-tied attention (GTA, Zadouri et al. 2025) as configured in the MLRA paper.
+"""Grouped-tied attention (GTA, Zadouri et al. 2025, "Hardware-Efficient Attention for Fast
+Decoding", arXiv 2505.21487) as configured in the MLRA paper.
 
 variants.md: query heads of ``head_dim`` split into ``d_n = head_dim − d_r`` NoPE and ``d_r``
 RoPE channels; per KV group one tied state ``s = x̃ W_KV`` of ``head_dim`` split
@@ -39,6 +40,18 @@ class GTAttention(Attention):
         self.init_output(self.n_head, self.dim)
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """Grouped attention with keys ``[s_t ; k_r]`` and values ``s`` of the head's group.
+
+        Args:
+            x: ``(B, T, d_model)``, the normed block input, at positions ``start .. start+T-1``
+                with ``start = cache["len"]`` (0 without a cache).
+            cache: from :meth:`new_cache`, or ``None``; the tied states and the rotated RoPE key
+                of the T new tokens are written at their positions.
+        Returns:
+            ``(B, T, d_model)``.
+        Raises:
+            ValueError: positions beyond ``block_size`` or the cache's ``max_len``.
+        """
         B, T, _ = x.shape
         start = self.cache_start(cache)
         q = self.q_proj(x).view(B, T, self.n_head, self.dim)  # (B, T, H, d_n + d_r)
@@ -54,6 +67,8 @@ class GTAttention(Attention):
         return self.project_out(y, x)
 
     def new_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> dict:
+        """Zeroed tied states ``s (batch_size, max_len, n_kv_head, head_dim)``, the shared rotated
+        RoPE key ``k_rope (batch_size, max_len, 1, d_r)`` and ``"len": 0``."""
         return {
             "s": torch.zeros(batch_size, max_len, self.n_kv_head, self.dim, device=device, dtype=dtype),
             "k_rope": torch.zeros(batch_size, max_len, 1, self.d_rope, device=device, dtype=dtype),

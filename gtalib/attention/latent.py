@@ -1,7 +1,8 @@
 """The latent attention family: MLA, GLA-2, GLA-4, MLRA-2, MLRA-4 as one module.
 
-All five variants share one data path (variants.md, "The eleven variants"; MLRA paper,
-arXiv 2603.02188, Sec. 3-4) and differ only in three numbers from
+Sources: MLA (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1), GLA (Zadouri et al. 2025, arXiv
+2505.21487), MLRA (Liu et al., arXiv 2603.02188). All five variants share one data path
+(variants.md, "The eleven variants"; MLRA paper Sec. 3-4) and differ only in three numbers from
 :data:`gtalib.config.LATENT_LAYOUT`:
 
 - ``n_blocks``: the KV latent ``c`` (width ``d_c``) is split into blocks of width
@@ -49,7 +50,7 @@ import torch
 from torch import nn
 
 from gtalib.attention.base import Attention, register
-from gtalib.attention.functional import attend
+from gtalib.attention.functional import attend_branches, attend_latent
 from gtalib.config import LATENT_LAYOUT, ModelConfig
 from gtalib.layers import RMSNorm, RoPE
 
@@ -158,21 +159,20 @@ class LatentAttention(Attention):
 
         Args: ``q_n (B, T, H, d_n)``, ``q_r (B, T, H, d_r)``, ``c (B, S, n_blocks, w)``,
         ``k_r (B, S, 1, d_r)``; queries at positions ``start_pos ..``, keys at ``0 .. S-1``.
-        Returns ``α_o Σ_b y_b`` of shape ``(B, T, H, d_v)`` (before the gate and W_O).
+        Returns ``α_o Σ_b y_b`` of shape ``(B, T, H, d_v)`` (before the gate and W_O), from
+        :func:`~gtalib.attention.functional.attend_branches` (one MLRA kernel launch on Triton).
         """
         B, S = c.shape[:2]
         W = self.wkv_b.weight.view(self.n_blocks, self.heads_per_group, -1, self.block_width)
         kv = torch.einsum("bskw,kiew->bskie", c, W)  # (B, S, nb, Hg, d_n + d_v)
+        # Branch b owns blocks b·G .. b·G+G-1 and group j (block b·G+j) holds heads
+        # j·Hg .. (j+1)·Hg-1, so splitting nb = (NB, G) and merging (G, Hg) = H lists each
+        # branch's heads in order.
+        kv = kv.reshape(B, S, self.n_branches, self.n_head, -1)  # (B, S, NB, H, d_n + d_v)
+        kv = kv.permute(2, 0, 1, 3, 4)  # (NB, B, S, H, d_n + d_v), a view
+        k_n, v = kv.split([self.d_n, self.d_v], dim=-1)
         q = torch.cat([q_n, q_r], dim=-1)  # (B, T, H, d_n + d_r)
-        k_rope = k_r.expand(B, S, self.n_head, self.d_r)
-        y = 0
-        for b in range(self.n_branches):
-            # Heads of branch b in order: group j (block b·G+j) holds heads j·Hg .. (j+1)·Hg-1.
-            kv_b = kv[:, :, self._branch_blocks(b)].flatten(2, 3)  # (B, S, H, d_n + d_v)
-            k_n, v = kv_b.split([self.d_n, self.d_v], dim=-1)
-            k = torch.cat([k_n, k_rope], dim=-1)  # (B, S, H, d_n + d_r)
-            y = y + attend(q, k, v, self.scale, start_pos, impl=self.impl)
-        return self.alpha_o * y
+        return attend_branches(q, k_n, k_r, v, self.scale, self.alpha_o, start_pos, self.impl)
 
     def attend_absorbed(self, q_n, q_r, c, k_r, start_pos: int = 0) -> torch.Tensor:
         """Decode path by weight absorption, MQA-style over the latent cache.
@@ -180,9 +180,10 @@ class LatentAttention(Attention):
         Same arguments and result as :meth:`attend_expanded`. Per branch, each of its
         ``n_groups`` blocks is one KV head: key ``[c_j; k_r]`` (``w + d_r``), value ``c_j`` (``w``);
         head ``h`` queries with ``[q_n W_UK[j, i]; q_r]``; score scale τ = 1/sqrt(d_n + d_r) (the
-        training one: the dot product equals ``q_n·k_n + q_r·k_r`` exactly).
+        training one: the dot product equals ``q_n·k_n + q_r·k_r`` exactly). A single new token
+        on the Triton path runs the ``latent_decode`` kernel
+        (:func:`~gtalib.attention.functional.attend_latent`).
         """
-        B, S = c.shape[:2]
         W_uk, W_uv = self.up_weights()
         y = 0
         for b in range(self.n_branches):
@@ -190,10 +191,8 @@ class LatentAttention(Attention):
             w_uk = W_uk[blocks].flatten(0, 1)  # (H, d_n, w)
             w_uv = W_uv[blocks].flatten(0, 1)  # (H, d_v, w)
             q_lat = torch.einsum("bthn,hnw->bthw", q_n, w_uk)  # (B, T, H, w)
-            q = torch.cat([q_lat, q_r], dim=-1)  # (B, T, H, w + d_r)
             c_b = c[:, :, blocks]  # (B, S, G, w)
-            k = torch.cat([c_b, k_r.expand(B, S, self.n_groups, self.d_r)], dim=-1)  # (B, S, G, w + d_r)
-            o = attend(q, k, c_b, self.scale, start_pos, impl=self.impl)  # (B, T, H, w)
+            o = attend_latent(q_lat, q_r, c_b, k_r, self.scale, start_pos, self.impl)  # (B, T, H, w)
             y = y + torch.einsum("bthw,hvw->bthv", o, w_uv)  # (B, T, H, d_v)
         return self.alpha_o * y
 

@@ -1,4 +1,5 @@
-"""Multi-matrix factorisation attention (MFA, Hu et al. 2024) as configured in the MLRA paper.
+"""Multi-matrix factorisation attention (MFA, Hu et al. 2024, arXiv 2412.19255) as configured in
+the MLRA paper.
 
 variants.md: the query goes through a low-rank bottleneck ``c = RMSNorm(x̃ W_qa)`` (rank
 ``q_lora_rank`` = 2048 at paper size, no latent scale), ``q = c W_qb``; H heads of width
@@ -25,13 +26,18 @@ class MFAttention(DenseAttention):
     """
 
     def head_width(self) -> int:
+        """Per-head q/k/v width: ``v_head_dim`` (``2·head_dim`` = 256 at paper size)."""
         return self.cfg.v_head_dim
 
     def build_query(self) -> None:
+        """Create the low-rank query path ``W_qa: d → d_q``, ``RMSNorm(d_q)``, ``W_qb: d_q → H·D``
+        (``d_q = q_lora_rank``, 2048 at paper size)."""
         c = self.cfg
         self.q_a = nn.Linear(c.d_model, c.q_lora_rank, bias=False)
         self.q_norm = RMSNorm(c.q_lora_rank)
         self.q_b = nn.Linear(c.q_lora_rank, self.n_head * self.dim, bias=False)
 
     def query(self, x: torch.Tensor) -> torch.Tensor:
+        """``q = RMSNorm(x W_qa) W_qb`` (no latent scale): ``(B, T, d) -> (B, T, H, D)`` before
+        RoPE."""
         return self.q_b(self.q_norm(self.q_a(x))).view(*x.shape[:2], self.n_head, self.dim)

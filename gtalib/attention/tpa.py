@@ -1,4 +1,5 @@
-"""Tensor product attention (TPA, Zhang et al. 2025, "Tensor Product Attention Is All You Need").
+"""Tensor product attention (TPA, Zhang et al. 2025, "Tensor Product Attention Is All You Need",
+arXiv 2501.06425).
 
 variants.md: per token, head factors ``A_q (H, R_q)``, ``A_k, A_v (H, R)`` and token factors
 ``B_q (R_q, d_h)``, ``B_k, B_v (R, d_h)``, each a linear map of ``x̃``;
@@ -44,6 +45,8 @@ class TPAttention(Attention):
 
     @torch.no_grad()
     def init_special(self) -> None:
+        """Xavier-uniform factor projections under both inits (variants.md, "Initialisation":
+        the MLRA reference keeps TPA's own init)."""
         for lin in (self.a_q, self.b_q, self.a_k, self.b_k, self.a_v, self.b_v):
             nn.init.xavier_uniform_(lin.weight)
 
@@ -53,6 +56,18 @@ class TPAttention(Attention):
         return torch.einsum("bshr,bsrd->bshd", a, b) / a.shape[-1]
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """Assemble q, k, v from their factors, attend causally, then ``W_O`` (and the gate).
+
+        Args:
+            x: ``(B, T, d_model)``, the normed block input, at positions ``start .. start+T-1``
+                with ``start = cache["len"]`` (0 without a cache).
+            cache: from :meth:`new_cache`, or ``None``; the k/v factors of the T new tokens
+                (``B_k`` after RoPE) are written at their positions.
+        Returns:
+            ``(B, T, d_model)``.
+        Raises:
+            ValueError: positions beyond ``block_size`` or the cache's ``max_len``.
+        """
         B, T, _ = x.shape
         H, D, rq, r = self.n_head, self.dim, self.rq, self.r
         start = self.cache_start(cache)
@@ -69,6 +84,8 @@ class TPAttention(Attention):
         return self.project_out(y, x)
 
     def new_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> dict:
+        """Zeroed factors ``a_k, a_v (batch_size, max_len, H, R)``, ``b_k`` (after RoPE),
+        ``b_v (batch_size, max_len, R, d_h)`` and ``"len": 0``: never the assembled k, v."""
         H, D, r = self.n_head, self.dim, self.r
         z = lambda *s: torch.zeros(batch_size, max_len, *s, device=device, dtype=dtype)  # noqa: E731
         return {"a_k": z(H, r), "b_k": z(r, D), "a_v": z(H, r), "b_v": z(r, D), "len": 0}

@@ -1,9 +1,12 @@
-"""Small shared helpers for the attention tests: tiny configs and a naive attention reference."""
+"""Small shared helpers for the attention and model tests: tiny configs, every (variant, option)
+pair, and a naive attention reference."""
 
 import math
 
 import torch
 
+from gtalib.attention import REGISTRY
+from gtalib.config import LATENT_VARIANTS
 from gtalib.presets import model_config
 
 
@@ -28,3 +31,20 @@ def naive_attention(q, k, v, scale, start_pos=0):
             s[:, i, start_pos + i + 1 :] = -math.inf
         out[:, :, h] = torch.softmax(s, -1) @ vh
     return out
+
+
+def variant_options(variant: str):
+    """The ablation options ``variant`` accepts (variants.md "Ablation switches"), one at a time:
+    none, the gate, double heads (not MHA/TPA, whose cache grows with the heads), latent scale off
+    (latent family only)."""
+    yield {}
+    yield {"gate": True}
+    if variant not in ("mha", "tpa"):
+        yield {"head_multiplier": 2}
+    if variant in LATENT_VARIANTS:
+        yield {"latent_scale": False}
+
+
+#: (variant, options) for every registered variant and option, with readable pytest ids.
+WITH_OPTIONS = [(v, o) for v in sorted(REGISTRY) for o in variant_options(v)]
+OPTION_IDS = [v + "".join(f"-{k}={val}" for k, val in o.items()) for v, o in WITH_OPTIONS]
