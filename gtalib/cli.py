@@ -1,0 +1,201 @@
+"""The ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``).
+
+Subcommands: ``train`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.tables`),
+``book`` (:mod:`gtalib.book`). Each other part registers its own subcommand through an
+``add_cli(subparsers)`` function that sets ``func`` on its leaf parsers; handlers are called as
+``args.func(args)`` and return an exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: (module, command) pairs whose ``add_cli(subparsers)`` registers a subcommand.
+_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.tables", "tables"), ("gtalib.book", "book"))
+
+ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
+STRATEGIES = ("auto", "ddp", "fsdp")  # not ddp_spawn: the history must stay in this process
+
+
+def _variant(name: str) -> str:
+    from gtalib.config import canonical_variant
+
+    try:
+        return canonical_variant(name)
+    except KeyError as exc:
+        raise argparse.ArgumentTypeError(exc.args[0]) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _devices(text: str):
+    return text if text == "auto" else _positive_int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
+    return v
+
+
+def _add_train(sub) -> None:
+    from gtalib.config import INIT_CHOICES, VARIANTS
+    from gtalib.train_config import TRAIN_PRESETS
+
+    p = sub.add_parser(
+        "train", help="train one model (skips a finished run, resumes an interrupted one)",
+        description="Train one attention variant with the paper's recipe (AdamW, warmup + cosine, "
+                    "clip 1.0) at a preset size. The run lives in RUN_DIR/<run id>/ (metrics.csv, "
+                    "card.json); the id hashes the full spec, so rerunning the same "
+                    "command does nothing and an interrupted run resumes from its last checkpoint.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--variant", type=_variant, required=True,
+                   help=f"attention variant: {', '.join(VARIANTS)} (any case, '_' or '-')")
+    p.add_argument("--preset", choices=list(TRAIN_PRESETS), default="cpu",
+                   help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
+                        "GPU; paper: the paper's 2.9 B recipe)")
+    p.add_argument("--seed", type=int, default=0, help="model-initialisation seed")
+    p.add_argument("--run-dir", default="runs", help="run store folder")
+    g = p.add_argument_group("ablation options")
+    g.add_argument("--init", choices=INIT_CHOICES, default="zero",
+                   help="zero: W_O and W_down start at 0; normal: N(0, 0.02) like the rest")
+    g.add_argument("--gate", action="store_true", help="sigmoid output gate before W_O")
+    g.add_argument("--no-latent-scale", action="store_true",
+                   help="drop the latent scale constants (MLA/GLA/MLRA only)")
+    g.add_argument("--double-heads", action="store_true",
+                   help="twice the query heads, per-head dims and KV cache unchanged")
+    t = p.add_argument_group("training overrides (default: the preset's)")
+    t.add_argument("--max-steps", type=_positive_int,
+                   help="optimizer steps; the warmup is rescaled to keep the preset's fraction "
+                        "unless --warmup-steps is given")
+    t.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    t.add_argument("--warmup-steps", type=int, help="linear warmup steps")
+    t.add_argument("--batch-size", type=_positive_int, help="sequences per optimizer step (global)")
+    t.add_argument("--micro-batch-size", type=_positive_int, help="sequences per forward pass per device")
+    t.add_argument("--eval-every", type=_positive_int, help="validation interval in steps")
+    t.add_argument("--data-seed", type=int, help="seed of the batch order")
+    d = p.add_argument_group("data")
+    d.add_argument("--corpus", default="default",
+                   help="'default' (registry prose, built on first use) or a built FineWeb-Edu corpus name")
+    d.add_argument("--tokenizer", choices=("bytes", "gpt2"), default=None,
+                   help="default: bytes for a 256-token vocabulary, gpt2 otherwise")
+    d.add_argument("--data-dir", default=None, help="data cache (default $GTALIB_DATA_DIR or <repo>/data_cache)")
+    h = p.add_argument_group("hardware (not part of the run id)")
+    h.add_argument("--accelerator", choices=ACCELERATORS, default="auto")
+    h.add_argument("--devices", type=_devices, default=1, help="devices per node (an integer, or 'auto')")
+    h.add_argument("--num-nodes", type=_positive_int, default=1)
+    h.add_argument("--strategy", choices=STRATEGIES, default="auto",
+                   help="Lightning strategy; ddp/fsdp for devices > 1 or num-nodes > 1")
+    h.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads")
+    h.add_argument("--quiet", action="store_true", help="no progress bar")
+    h.add_argument("--keep-checkpoint", action="store_true",
+                   help="keep checkpoints/last.ckpt (final weights + optimizer) after the run is done")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args) -> int:
+    """Handler of ``gtalib train``: builds the spec, ensures the run, prints where it is."""
+    import json
+
+    import torch
+
+    from gtalib.presets import model_config, train_config
+    from gtalib.runs import RunSpec, ensure_run, make_datamodule
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = model_config(args.preset, args.variant, init=args.init, gate=args.gate,
+                         latent_scale=not args.no_latent_scale,
+                         head_multiplier=2 if args.double_heads else 1)
+    base = train_config(args.preset)
+    warmup = args.warmup_steps
+    if warmup is None and args.max_steps is not None:
+        warmup = round(base.warmup_steps * args.max_steps / base.max_steps)
+    train = train_config(args.preset, max_steps=args.max_steps, lr=args.lr, warmup_steps=warmup,
+                         batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
+                         eval_every=args.eval_every, data_seed=args.data_seed)
+    tokenizer = args.tokenizer or ("bytes" if model.vocab_size == 256 else "gpt2")
+    dm = make_datamodule(args.corpus, tokenizer, train, args.data_dir, build=True)
+    dm.prepare_data()  # builds the default corpus on first use
+    if dm.vocab_size > model.vocab_size:
+        raise SystemExit(f"gtalib train: tokenizer {tokenizer!r} has {dm.vocab_size} tokens, more than "
+                         f"the {args.preset} model's vocab_size={model.vocab_size}; choose --tokenizer")
+    spec = RunSpec(model, train, {"corpus": args.corpus, "tokenizer": tokenizer,
+                                  "identity": dm.data_identity()}, args.seed)
+    path = ensure_run(spec, args.run_dir, datamodule=dm, accelerator=args.accelerator,
+                      devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
+                      progress=not args.quiet, keep_checkpoint=args.keep_checkpoint)
+    card = path / "card.json"
+    if card.exists():
+        c = json.loads(card.read_text())
+        print(f"run {spec.run_id} ({spec.describe()}): final train loss {c['final_train_loss']:.4f}, "
+              f"val loss {c['final_val_loss']:.4f}, {c['tokens_per_s']} tokens/s")
+    print(path)
+    return 0
+
+
+def _add_plugin(sub, module: str, command: str) -> None:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:  # a real import error inside the module: let it show
+            raise
+        mod = None
+    if mod is not None and hasattr(mod, "add_cli"):
+        mod.add_cli(sub)
+        return
+
+    def unavailable(_args) -> int:
+        print(f"gtalib {command}: not available in this installation ({module}.add_cli is missing)",
+              file=sys.stderr)
+        return 2
+
+    sub.add_parser(command, help=f"(not available: {module}.add_cli is missing)").set_defaults(func=unavailable)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``gtalib`` parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="gtalib",
+        description="Attention variants of Multi-Head Low-Rank Attention (MLRA, arXiv 2603.02188): "
+                    "train them, build the corpora, print the tables, build the book.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_train(sub)
+    for module, command in _PLUGINS:
+        _add_plugin(sub, module, command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gtalib`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, KeyError, FileNotFoundError) as exc:  # bad input: a message, no traceback
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"gtalib {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

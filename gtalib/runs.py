@@ -1,0 +1,449 @@
+"""The run store: a run is the hash of its full spec; finished runs are reused, interrupted runs
+resumed, nothing half-written is ever read as done.
+
+Layout of ``<run_dir>/<run_id>/``::
+
+    spec.json            the RunSpec (written first)
+    checkpoints/last.ckpt  Lightning checkpoint (resume point; holds the metrics history too;
+                         deleted once DONE unless ``keep_checkpoint``)
+    logs/version_<n>/    Lightning CSVLogger output, one version per attempt (+ tensorboard/)
+    metrics.csv          clean per-step metrics, written atomically at the end
+    card.json            run card: versions, git commit, device, threads, wall time, tokens/s
+    DONE                 written last; its presence is what "finished" means
+
+``metrics.csv`` columns: ``step`` (updates done, 1..max_steps, one row each), ``tokens`` (training
+tokens consumed), ``train_loss`` (nats/token of that step's batch), ``lr``, ``val_loss`` (fixed
+held-out set, filled on eval steps only) and ``val_loss/<source>`` per data source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gtalib.config import ModelConfig
+from gtalib.train_config import NON_RESULT_FIELDS, TrainConfig
+
+#: Bump whenever a change to gtalib's model or training math changes the numbers a run produces
+#: (the run hash includes it, so stale runs are not reused).
+MODEL_MATH_VERSION = 1
+
+#: ModelConfig fields that do not change the result beyond floating-point rounding: which
+#: attention implementation computes the same function.
+_MODEL_NON_RESULT_FIELDS = frozenset({"attn_impl"})
+
+
+class RunIncompleteError(RuntimeError):
+    """A run folder without ``DONE`` was asked for its results."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines a run's result.
+
+    Args:
+        model: the model (``intermediate_size`` solved; :func:`gtalib.presets.model_config`).
+        train: the training settings (:func:`gtalib.presets.train_config`).
+        data: the data identity, a JSON-serialisable dict (``gtalib.data.data_identity()``):
+            corpus, its version/hash, tokenizer, splits.
+        seed: model-initialisation seed. The data order depends on ``train.data_seed`` only.
+    """
+
+    model: ModelConfig
+    train: TrainConfig
+    data: dict
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"RunSpec.model must be a ModelConfig, got {type(self.model).__name__}")
+        if not isinstance(self.train, TrainConfig):
+            raise ValueError(f"RunSpec.train must be a TrainConfig, got {type(self.train).__name__}")
+        if not isinstance(self.data, dict):
+            raise ValueError(f"RunSpec.data must be a dict (data identity), got {type(self.data).__name__}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"RunSpec.seed must be a non-negative integer, got {self.seed!r}")
+        if self.model.intermediate_size is None:
+            raise ValueError("RunSpec.model.intermediate_size is None: solve it with "
+                             "gtalib.presets.model_config")
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form (written to ``spec.json``)."""
+        return {"model": self.model.to_dict(), "train": self.train.to_dict(), "data": self.data,
+                "seed": self.seed, "model_math_version": MODEL_MATH_VERSION}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSpec":
+        """Inverse of :meth:`to_dict` (``model_math_version`` is ignored)."""
+        return cls(ModelConfig(**d["model"]), TrainConfig(**d["train"]), dict(d["data"]), int(d["seed"]))
+
+    def hash_payload(self) -> dict:
+        """What the run id hashes: the *resolved* model config (so spelling a derived size out or
+        leaving it to the rules gives the same id), the training config without fields that do
+        not change the result (checkpoint interval, loader workers), the data identity, the seed
+        and :data:`MODEL_MATH_VERSION`."""
+        model = {k: v for k, v in self.model.resolved().to_dict().items()
+                 if k not in _MODEL_NON_RESULT_FIELDS}
+        train = {k: v for k, v in self.train.to_dict().items() if k not in NON_RESULT_FIELDS}
+        return {"model": model, "train": train, "data": self.data, "seed": self.seed,
+                "model_math_version": MODEL_MATH_VERSION}
+
+    @property
+    def run_id(self) -> str:
+        """First 16 hex digits of the sha256 of the canonical JSON of :meth:`hash_payload`."""
+        text = json.dumps(self.hash_payload(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """One line for progress output: variant, options that differ from the defaults, seed."""
+        m = self.model
+        opts = [f"init={m.init}"] + (["gate"] if m.gate else []) \
+            + ([] if m.latent_scale else ["no-latent-scale"]) \
+            + (["double-heads"] if m.head_multiplier == 2 else [])
+        return f"{m.variant} {' '.join(opts)} seed={self.seed} steps={self.train.max_steps}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Small file helpers
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (atomic on POSIX)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _device_description(trainer) -> str:
+    import torch
+
+    if trainer.strategy.root_device.type == "cuda":
+        return torch.cuda.get_device_name(trainer.strategy.root_device)
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    return f"{name} ({os.cpu_count()} logical CPUs)"
+
+
+@contextlib.contextmanager
+def _quiet_lightning(enabled: bool):
+    """Silence Lightning's banner lines and advisory warnings (e.g. "few dataloader workers")."""
+    if not enabled:
+        yield
+        return
+    names = ("lightning.pytorch", "lightning.fabric", "lightning")
+    levels = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.WARNING)
+    with warnings.catch_warnings():
+        from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+        warnings.simplefilter("ignore", PossibleUserWarning)
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        try:
+            yield
+        finally:
+            for n, lvl in levels.items():
+                logging.getLogger(n).setLevel(lvl)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def _val_batch_size(eval_windows: int) -> int:
+    """Largest divisor of ``eval_windows`` that is at most 16 (windows per validation pass)."""
+    return max(d for d in range(1, min(16, eval_windows) + 1) if eval_windows % d == 0)
+
+
+def make_datamodule(corpus: str, tokenizer: str, train: TrainConfig, data_dir=None, build: bool = False):
+    """A :class:`gtalib.data.TokenDataModule` sized by ``train``: ``seq_len``-token rows,
+    ``batch_size`` rows per global batch, ``data_seed`` order, ``eval_windows`` held-out windows
+    per source.
+
+    Args:
+        corpus: ``"default"`` (registry prose) or a built FineWeb-Edu corpus name.
+        tokenizer: ``"bytes"`` or ``"gpt2"``.
+        data_dir: data cache (default ``$GTALIB_DATA_DIR`` or ``<repo>/data_cache``).
+        build: build the default corpus on ``prepare_data()`` if it is missing.
+    """
+    from gtalib.data import TokenDataModule
+
+    return TokenDataModule(corpus=corpus, tokenizer=tokenizer, block_size=train.seq_len,
+                           batch_size=train.batch_size, data_seed=train.data_seed,
+                           val_windows=train.eval_windows,
+                           val_batch_size=_val_batch_size(train.eval_windows),
+                           data_dir=data_dir, build=build)
+
+
+def data_spec(train: TrainConfig, corpus: str = "default", tokenizer: str = "bytes",
+              data_dir=None) -> dict:
+    """The ``data`` of a :class:`RunSpec`: corpus and tokenizer names (to rebuild the datamodule)
+    and the built corpus's identity (archive pins, shard sha256s, sampling rule and sizes), so a
+    rebuilt or changed corpus gives new run ids.
+
+    Raises:
+        FileNotFoundError: the corpus is not built (``gtalib data build``).
+    """
+    dm = make_datamodule(corpus, tokenizer, train, data_dir)
+    return {"corpus": corpus, "tokenizer": tokenizer, "identity": dm.data_identity()}
+
+
+def default_datamodule(spec: RunSpec, data_dir=None):
+    """The datamodule of ``spec.data`` (made by :func:`data_spec`), checked against its identity.
+
+    Raises:
+        ValueError: ``spec.data`` lacks ``corpus``/``tokenizer``, or the corpus on disk is not the
+            one the spec was made with.
+    """
+    if not {"corpus", "tokenizer"} <= set(spec.data):
+        raise ValueError(f"RunSpec.data needs 'corpus' and 'tokenizer' (see gtalib.runs.data_spec); "
+                         f"got keys {sorted(spec.data)}")
+    dm = make_datamodule(spec.data["corpus"], spec.data["tokenizer"], spec.train, data_dir)
+    if "identity" in spec.data and dm.data_identity() != spec.data["identity"]:
+        raise ValueError(f"run {spec.run_id}: the corpus {spec.data['corpus']!r} on disk differs from "
+                         f"the one this spec was made with (rebuild it or make a new spec)")
+    return dm
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+
+
+def run_path(spec: RunSpec, run_dir) -> Path:
+    """``run_dir / spec.run_id``."""
+    return Path(run_dir) / spec.run_id
+
+
+def is_done(path) -> bool:
+    """Whether the run folder ``path`` holds a finished run (its ``DONE`` file exists)."""
+    return (Path(path) / "DONE").exists()
+
+
+def _resume_checkpoint(path: Path) -> Path | None:
+    """``checkpoints/last.ckpt`` if present and readable. An unreadable one (killed while writing
+    outside Lightning's atomic save, disk full) is set aside as ``last.ckpt.corrupt`` and the run
+    restarts from scratch, with a warning."""
+    import torch
+
+    ckpt = path / "checkpoints" / "last.ckpt"
+    if not ckpt.exists():
+        return None
+    if ckpt.is_dir():  # a sharded (FSDP) checkpoint: Lightning validates it when loading
+        return ckpt
+    try:
+        torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)  # lazy: checks the archive
+    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint means "start over"
+        warnings.warn(f"run {path.name}: unreadable checkpoint {ckpt} ({exc}); restarting the run")
+        os.replace(ckpt, ckpt.with_suffix(".ckpt.corrupt"))
+        return None
+    return ckpt
+
+
+def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=None,
+               data_dir=None, accelerator: str = "cpu", devices: int | str = 1, num_nodes: int = 1,
+               strategy: str = "auto", callbacks: list | None = None,
+               keep_checkpoint: bool = False) -> Path:
+    """Make sure the run ``spec`` exists, finished, under ``run_dir``; return its folder.
+
+    Returns at once if ``DONE`` exists; resumes from ``checkpoints/last.ckpt`` if present;
+    otherwise trains from scratch (model initialised with ``spec.seed``). On success writes
+    ``metrics.csv`` and ``card.json`` atomically, then ``DONE``. Under multi-process strategies
+    every process calls this (Lightning relaunches the calling script); only global rank 0
+    writes the results.
+
+    Args:
+        datamodule: object following the data contract of :mod:`gtalib.training`; default
+            :func:`default_datamodule` of ``spec`` (corpus read from ``data_dir``).
+        accelerator, devices, num_nodes, strategy: passed to the Lightning ``Trainer``
+            (``"cpu"``/``"gpu"``/``"auto"``; ``"ddp"`` or ``"fsdp"``; not ``"ddp_spawn"``, whose
+            workers cannot hand the metrics history back). They do not enter the
+            run hash: a run on several devices equals the one-device run up to rounding.
+        progress: show Lightning's progress bar and messages.
+        callbacks: extra Lightning callbacks (tests use one to interrupt a run).
+        keep_checkpoint: keep ``checkpoints/last.ckpt`` (final weights and optimizer state) once
+            the run is done; by default it is deleted (a ``cpu``-preset one is ~5 MB).
+
+    Raises:
+        FloatingPointError: the training loss became NaN/Inf (message names step and run id).
+        ValueError: ``spec.json`` already in the folder describes a different spec.
+    """
+    import lightning as L
+
+    from gtalib.training import LitGPT, fit
+
+    path = run_path(spec, run_dir)
+    if is_done(path):
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    spec_text = json.dumps(spec.to_dict(), indent=2, sort_keys=True)
+    spec_file = path / "spec.json"
+    if spec_file.exists() and RunSpec.from_dict(json.loads(spec_file.read_text())).hash_payload() \
+            != spec.hash_payload():
+        raise ValueError(f"{spec_file} describes a different run than the spec asked for")
+    _write_atomic(spec_file, spec_text)
+
+    started = time.time()
+    with _quiet_lightning(not progress):
+        ckpt = _resume_checkpoint(path)
+        L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
+        module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
+        dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
+        trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator, devices=devices,
+                      num_nodes=num_nodes, strategy=strategy, progress=progress,
+                      extra_callbacks=callbacks)
+    if not trainer.is_global_zero:
+        return path
+    _write_metrics(path, module.history, spec)
+    _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
+    _write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
+    if not keep_checkpoint:
+        shutil.rmtree(path / "checkpoints", ignore_errors=True)
+    return path
+
+
+def _write_metrics(path: Path, history: list[dict], spec: RunSpec) -> None:
+    import pandas as pd
+
+    df = pd.DataFrame(history)
+    steps = df["step"].tolist() if len(df) else []
+    if steps != list(range(1, spec.train.max_steps + 1)):
+        raise RuntimeError(
+            f"run {spec.run_id}: metrics history has steps {steps[:3]}...{steps[-3:]} "
+            f"(n={len(steps)}), expected 1..{spec.train.max_steps} once each"
+        )
+    val_cols = sorted(c for c in df.columns if c.startswith("val_loss/"))
+    df = df.reindex(columns=["step", "tokens", "train_loss", "val_loss", "lr", *val_cols])
+    _write_atomic(path / "metrics.csv", df.to_csv(index=False))
+
+
+def _write_card(path: Path, spec: RunSpec, module, trainer, started: float, resumed: bool) -> None:
+    import lightning
+    import torch
+
+    import gtalib
+
+    last = module.history[-1]
+    tokens = spec.train.max_steps * spec.train.tokens_per_step
+    card = {
+        "run_id": spec.run_id,
+        "describe": spec.describe(),
+        "versions": {"torch": torch.__version__, "lightning": lightning.__version__,
+                     "gtalib": getattr(gtalib, "__version__", _package_version()),
+                     "python": platform.python_version()},
+        "git_commit": _git_commit(),
+        "device": _device_description(trainer),
+        "accelerator": trainer.strategy.root_device.type,
+        "world_size": trainer.world_size,
+        "strategy": type(trainer.strategy).__name__,
+        "precision": trainer.precision,
+        "threads": torch.get_num_threads(),
+        "n_params": module.model.num_params(),
+        "tokens": tokens,
+        "train_wall_s": round(module.wall_s, 3),
+        "wall_time_s": round(time.time() - started, 3),
+        "tokens_per_s": round(tokens / module.wall_s, 1) if module.wall_s > 0 else None,
+        "resumed": resumed,
+        "final_train_loss": last["train_loss"],
+        "final_val_loss": last.get("val_loss"),
+        "final_val_loss_per_source": {k.split("/", 1)[1]: v for k, v in last.items()
+                                      if k.startswith("val_loss/")},
+        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+    }
+    _write_atomic(path / "card.json", json.dumps(card, indent=2, sort_keys=True) + "\n")
+
+
+def _package_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gtalib")
+    except PackageNotFoundError:
+        return None
+
+
+def load_metrics(path):
+    """The per-step metrics of a finished run as a ``pandas.DataFrame`` (columns of the module
+    docstring; ``val_loss*`` are NaN off eval steps).
+
+    Raises:
+        RunIncompleteError: ``path`` has no ``DONE`` (never trained, interrupted, or failed).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not is_done(path):
+        raise RunIncompleteError(
+            f"run {path} is not finished (no DONE file); finish it with gtalib.runs.ensure_run"
+        )
+    return pd.read_csv(path / "metrics.csv")
+
+
+def load_spec(path) -> RunSpec:
+    """The :class:`RunSpec` stored in a run folder's ``spec.json``."""
+    return RunSpec.from_dict(json.loads((Path(path) / "spec.json").read_text()))
+
+
+def remove_run(path) -> None:
+    """Delete a run folder (e.g. to retrain after a data change that kept the same identity)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def ensure_runs(specs: Iterable[RunSpec], run_dir, *, progress: bool | Callable[[str], None] = True,
+                **kwargs) -> list[Path]:
+    """:func:`ensure_run` for each spec in one process (a fresh process costs seconds per run),
+    with one progress line per run: which run, how many are left, and an ETA from the mean time
+    of the runs trained so far. Duplicate specs are trained once.
+
+    Args:
+        progress: ``True`` prints to stdout, a callable receives each line, ``False`` is silent.
+        **kwargs: passed to :func:`ensure_run` (``datamodule``, ``accelerator``, ...).
+
+    Returns:
+        The run folders, in the order of ``specs``.
+    """
+    specs = list(specs)
+    say = print if progress is True else (progress or (lambda _msg: None))
+    todo = {s.run_id for s in specs if not is_done(run_path(s, run_dir))}
+    say(f"{len(specs)} runs, {len(todo)} to train, in {run_dir}")
+    paths, times, trained = [], [], set()
+    for i, spec in enumerate(specs, 1):
+        rid = spec.run_id
+        if rid not in todo or rid in trained:
+            paths.append(run_path(spec, run_dir))
+            continue
+        t0 = time.perf_counter()
+        paths.append(ensure_run(spec, run_dir, **kwargs))
+        times.append(time.perf_counter() - t0)
+        trained.add(rid)
+        left = len(todo) - len(trained)
+        eta = left * sum(times) / len(times)
+        say(f"[{len(trained)}/{len(todo)}] {rid} {spec.describe()}: {times[-1]:.1f} s; "
+            f"{left} left, ETA {eta / 60:.1f} min")
+    return paths

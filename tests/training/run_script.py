@@ -1,0 +1,50 @@
+"""Run the reference test run (ci preset, mlra-4, seed 0, synthetic corpus) in a fresh process.
+
+Used by test_processes.py: ``python run_script.py RUN_DIR [--devices N --strategy ddp]
+[--exit-at STEP]``. Lightning's DDP launcher re-runs this file for the other ranks, hence the
+``__main__`` guard. ``--exit-at`` ends the process abruptly (``os._exit``, no clean-up at all),
+like a killed job, when training reaches that step.
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+from lightning.pytorch.callbacks import Callback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from synthetic import SyntheticData  # noqa: E402
+
+from gtalib.presets import model_config, train_config  # noqa: E402
+from gtalib.runs import RunSpec, ensure_run  # noqa: E402
+
+DATA = {"name": "synthetic-markov", "version": 1}
+
+
+class HardExit(Callback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            os._exit(3)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run_dir")
+    ap.add_argument("--devices", type=int, default=1)
+    ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--exit-at", type=int, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    s = RunSpec(model_config("ci", "mlra-4"), train_config("ci"), DATA, 0)
+    cbs = [HardExit(args.exit_at)] if args.exit_at is not None else []
+    dm = SyntheticData(s.train.seq_len, s.train.batch_size, eval_windows=s.train.eval_windows)
+    ensure_run(s, args.run_dir, datamodule=dm, accelerator="cpu", devices=args.devices,
+               strategy=args.strategy, callbacks=cbs)
+
+
+if __name__ == "__main__":
+    main()
