@@ -1,0 +1,23 @@
+# The README's two commands are `make book` (the main job) and `make test` (the tests).
+# Both install into .venv first (idempotent; see scripts/install.sh).
+PRESET ?= cpu
+SEEDS ?= 2
+JOBS ?= 2
+GTALIB := .venv/bin/gtalib
+
+.PHONY: install book test gpu-check clean-book
+
+install:
+	bash scripts/install.sh
+
+book: install
+	$(GTALIB) book --preset $(PRESET) --seeds $(SEEDS) --jobs $(JOBS)
+
+test: install
+	bash scripts/test.sh
+
+gpu-check: install
+	bash scripts/gpu_check.sh $${OUT:-benchmarks/gpu}
+
+clean-book:
+	rm -rf book/_build book/generated

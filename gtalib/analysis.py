@@ -1,0 +1,655 @@
+"""Loss differences, smoothing, seed statistics and verdicts for the book.
+
+Data model: a *runs frame* is a long pandas DataFrame with one row per logged step of each run
+and the columns ``variant, arm, label, seed, step, tokens, train_loss, val_loss`` (plus any
+``val_loss/<source>`` columns of the run store's ``metrics.csv``). ``arm`` is ``"alt"`` (the
+configuration the paper argues against), ``"rec"`` (the one it recommends) or ``"main"``.
+
+Conventions (stated in every caption the book prints):
+
+- ΔL = L(alt) − L(rec) per seed, from paired runs (same data order, same seed) on the steps both
+  runs logged; positive ⇒ the paper's recommended choice is better (paper.md, ablation figures).
+- Curves: the training loss by default (paired runs see the same batch at every step, so the
+  per-step ΔL is dense and the batch difficulty cancels), each seed's ΔL smoothed by a trailing
+  mean over ``smoothing`` logged points before averaging over seeds (``smoothing=1``: none;
+  default 5 % of the run's steps).
+- Band: mean over seeds ± the two-sided Student-t confidence interval, ``t_{c, n−1} · s / √n``
+  with ``s`` the sample standard deviation over the ``n`` seeds (no band for one seed).
+- Final ΔL: validation loss on the fixed held-out windows, unsmoothed, at the last step all
+  seeds of the variant logged.
+- Verdict against the paper's claim (sign of the paper's ΔL): "within noise" when the CI covers 0
+  or |ΔL| is not larger than the same-configuration seed spread (max − min of the final
+  validation loss over seeds, the larger of the two arms; pilot.md), else "agrees" when the sign
+  matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single seed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------------------------
+
+def _t_pdf_theta(theta: np.ndarray, dof: int) -> np.ndarray:
+    """Student-t density after the substitution x = tan θ (times dx/dθ = sec² θ), a bounded
+    smooth integrand on [0, π/2) for every dof ≥ 1."""
+    log_c = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
+    x = np.tan(theta)
+    sec2 = 1.0 + x * x
+    return np.exp(log_c - (dof + 1) / 2 * np.log1p(x * x / dof)) * sec2
+
+
+def t_cdf(t: float, dof: int) -> float:
+    """Student-t cumulative distribution function with ``dof`` degrees of freedom.
+
+    Computed as ``1/2 + ∫_0^{atan t} f(tan θ) sec²θ dθ`` by composite Simpson's rule (4000
+    intervals; accurate to ~1e-10 for dof ≥ 1), so no scipy is needed.
+
+    Raises:
+        ValueError: ``dof`` < 1.
+    """
+    if not dof >= 1:
+        raise ValueError(f"dof must be >= 1, got {dof!r}")
+    if t == 0:
+        return 0.5
+    upper = math.atan(abs(t))
+    n = 4000
+    theta = np.linspace(0.0, upper, n + 1)
+    f = _t_pdf_theta(theta, dof)
+    integral = (upper / n / 3) * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+    return 0.5 + math.copysign(integral, t)
+
+
+def t_critical(confidence: float, dof: int) -> float:
+    """Two-sided Student-t critical value: ``t`` with ``P(|T| ≤ t) = confidence`` for ``dof``
+    degrees of freedom (e.g. 12.706 for 95 % and dof 1; 1.960 as dof → ∞).
+
+    Raises:
+        ValueError: ``confidence`` not in (0, 1) or ``dof`` < 1.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    target = 0.5 + confidence / 2
+    lo, hi = 0.0, math.pi / 2  # bisection on θ = atan t keeps the bracket finite
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if t_cdf(math.tan(mid), dof) < target:
+            lo = mid
+        else:
+            hi = mid
+    return math.tan((lo + hi) / 2)
+
+
+def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]:
+    """Mean of ``values`` (one per seed) with its two-sided Student-t confidence interval.
+
+    Returns:
+        ``(mean, low, high, n)``; ``low``/``high`` are NaN when fewer than two finite values.
+    Raises:
+        ValueError: no finite value, or ``confidence`` outside (0, 1).
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        raise ValueError("mean_ci needs at least one finite value")
+    m = float(x.mean())
+    if x.size < 2:
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+        return m, math.nan, math.nan, 1
+    half = t_critical(confidence, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return m, m - half, m + half, int(x.size)
+
+
+# ---------------------------------------------------------------------------------------------
+# Curves
+# ---------------------------------------------------------------------------------------------
+
+def paired_delta(alt: pd.DataFrame, rec: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
+    """ΔL = alt[column] − rec[column] on the steps where both runs logged ``column``.
+
+    Args:
+        alt, rec: metrics frames of two paired runs (columns ``step, tokens, <column>``).
+    Returns:
+        DataFrame ``[step, tokens, delta]`` sorted by step (nats).
+    Raises:
+        KeyError: ``column`` missing from a frame.
+        ValueError: no common logged step, or the runs disagree on tokens at a common step
+            (then they are not paired: different batch sizes or data).
+    """
+    for name, df in (("alt", alt), ("rec", rec)):
+        missing = {"step", "tokens", column} - set(df.columns)
+        if missing:
+            raise KeyError(f"{name} metrics lack column(s) {sorted(missing)}")
+    a = alt[["step", "tokens", column]].dropna(subset=[column])
+    r = rec[["step", "tokens", column]].dropna(subset=[column])
+    m = a.merge(r, on="step", suffixes=("_alt", "_rec"), how="inner").sort_values("step")
+    if m.empty:
+        raise ValueError(f"paired runs share no step with a logged {column!r}")
+    bad = m["tokens_alt"] != m["tokens_rec"]
+    if bad.any():
+        s = int(m.loc[bad, "step"].iloc[0])
+        raise ValueError(f"runs are not paired: different token counts at step {s}")
+    return pd.DataFrame({
+        "step": m["step"].to_numpy(),
+        "tokens": m["tokens_alt"].to_numpy(),
+        "delta": (m[f"{column}_alt"] - m[f"{column}_rec"]).to_numpy(),
+    })
+
+
+def smooth(values: pd.Series, window: int) -> pd.Series:
+    """Trailing mean over ``window`` consecutive points (the first points average what exists).
+
+    Raises:
+        ValueError: ``window`` < 1.
+    """
+    if not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"smoothing window must be a positive integer, got {window!r}")
+    return values.rolling(window, min_periods=1).mean()
+
+
+def delta_curves(runs: pd.DataFrame, column: str = "val_loss", smoothing: int = 1) -> pd.DataFrame:
+    """Per-seed ΔL curves of every variant that has both arms for a seed.
+
+    Returns:
+        DataFrame ``[variant, seed, step, tokens, delta]``; ``delta`` smoothed per seed.
+    """
+    out = []
+    for (variant, seed), g in runs[runs["arm"].isin(["alt", "rec"])].groupby(
+        ["variant", "seed"], sort=False
+    ):
+        arms = dict(tuple(g.groupby("arm")))
+        if set(arms) != {"alt", "rec"}:
+            continue
+        d = paired_delta(arms["alt"], arms["rec"], column)
+        d["delta"] = smooth(d["delta"], smoothing).to_numpy()
+        d.insert(0, "seed", seed)
+        d.insert(0, "variant", variant)
+        out.append(d)
+    if not out:
+        return pd.DataFrame(columns=["variant", "seed", "step", "tokens", "delta"])
+    return pd.concat(out, ignore_index=True)
+
+
+def seed_band(curves: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Mean over seeds and its Student-t band at every step.
+
+    Args:
+        curves: output of :func:`delta_curves`.
+    Returns:
+        DataFrame ``[variant, step, tokens, mean, lo, hi, n]`` (``lo``/``hi`` NaN when n < 2).
+    """
+    rows = []
+    for (variant, step), g in curves.groupby(["variant", "step"], sort=False):
+        m, lo, hi, n = mean_ci(g["delta"], confidence)
+        rows.append((variant, step, g["tokens"].iloc[0], m, lo, hi, n))
+    return pd.DataFrame(rows, columns=["variant", "step", "tokens", "mean", "lo", "hi", "n"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Final values and verdicts
+# ---------------------------------------------------------------------------------------------
+
+def verdict(low: float, high: float, mean: float, spread: float, expected: float, n: int) -> str:
+    """Verdict of a measured ΔL against the paper's (see module docstring for the rule).
+
+    Args:
+        low, high: CI of the mean ΔL; mean: mean ΔL over seeds; spread: same-configuration seed
+        spread of the final loss (nats); expected: the paper's ΔL (its sign is the claim);
+        n: number of seeds.
+    """
+    if n < 2:
+        return "undetermined (1 seed)"
+    if (low <= 0 <= high) or abs(mean) <= spread:
+        return "within noise"
+    return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
+
+
+def final_values(runs: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
+    """Each run's ``column`` at the last step every seed of its (variant, arm) logged.
+
+    Returns:
+        DataFrame ``[variant, arm, label, seed, step, tokens, value]``.
+    """
+    rows = []
+    for (variant, arm), g in runs.groupby(["variant", "arm"], sort=False):
+        logged = g.dropna(subset=[column])
+        if logged.empty:
+            continue
+        last = logged.groupby("seed")["step"].max().min()
+        at = logged[logged["step"] == last]
+        for _, r in at.iterrows():
+            rows.append((variant, arm, r["label"], r["seed"], last, r["tokens"], r[column]))
+    return pd.DataFrame(rows, columns=["variant", "arm", "label", "seed", "step", "tokens", "value"])
+
+
+def final_delta_table(
+    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
+) -> pd.DataFrame:
+    """The table under each ablation figure: final ΔL per variant with CI, seed spread, the
+    paper's ΔL and a verdict.
+
+    Args:
+        runs: runs frame with ``alt`` and ``rec`` arms.
+        paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
+    Returns:
+        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, CI low, CI high,
+        seed spread, paper ΔL (≈), verdict``.
+    """
+    curves = delta_curves(runs, column, smoothing=1)
+    finals = final_values(runs, column)
+    rows = []
+    for variant, g in curves.groupby("variant", sort=False):
+        last = g.groupby("seed")["step"].max().min()
+        at = g[g["step"] == last]
+        m, lo, hi, n = mean_ci(at["delta"], confidence)
+        f = finals[finals["variant"] == variant]
+        spread = float(f.groupby("arm")["value"].agg(lambda v: v.max() - v.min()).max())
+        expected = paper_final.get(variant, math.nan)
+        rows.append((
+            variant, n, int(last), int(at["tokens"].iloc[0]), m, lo, hi, spread, expected,
+            verdict(lo, hi, m, spread, expected, n),
+        ))
+    cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "seed spread",
+            "paper ΔL (≈)", "verdict"]
+    return pd.DataFrame(rows, columns=cols).set_index("variant")
+
+
+# ---------------------------------------------------------------------------------------------
+# Plateau escape and the unigram entropy (pilot.md)
+# ---------------------------------------------------------------------------------------------
+
+def plateau_escape(runs: pd.DataFrame, entropy: float, margin: float = 0.1, window: int = 10
+                   ) -> pd.DataFrame:
+    """Step at which each run leaves the unigram plateau (pilot.md: zero-initialised output
+    projections start every block at a saddle where the loss sits near the unigram entropy).
+
+    Escape step = first step at which the training loss, smoothed by a trailing mean over
+    ``window`` steps, falls below ``entropy − margin`` (nats). NaN if it never does.
+
+    Returns:
+        DataFrame ``[variant, arm, label, seed, escape_step, escape_tokens]``.
+    """
+    rows = []
+    for (variant, arm, label, seed), g in runs.groupby(
+        ["variant", "arm", "label", "seed"], sort=False
+    ):
+        g = g.dropna(subset=["train_loss"]).sort_values("step")
+        s = smooth(g["train_loss"].reset_index(drop=True), window)
+        below = np.flatnonzero((s < entropy - margin).to_numpy())
+        if below.size:
+            i = int(below[0])
+            rows.append((variant, arm, label, seed, int(g["step"].iloc[i]), int(g["tokens"].iloc[i])))
+        else:
+            rows.append((variant, arm, label, seed, math.nan, math.nan))
+    return pd.DataFrame(rows, columns=["variant", "arm", "label", "seed", "escape_step",
+                                       "escape_tokens"])
+
+
+def entropy_gap(runs: pd.DataFrame, entropy: float, column: str = "val_loss") -> pd.DataFrame:
+    """Final validation loss of each configuration against the corpus's unigram entropy
+    (``manifest.json`` of :mod:`gtalib.data`, ``train_unigram_entropy_nats``): a model that has
+    learned anything beyond token frequencies ends below it.
+
+    Returns:
+        DataFrame indexed by label: ``seeds, final val loss (mean), unigram entropy, gap`` with
+        ``gap = entropy − loss`` in nats (positive ⇒ below the entropy).
+    """
+    f = final_values(runs, column)
+    g = f.groupby("label", sort=False)["value"].agg(["count", "mean"])
+    return pd.DataFrame({"seeds": g["count"], "final val loss": g["mean"],
+                         "unigram entropy": entropy, "gap": entropy - g["mean"]})
+
+
+# ---------------------------------------------------------------------------------------------
+# Main results
+# ---------------------------------------------------------------------------------------------
+
+def source_columns(runs: pd.DataFrame) -> list[str]:
+    """Held-out source names present as ``val_loss/<source>`` columns, in frame order."""
+    return [c.split("/", 1)[1] for c in runs.columns if c.startswith("val_loss/")]
+
+
+def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Final validation loss or perplexity of each configuration on each held-out source, in the
+    paper's layout (rows configurations, columns sources then ``avg``).
+
+    Per seed: loss of each source at the final logged step; ``ppl = exp(loss)``; ``avg`` is the
+    mean over sources of that metric (the paper averages perplexities over its 7 sets). Then
+    mean over seeds.
+
+    Returns:
+        ``(mean, half_width)``: two frames indexed by configuration label; ``half_width`` is the
+        Student-t CI half-width over seeds (NaN for one seed).
+    Raises:
+        ValueError: ``metric`` not ``"ppl"`` or ``"loss"``; no ``val_loss/<source>`` column.
+    """
+    if metric not in ("ppl", "loss"):
+        raise ValueError(f"metric must be 'ppl' or 'loss', got {metric!r}")
+    sources = source_columns(runs)
+    if not sources:
+        raise ValueError("runs have no val_loss/<source> columns")
+    per_seed = []
+    for (label, seed), g in runs.groupby(["label", "seed"], sort=False):
+        row = {}
+        for s in sources:
+            logged = g.dropna(subset=[f"val_loss/{s}"])
+            loss = logged.sort_values("step")[f"val_loss/{s}"].iloc[-1] if len(logged) else math.nan
+            row[s] = math.exp(loss) if metric == "ppl" else loss
+        row["avg"] = float(np.mean([row[s] for s in sources]))
+        per_seed.append({"label": label, "seed": seed, **row})
+    df = pd.DataFrame(per_seed)
+    cols = [*sources, "avg"]
+    mean = df.groupby("label", sort=False)[cols].mean()
+    half = df.groupby("label", sort=False)[cols].agg(
+        lambda v: (lambda m, lo, hi, n: (hi - lo) / 2)(*mean_ci(v, confidence))
+    )
+    return mean, half
+
+
+# ---------------------------------------------------------------------------------------------
+# Collecting runs from the run store
+# ---------------------------------------------------------------------------------------------
+
+def resolve_run_dir(run_dir=None) -> Path:
+    """The run store root as an absolute path: ``run_dir``, else ``$GTALIB_RUN_DIR``, else
+    ``<repo>/runs``."""
+    import os
+
+    if run_dir is None:
+        run_dir = os.environ.get("GTALIB_RUN_DIR", Path(__file__).resolve().parent.parent / "runs")
+    return Path(run_dir).resolve()
+
+
+@dataclass
+class Collected:
+    """Runs of a figure as read from the run store.
+
+    Attributes:
+        runs: runs frame of the runs that are complete (see module docstring).
+        status: one row per required run: ``variant, arm, label, seed, run_id, state, detail``
+            with ``state`` in ``done | missing | failed``.
+        cards: run cards (``card.json`` contents) of the complete runs.
+    """
+
+    runs: pd.DataFrame
+    status: pd.DataFrame
+    cards: list = field(default_factory=list)
+
+    @property
+    def incomplete(self) -> pd.DataFrame:
+        """Status rows of runs that are missing or failed."""
+        return self.status[self.status["state"] != "done"]
+
+
+def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False) -> Collected:
+    """Read (and with ``train=True`` first train) the runs ``refs`` need.
+
+    Args:
+        refs: :class:`gtalib.figures.RunRef` list. preset: preset name. run_dir: run store root.
+        max_steps: training-budget override (None = the preset's).
+        train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
+    Returns:
+        :class:`Collected`. A run that fails to train is reported ``failed`` with its error;
+        nothing is raised, so a figure can say on its page which runs it lacks.
+    """
+    from gtalib import figures, runs as store
+
+    run_dir = resolve_run_dir(run_dir)
+    data = figures.data_spec(preset, max_steps)
+    frames, status, cards = [], [], []
+    for ref in refs:
+        spec = figures.run_spec(ref, preset, max_steps, data)
+        path = run_dir / spec.run_id
+        state, detail = "done", ""
+        try:
+            if train and not store.is_done(path):
+                # a standalone papermill run trains here; say which run, since it takes a while
+                print(f"training {spec.run_id}: {ref.label}, seed {ref.seed} ...", flush=True)
+                path = Path(store.ensure_run(spec, run_dir))
+            if not (path / "DONE").exists():
+                state, detail = "missing", "not trained yet"
+        except Exception as e:  # reported on the figure's page, never plotted silently
+            state, detail = "failed", f"{type(e).__name__}: {e}"
+        if state == "done":
+            df = store.load_metrics(path)
+            df.insert(0, "seed", ref.seed)
+            df.insert(0, "label", ref.label)
+            df.insert(0, "arm", ref.arm)
+            df.insert(0, "variant", ref.variant)
+            frames.append(df)
+            card = path / "card.json"
+            if card.exists():
+                cards.append(json.loads(card.read_text()))
+        status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.run_id, state, detail))
+    runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["variant", "arm", "label", "seed", "step", "tokens", "train_loss", "val_loss"]
+    )
+    st = pd.DataFrame(status, columns=["variant", "arm", "label", "seed", "run_id", "state",
+                                       "detail"])
+    return Collected(runs, st, cards)
+
+
+def complete_variants(collected: Collected) -> tuple[list[str], list[str]]:
+    """Split variants into those whose every required run is done and those lacking any.
+
+    A variant with a missing or failed run is left out of the figure entirely (not plotted with
+    fewer seeds), and the page names it.
+    """
+    bad = set(collected.incomplete["variant"])
+    allv = list(dict.fromkeys(collected.status["variant"]))
+    return [v for v in allv if v not in bad], [v for v in allv if v in bad]
+
+
+@dataclass
+class AblationResult:
+    """Everything an ablation page shows. Built by :func:`ablation_result`."""
+
+    key: str
+    preset: str
+    seeds: int
+    smoothing: int
+    confidence: float
+    collected: Collected
+    complete: list
+    incomplete: list
+    curves: pd.DataFrame
+    band: pd.DataFrame
+    final: pd.DataFrame
+    curve_column: str = "train_loss"
+    final_column: str = "val_loss"
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.collected.runs
+
+
+def auto_smoothing(n_points: int) -> int:
+    """Default smoothing window: 5 % of a curve's logged points, at least 1 (no smoothing)."""
+    return max(1, round(0.05 * n_points))
+
+
+def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, max_steps=None,
+                    train: bool = False, smoothing=None, confidence: float = 0.95,
+                    curve_column: str = "train_loss", final_column: str = "val_loss"
+                    ) -> AblationResult:
+    """Collect the runs of ablation ``key`` and compute its curves, band and final table.
+
+    Curves use ``curve_column`` (default the training loss: paired runs see the same batch at
+    every step, so its per-step ΔL is dense and the batch difficulty cancels), smoothed per seed
+    by a trailing mean over ``smoothing`` steps (``None``: :func:`auto_smoothing` of the
+    number of logged steps). The final table uses ``final_column`` (default the validation
+    loss on the fixed held-out windows), unsmoothed, at the last step. See the module docstring
+    for the band and verdict conventions.
+    """
+    from gtalib import figures
+
+    fig = figures.ablation(key)
+    refs = figures.figure_runs(key, preset, seeds, variants)
+    col = collect_runs(refs, preset, run_dir, max_steps=max_steps, train=train)
+    ok, bad = complete_variants(col)
+    runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
+    if smoothing is None:
+        logged = runs.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
+        smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
+    curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
+    band = seed_band(curves, confidence)
+    final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
+                              final_column) if len(runs) else pd.DataFrame()
+    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
+                          final, curve_column, final_column)
+
+
+def corpus_entropy(preset: str) -> float:
+    """Unigram entropy (nats/token) of the training split of the preset's corpus, from its
+    manifest (``train_unigram_entropy_nats``, :mod:`gtalib.data.build`).
+
+    Raises:
+        FileNotFoundError: the corpus is not built (message says how to build it).
+    """
+    from gtalib import data as gdata
+    from gtalib import figures
+
+    manifest = gdata.load_manifest(gdata.corpus_dir("default", figures.preset_tokenizer(preset)))
+    return float(manifest["train_unigram_entropy_nats"])
+
+
+@dataclass
+class MainResult:
+    """Everything the main-results page shows. Built by :func:`main_result`."""
+
+    preset: str
+    seeds: int
+    confidence: float
+    collected: Collected
+    ppl: pd.DataFrame
+    ppl_ci: pd.DataFrame
+    loss: pd.DataFrame
+    entropy: pd.DataFrame
+
+
+def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = False,
+                confidence: float = 0.95) -> MainResult:
+    """Final validation perplexity/loss per held-out source of every main-table configuration
+    whose runs are all complete, and their distance to the corpus's unigram entropy."""
+    from gtalib import figures
+
+    col = collect_runs(figures.main_runs(preset, seeds), preset, run_dir, max_steps, train)
+    bad = set(col.incomplete["label"])
+    runs = col.runs[~col.runs["label"].isin(bad)] if len(col.runs) else col.runs
+    if len(runs):
+        ppl, ppl_ci = main_table(runs, "ppl", confidence)
+        loss, _ = main_table(runs, "loss", confidence)
+        gap = entropy_gap(runs, corpus_entropy(preset))
+    else:
+        ppl = ppl_ci = loss = gap = pd.DataFrame()
+    return MainResult(preset, seeds, confidence, col, ppl, ppl_ci, loss, gap)
+
+
+def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[str, str]:
+    """(ours, verdict) of an ablation claim from its final ΔL table."""
+    from gtalib.figures import display_name
+
+    if final.empty:
+        return "no complete runs", "not measured"
+    ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
+    counts = final["verdict"].value_counts()
+    if set(counts.index) == {"agrees"}:
+        verdict_ = "agrees"
+    elif "differs" in counts and "agrees" not in counts:
+        verdict_ = "differs"
+    elif set(counts.index) <= {"within noise", "undetermined (1 seed)"}:
+        verdict_ = "within noise"
+    else:
+        verdict_ = "mixed: " + ", ".join(f"{k} {n}/{len(final)}" for k, n in counts.items())
+    if paper_largest is not None and len(final) > 1:
+        top = final["ΔL"].idxmax()
+        ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
+    return ours, verdict_
+
+
+def _table_claim(number: int) -> tuple[str, str]:
+    """(ours, verdict) of claims 1 (per-device KV under TP) and 2 (parameter matching), computed
+    by :mod:`gtalib.tables` at the paper's sizes (exact, no training)."""
+    from gtalib import tables
+
+    if number == 1:
+        kv = tables.kv_table(with_units=True).pivot(index="variant", columns="tp",
+                                                    values="kv_dh_units")
+        mlra4, mla = kv.loc["mlra-4"], kv.loc["mla"]
+        lowest = all(kv[tp].min() == mlra4[tp] for tp in (4, 8))
+        ok = (mlra4[1] == mla[1] == 4.5 and set(mla) == {4.5} and mlra4[4] == mlra4[8] == 1.5
+              and lowest)
+        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} d_h at TP "
+                f"1/2/4/8, MLA {mla[1]:g} at every TP; MLRA-4 lowest at TP ≥ 4: "
+                f"{'yes' if lowest else 'no'}")
+        return ours, "agrees" if ok else "differs"
+    p = tables.params_table("paper").set_index("variant")["total_params"]
+    plain = p[[v for v in p.index if "+" not in v]]
+    spread = (plain.max() - plain.min()) / plain["mha"]
+    ours = (f"{plain.min() / 1e9:.4f}–{plain.max() / 1e9:.4f} B over the eleven "
+            f"(spread {spread:.3%} of MHA)")
+    return ours, "agrees" if spread < 1e-3 and abs(plain["mha"] / 2.87e9 - 1) < 0.01 else "differs"
+
+
+def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95
+                 ) -> pd.DataFrame:
+    """Every claim of :data:`gtalib.figures.CLAIMS` with the paper's value, ours and a verdict.
+
+    Ablation claims aggregate the per-variant verdicts of their figure ("agrees" only if every
+    variant agrees, "differs" if some differ and none agrees, "within noise" if none is
+    resolved, else "mixed" with counts). Claims 1–2 are computed exactly from
+    :mod:`gtalib.tables` at the paper's sizes; claim 3 is a property of freshly initialised
+    layers asserted by the unit tests; claim 9 is compared with the analytic memory-bound model
+    only (no GPU measurement in this book).
+    """
+    from gtalib import figures
+
+    largest = {"init": "tpa", "gate": "gqa"}
+    rows = []
+    for c in figures.CLAIMS:
+        if c.source in figures.ABLATIONS:
+            r = ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
+                                confidence=confidence)
+            ours, v = _claim_from_final(r.final, largest.get(c.source))
+            if r.incomplete:
+                ours += f" (incomplete: {', '.join(figures.display_name(x) for x in r.incomplete)})"
+        elif c.source == "main":
+            m = main_result(preset, seeds, run_dir, max_steps, confidence=confidence)
+            if m.ppl.empty:
+                ours, v = "no complete runs", "not measured"
+            else:
+                order = m.ppl["avg"].sort_values()
+                ours = "lowest avg PPL: " + ", ".join(
+                    f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
+                plain = order.drop("MLRA-4 + gate", errors="ignore")
+                if "MLRA-4" not in order.index:
+                    v = "not measured (MLRA-4 not in this preset's run set)"
+                else:
+                    lowest = plain.index[0] == "MLRA-4"
+                    gated = ("MLRA-4 + gate" in order.index
+                             and order["MLRA-4 + gate"] < order["MLRA-4"])
+                    v = {(True, True): "agrees", (False, False): "differs"}.get(
+                        (lowest, gated),
+                        f"partly: MLRA-4 lowest of the eleven: {'yes' if lowest else 'no'}; "
+                        f"gate lowers it further: {'yes' if gated else 'no'}")
+        elif c.source == "tables":
+            ours, v = _table_claim(c.number)
+        elif c.source == "tests":
+            ours, v = "measured on freshly initialised layers", "asserted by unit tests"
+        else:  # decode
+            ours, v = "memory-bound model (bytes / bandwidth) only", "not measured (model only)"
+        rows.append((c.number, c.text, c.paper_value, ours, v))
+    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict"]
+                        ).set_index("claim")

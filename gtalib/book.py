@@ -1,0 +1,532 @@
+"""The main job: corpus → training runs → papermill notebooks → Jupyter Book HTML.
+
+``gtalib book [--preset cpu|ci|gpu] [--seeds N] [--jobs J] ...`` (or ``python -m gtalib.book``):
+
+1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
+2. trains every missing run of every figure through the run store, in one process (or ``J``
+   worker processes), printing which run, how many are left and an ETA;
+3. executes every notebook of ``notebooks/`` with papermill at the preset (parameters injected,
+   training off: a run that is still missing is reported on its page), writing the executed
+   copies to ``book/generated/``;
+4. installs MathJax 3 from npm into ``.cache/mathjax`` (once) so that math renders offline;
+5. builds the HTML with Jupyter Book 1.x (execution off, ``-W -n --keep-going``) into
+   ``book/_build/html`` and fails if a notebook raised, Sphinx warned, or any rendered page
+   contains an error output.
+
+Exit status 0 only if every run trained, every notebook executed and the HTML is clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BOOK_DIR = REPO / "book"
+NOTEBOOK_DIR = REPO / "notebooks"
+MATHJAX_VERSION = "3.2.2"
+
+#: Notebooks in book order (file stem in notebooks/ → chapter in book/_toc.yml).
+NOTEBOOKS = (
+    "init_ablation", "gating_ablation", "latent_scaling", "double_heads", "main_results",
+    "kv_cache", "decode_speed", "claims",
+)
+#: Notebooks whose pages carry a figure (checked by scripts/check_book.py).
+FIGURE_NOTEBOOKS = (
+    "init_ablation", "gating_ablation", "latent_scaling", "double_heads", "main_results",
+    "decode_speed",
+)
+
+
+class BookError(RuntimeError):
+    """A step of the book build failed (message says which and where to look)."""
+
+
+def default_run_dir() -> Path:
+    """``$GTALIB_RUN_DIR`` or ``<repo>/runs``."""
+    return Path(os.environ.get("GTALIB_RUN_DIR", REPO / "runs"))
+
+
+def resolve_run_dir(run_dir) -> Path:
+    """``run_dir`` as an absolute path (``None`` → :func:`default_run_dir`)."""
+    return (Path(run_dir) if run_dir is not None else default_run_dir()).resolve()
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. corpus
+
+
+def ensure_corpus(preset: str, log=print) -> None:
+    """Build the preset's default corpus if it is missing (no-op when its manifest exists)."""
+    from gtalib import figures, runs
+
+    dm = runs.make_datamodule("default", figures.preset_tokenizer(preset),
+                              figures.train_settings(preset), build=True)
+    if not (dm.path / "manifest.json").is_file():
+        log(f"building the corpus {dm.path} (once) ...")
+    dm.prepare_data()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. runs
+
+
+def _train_one(spec_dict: dict, run_dir: str, threads: int | None, accelerator: str
+               ) -> tuple[str, float]:
+    """Worker: train one run (used by the process pool; top level so it pickles)."""
+    import torch
+
+    from gtalib import runs
+
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    runs.ensure_run(runs.RunSpec.from_dict(spec_dict), run_dir, accelerator=accelerator)
+    return spec_dict["model"]["variant"], time.perf_counter() - t0
+
+
+def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
+              accelerator: str = "auto", log=print) -> list[str]:
+    """Train the runs among ``specs`` that are not done, with progress lines (which run, how
+    many left, ETA = runs left × mean time per run / jobs).
+
+    Args:
+        specs: ``(label, RunSpec)`` pairs; the label names the run in progress lines.
+        accelerator: Lightning accelerator (``"auto"`` picks a GPU when there is one; the
+            device does not enter the run hash, the run card records it).
+
+    Returns:
+        messages of the runs that failed (empty if all succeeded). A failing run does not stop
+        the others; its figure page reports it.
+    """
+    from gtalib import runs
+
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs!r}")
+    unique = {s.run_id: (label, s) for label, s in specs}
+    todo = [s for rid, (_, s) in unique.items() if not runs.is_done(runs.run_path(s, run_dir))]
+    name = {s.run_id: f"{label} seed={s.seed} steps={s.train.max_steps}"
+            for label, s in unique.values()}
+    log(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to train "
+        f"in {run_dir} ({jobs} job(s))")
+    failures, times = [], []
+    t_start = time.perf_counter()
+
+    def report(spec, seconds, error=None):
+        done = len(times) + len(failures)
+        left = len(todo) - done
+        if error is None:
+            times.append(seconds)
+        else:
+            failures.append(f"{spec.run_id} {name[spec.run_id]}: {error}")
+        mean = (sum(times) / len(times)) if times else (time.perf_counter() - t_start) / max(done, 1)
+        eta = left * mean / jobs
+        state = f"{seconds:.1f} s" if error is None else f"FAILED ({error})"
+        log(f"[{done + 1}/{len(todo)}] {spec.run_id} {name[spec.run_id]}: {state}; "
+            f"{left - 1} left, ETA {eta / 60:.1f} min")
+
+    if jobs == 1:
+        for spec in todo:
+            log(f"training {spec.run_id} {name[spec.run_id]} ...")
+            t0 = time.perf_counter()
+            try:
+                if threads:
+                    import torch
+
+                    torch.set_num_threads(threads)
+                runs.ensure_run(spec, run_dir, accelerator=accelerator)
+                report(spec, time.perf_counter() - t0)
+            except Exception as e:  # noqa: BLE001 - reported, the page says so
+                report(spec, time.perf_counter() - t0, f"{type(e).__name__}: {e}")
+    else:
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+            futures = {ex.submit(_train_one, s.to_dict(), str(run_dir), threads or 1,
+                                 accelerator): s
+                       for s in todo}
+            for fut in as_completed(futures):
+                spec = futures[fut]
+                try:
+                    _, seconds = fut.result()
+                    report(spec, seconds)
+                except Exception as e:  # noqa: BLE001
+                    report(spec, 0.0, f"{type(e).__name__}: {e}")
+    return failures
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. notebooks
+
+
+def notebook_parameters(preset: str, seeds: int, run_dir: Path, max_steps=None) -> dict:
+    """The parameters injected into every notebook (names of their ``parameters`` cells)."""
+    return {"preset": preset, "seeds": seeds, "max_steps": max_steps, "run_dir": str(run_dir),
+            "train": False}
+
+
+def execute_notebook(name: str, params: dict, out_dir: Path) -> float:
+    """Execute ``notebooks/<name>.ipynb`` with papermill into ``out_dir``; returns seconds.
+    Parameters are injected only into notebooks with a ``parameters`` cell (the tables need
+    none).
+
+    Raises:
+        KeyError: no such notebook. papermill's ``PapermillExecutionError``: a cell raised (the
+            executed copy, with the error, is still written).
+    """
+    import nbformat
+    import papermill as pm
+
+    src = NOTEBOOK_DIR / f"{name}.ipynb"
+    if not src.exists():
+        raise KeyError(f"no notebook {src}; known: {', '.join(NOTEBOOKS)}")
+    has_params = any("parameters" in c.get("metadata", {}).get("tags", [])
+                     for c in nbformat.read(src, as_version=4).cells)
+    t0 = time.perf_counter()
+    pm.execute_notebook(str(src), str(Path(out_dir) / src.name),
+                        parameters=params if has_params else None, kernel_name="python3",
+                        progress_bar=False, cwd=str(NOTEBOOK_DIR))
+    return time.perf_counter() - t0
+
+
+def execute_notebooks(params: dict, names=NOTEBOOKS, out_dir: Path | None = None, jobs: int = 1,
+                      log=print) -> list[str]:
+    """Run the notebooks ``names`` with papermill into ``out_dir`` (default ``book/generated``),
+    ``jobs`` at a time (each in its own kernel process).
+
+    Returns:
+        messages of notebooks that raised (their executed copy, with the error, is still written).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    out_dir = Path(out_dir or BOOK_DIR / "generated")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if not (NOTEBOOK_DIR / f"{name}.ipynb").exists():
+            raise KeyError(f"no notebook {name!r}; known: {', '.join(NOTEBOOKS)}")
+    failures = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        futures = {ex.submit(execute_notebook, n, params, out_dir): n for n in names}
+        for i, fut in enumerate(as_completed(futures), 1):
+            name = futures[fut]
+            try:
+                log(f"[{i}/{len(names)}] notebook {name}: {fut.result():.1f} s")
+            except Exception as e:  # noqa: BLE001 - collected, the build fails at the end
+                last = (str(e).strip().splitlines() or [""])[-1]
+                msg = f"notebook {name} raised {type(e).__name__}: {last}"
+                failures.append(msg)
+                log(f"[{i}/{len(names)}] {msg}")
+    return failures
+
+
+def notebook_errors(nb_dir: Path) -> list[str]:
+    """``"<notebook>: <ename>"`` for every error output stored in the executed notebooks."""
+    import nbformat
+
+    found = []
+    for path in sorted(Path(nb_dir).glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    found.append(f"{path.name}: {out.get('ename')}: {out.get('evalue')}")
+    return found
+
+
+def _md_table(df) -> str:
+    """A pandas frame as a Markdown pipe table (no extra dependency)."""
+    cols = [df.index.name or "", *map(str, df.columns)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for idx, row in df.iterrows():
+        lines.append("| " + " | ".join([str(idx), *map(str, row.tolist())]) + " |")
+    return "\n".join(lines)
+
+
+def presets_markdown() -> str:
+    """Markdown table of every preset's model sizes and training settings (from the code)."""
+    import pandas as pd
+
+    from gtalib.presets import PRESETS, train_config
+
+    rows = {}
+    for name, p in PRESETS.items():
+        t = train_config(name)
+        rows[name] = {
+            "layers": p["n_layer"], "d_model": p["d_model"],
+            "heads × d_h": f"{p['n_head']} × {p['head_dim']}", "vocab": p["vocab_size"],
+            "steps": t.max_steps, "tokens/run": f"{t.max_steps * t.tokens_per_step:,}",
+            "peak LR": t.lr, "warmup": t.warmup_steps,
+        }
+    df = pd.DataFrame(rows).T
+    df.index.name = "preset"
+    return _md_table(df) + "\n"
+
+
+def provenance_markdown(preset: str) -> str:
+    """The corpus's ``PROVENANCE.md`` (data part) with its title demoted to bold text, so it can
+    be included under a section of the methods chapter."""
+    from gtalib import data as gdata
+    from gtalib import figures
+
+    path = gdata.corpus_dir("default", figures.preset_tokenizer(preset)) / "PROVENANCE.md"
+    if not path.exists():
+        return f"*(corpus not built: no {path.name} at {path.parent})*\n"
+    lines = path.read_text().splitlines()
+    return "\n".join(re.sub(r"^#+\s*(.*)$", r"**\1**", ln) if ln.startswith("#") else ln
+                     for ln in lines) + "\n"
+
+
+def build_info_markdown(summary: dict, run_dir: Path) -> str:
+    """This build's settings, environment and the run cards of its runs."""
+    import platform
+
+    import pandas as pd
+    import torch
+
+    from gtalib import figures
+
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(pkg):
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "not installed"
+
+    pkgs = ("torch", "lightning", "numpy", "pandas", "matplotlib", "seaborn", "papermill",
+            "jupyter-book", "triton")
+    lines = [
+        f"- preset `{summary['preset']}`, {summary['seeds']} seed(s), max_steps override "
+        f"`{summary['max_steps']}`, {summary['jobs']} training job(s)",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python "
+        f"{platform.python_version()}, torch {torch.__version__}",
+        "- versions: " + ", ".join(f"{p} {ver(p)}" for p in pkgs),
+        "- time of this build: " + ", ".join(
+            f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
+        "",
+    ]
+    data = figures.data_spec(summary["preset"], summary["max_steps"])
+    rows = []
+    for ref in figures.all_runs(summary["preset"], summary["seeds"]):
+        spec = figures.run_spec(ref, summary["preset"], summary["max_steps"], data)
+        card = run_dir / spec.run_id / "card.json"
+        c = json.loads(card.read_text()) if card.exists() else {}
+        rows.append({"configuration": ref.label, "seed": ref.seed, "run": f"`{spec.run_id}`",
+                     "device": c.get("device", "missing"), "threads": c.get("threads", ""),
+                     "wall s": c.get("wall_time_s", ""), "tokens/s": c.get("tokens_per_s", ""),
+                     "git": str(c.get("git_commit") or "")[:10]})
+    df = pd.DataFrame(rows).set_index("configuration")
+    return "\n".join(lines) + "\n" + _md_table(df) + "\n"
+
+
+def write_chapter_snippets(summary: dict, run_dir: Path, out_dir: Path | None = None) -> None:
+    """Write ``presets.md``, ``provenance.md`` and ``build_info.md`` into ``book/generated/``
+    (included by the methods and reproduction chapters)."""
+    out_dir = Path(out_dir or BOOK_DIR / "generated")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "presets.md").write_text(presets_markdown())
+    (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
+    (out_dir / "build_info.md").write_text(build_info_markdown(summary, run_dir))
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. MathJax (offline)
+
+
+def ensure_mathjax(book_dir: Path = BOOK_DIR, cache: Path = REPO / ".cache" / "mathjax",
+                   log=print) -> Path:
+    """``npm install mathjax@MATHJAX_VERSION`` into ``cache`` (once) and copy its ``es5/`` to
+    ``book/generated/static/mathjax/`` (served through ``html_static_path``; not ``_static/``,
+    which Sphinx would scan and inject every .js of).
+
+    Raises:
+        BookError: npm missing or the install failed.
+    """
+    es5 = cache / "node_modules" / "mathjax" / "es5"
+    if not (es5 / "tex-chtml.js").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BookError("npm not found: it is needed once to install MathJax for offline math")
+        cache.mkdir(parents=True, exist_ok=True)
+        log(f"installing mathjax@{MATHJAX_VERSION} from npm into {cache}")
+        r = subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund",
+                            "--no-save", f"mathjax@{MATHJAX_VERSION}"], capture_output=True,
+                           text=True)
+        if r.returncode != 0 or not (es5 / "tex-chtml.js").exists():
+            raise BookError(f"npm install mathjax failed:\n{r.stdout}\n{r.stderr}")
+    dest = Path(book_dir) / "generated" / "static" / "mathjax"
+    if not (dest / "tex-chtml.js").exists():
+        shutil.copytree(es5, dest, dirs_exist_ok=True)
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTML
+
+
+def build_html(book_dir: Path = BOOK_DIR, log=print) -> Path:
+    """``jupyter-book build`` (HTML, ``-W -n --keep-going``; execution is off in _config.yml).
+
+    Raises:
+        BookError: the build failed or warned (its output is in the message).
+    """
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(book_dir), "--builder",
+           "html", "-W", "-n", "--keep-going"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BookError(f"jupyter-book build failed ({' '.join(cmd)}):\n{r.stdout[-6000:]}\n"
+                        f"{r.stderr[-6000:]}")
+    log(f"HTML built in {time.perf_counter() - t0:.1f} s")
+    return Path(book_dir) / "_build" / "html"
+
+
+#: Markers of an error output in HTML rendered by myst-nb (error outputs are rendered as
+#: tracebacks; stderr streams carry the ``stderr`` class).
+_TRACEBACK = re.compile(r'class="[^"]*\boutput\b[^"]*\btraceback\b')
+_STDERR = re.compile(r'<div class="[^"]*\boutput\b[^"]*\bstderr\b[^"]*">(.*?)</div>', re.S)
+
+
+def html_error_outputs(html_dir: Path) -> list[str]:
+    """Pages of ``html_dir`` with an error output: a rendered traceback, or a stderr stream that
+    mentions an error or exception. Returns ``"<page>: <what>"`` strings."""
+    found = []
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        text = page.read_text(errors="replace")
+        rel = page.relative_to(html_dir)
+        if _TRACEBACK.search(text):
+            found.append(f"{rel}: traceback output")
+        for m in _STDERR.finditer(text):
+            body = html.unescape(re.sub(r"<[^>]+>", "", m.group(1)))
+            if re.search(r"error|exception|traceback", body, re.I):
+                found.append(f"{rel}: stderr output: {body.strip()[:200]}")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# The job
+
+
+def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 1,
+               threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
+               train: bool = True, html: bool = True, book_dir=BOOK_DIR,
+               accelerator: str = "auto", log=print) -> dict:
+    """The main job (module docstring). Returns a timing summary (seconds per phase).
+
+    Args:
+        book_dir: Jupyter Book source folder (``_config.yml``, ``_toc.yml``, chapters); the
+            executed notebooks go to ``<book_dir>/generated``, the HTML to
+            ``<book_dir>/_build/html``.
+
+    Raises:
+        BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
+            has an error output (the book is still built as far as possible first).
+        KeyError: unknown preset or notebook.
+    """
+    from gtalib import figures
+    from gtalib.presets import PRESETS
+
+    if preset not in PRESETS:
+        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    if not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    run_dir = resolve_run_dir(run_dir)
+    times, problems = {}, []
+    t_all = t0 = time.perf_counter()
+    ensure_corpus(preset, log=log)
+    times["corpus_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    if train:
+        data = figures.data_spec(preset, max_steps)
+        specs = [(r.label, figures.run_spec(r, preset, max_steps, data))
+                 for r in figures.all_runs(preset, seeds)]
+        problems += [f"run {m}" for m in train_all(specs, run_dir, jobs, threads, accelerator,
+                                                    log)]
+    times["train_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    params = notebook_parameters(preset, seeds, run_dir, max_steps)
+    book_dir = Path(book_dir)
+    nb_dir = book_dir / "generated"
+    problems += execute_notebooks(params, notebooks, nb_dir, jobs, log)
+    problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
+    times["notebooks_s"] = time.perf_counter() - t0
+
+    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times}
+    write_chapter_snippets(summary, run_dir, nb_dir)
+    if html:
+        t0 = time.perf_counter()
+        ensure_mathjax(book_dir, log=log)
+        try:
+            html_dir = build_html(book_dir, log=log)
+            problems += [f"error output in {e}" for e in html_error_outputs(html_dir)]
+            log(f"book: {html_dir / 'index.html'}")
+        except BookError as e:
+            problems.append(str(e))
+        times["html_s"] = time.perf_counter() - t0
+    times["total_s"] = time.perf_counter() - t_all
+    log("times: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in times.items()))
+    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times}
+    (nb_dir / "build_summary.json").write_text(json.dumps(summary, indent=2))
+    if problems:
+        raise BookError("the book has problems:\n  " + "\n  ".join(problems))
+    return summary
+
+
+def add_cli(subparsers) -> argparse.ArgumentParser:
+    """Register the ``book`` subcommand on an argparse ``subparsers`` object (``gtalib.cli``)."""
+    p = subparsers.add_parser(
+        "book", help="train missing runs, execute the notebooks, build the HTML book",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
+    p.add_argument("--seeds", type=int, default=2, help="seeds per configuration (default 2)")
+    p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="training processes, and notebooks executed at once (default 1)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per training process (default: torch's; 1 with --jobs>1)")
+    p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
+    p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="Lightning accelerator for training (default auto: a GPU if present)")
+    p.add_argument("--only", default=None,
+                   help=f"comma-separated notebooks to execute (default all: {','.join(NOTEBOOKS)})")
+    p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
+    p.add_argument("--no-html", action="store_true", help="execute notebooks only")
+    p.set_defaults(func=_run_cli)
+    return p
+
+
+def _run_cli(args) -> int:
+    names = NOTEBOOKS if args.only is None else tuple(n.strip() for n in args.only.split(","))
+    try:
+        build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
+                   names, train=not args.no_train, html=not args.no_html,
+                   accelerator=args.accelerator)
+    except BookError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python -m gtalib.book ...`` (same options as ``gtalib book``)."""
+    parser = argparse.ArgumentParser(prog="gtalib")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_cli(sub)
+    args = parser.parse_args(["book", *(argv if argv is not None else sys.argv[1:])])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,497 @@
+"""Each paper figure and table as data: which runs, which difference, the paper's reference values.
+
+Everything shown as "paper" in the book comes from this module, and every value here is taken
+from ``../shared/design/paper.md`` (facts from *Multi-Head Low-Rank Attention*, arXiv 2603.02188:
+its tables, its figures read by eye (marked ≈), and the authors' released configuration).
+
+An ablation figure compares two *arms* of the same variant: ``alt`` (the configuration the paper
+argues against) and ``rec`` (the one it recommends). Its loss difference is always
+
+    ΔL = L(alt) − L(rec)     (positive ⇒ the paper's recommended choice is better)
+
+computed from paired runs (same data order, same seed) on the same steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+# ---------------------------------------------------------------------------------------------
+# Paper colours (paper.md, "The ablation figures"); matplotlib colour names.
+# ---------------------------------------------------------------------------------------------
+
+#: Colours of the initialisation figure (paper.md: MHA purple, MQA brown, GQA teal, MLA blue,
+#: MFA pink, TPA orange, GLA-2 gray, GLA-4 light blue, GTA green).
+INIT_COLORS: dict[str, str] = {
+    "mha": "tab:purple", "mqa": "tab:brown", "gqa": "teal", "mla": "tab:blue",
+    "mfa": "tab:pink", "tpa": "tab:orange", "gla-2": "tab:gray", "gla-4": "lightskyblue",
+    "gta": "tab:green",
+}
+#: Colours of the gating figure (paper.md: GQA teal, MLA blue, GLA-2 gray, MLRA-2 orange,
+#: MLRA-4 red); reused by the latent-scaling and double-heads figures, whose colours the paper
+#: text does not list.
+GATE_COLORS: dict[str, str] = {
+    "gqa": "teal", "mla": "tab:blue", "gla-2": "tab:gray", "mlra-2": "tab:orange",
+    "mlra-4": "tab:red",
+}
+#: One colour per variant for plots that show all eleven (main results, decode speed).
+VARIANT_COLORS: dict[str, str] = {**INIT_COLORS, "mlra-2": "tab:orange", "mlra-4": "tab:red"}
+# MLRA-2 and TPA are both orange in the paper (different figures); in all-variant plots TPA
+# takes gold so the two stay distinguishable.
+VARIANT_COLORS["tpa"] = "goldenrod"
+
+DISPLAY = {
+    "mha": "MHA", "mqa": "MQA", "gqa": "GQA", "mla": "MLA", "mfa": "MFA", "tpa": "TPA",
+    "gla-2": "GLA-2", "gla-4": "GLA-4", "gta": "GTA", "mlra-2": "MLRA-2", "mlra-4": "MLRA-4",
+}
+
+
+def display_name(variant: str) -> str:
+    """The paper's spelling of a canonical variant name (``"mlra-4"`` → ``"MLRA-4"``).
+
+    Raises:
+        KeyError: unknown variant; the message lists the known ones.
+    """
+    try:
+        return DISPLAY[variant]
+    except KeyError:
+        raise KeyError(f"unknown variant {variant!r}; known: {', '.join(DISPLAY)}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper reference values
+# ---------------------------------------------------------------------------------------------
+
+#: The seven held-out validation sets of the paper's main table, in its column order.
+PAPER_SOURCES = ("Wikipedia", "C4", "Pile", "RefinedWeb", "Cosmopedia", "FineWeb", "FineWeb-Edu")
+
+#: Paper main table: validation perplexity, 7 sets and their average (paper.md "Main results",
+#: 2.9 B parameters, 98.3 B tokens, zero init, no gate).
+PAPER_MAIN_PPL = pd.DataFrame(
+    [
+        ("mha", 14.624, 16.575, 12.929, 18.698, 9.102, 15.656, 9.434, 13.860),
+        ("mqa", 15.134, 16.837, 14.008, 19.202, 9.484, 15.942, 9.533, 14.306),
+        ("gqa", 15.057, 16.628, 13.758, 18.885, 9.504, 15.713, 9.427, 14.139),
+        ("mla", 14.567, 16.345, 12.965, 18.523, 8.966, 15.440, 9.284, 13.727),
+        ("mfa", 15.693, 16.738, 13.903, 19.125, 9.423, 15.815, 9.506, 14.315),
+        ("tpa", 14.789, 16.622, 13.333, 18.971, 9.130, 15.717, 9.333, 13.985),
+        ("gla-2", 14.605, 16.323, 13.225, 18.509, 9.118, 15.424, 9.249, 13.779),
+        ("gla-4", 14.547, 16.436, 13.229, 18.578, 9.076, 15.535, 9.307, 13.815),
+        ("gta", 14.733, 16.599, 13.402, 18.924, 9.129, 15.672, 9.346, 13.972),
+        ("mlra-2", 14.615, 16.342, 13.236, 18.602, 9.153, 15.439, 9.242, 13.804),
+        ("mlra-4", 14.407, 16.286, 13.124, 18.398, 8.937, 15.361, 9.193, 13.672),
+    ],
+    columns=["variant", *PAPER_SOURCES, "avg"],
+).set_index("variant")
+
+#: Paper: gated MLRA-4, average perplexity over the 7 sets (paper.md, gating table).
+PAPER_MLRA4_GATED_AVG_PPL = 13.621
+
+#: Paper zero-shot average accuracy over 7 tasks (%), paper.md "Main results".
+PAPER_ZERO_SHOT = {
+    "mlra-4": 58.84, "mla": 58.75, "mlra-2": 58.68, "mfa": 58.53, "gla-2": 58.30,
+    "gla-4": 58.19, "gqa": 57.89, "tpa": 57.87, "mha": 57.81, "gta": 57.80, "mqa": 57.55,
+}
+
+#: Paper decode latency of one attention layer, batch 1, one H100, in µs (≈, read off the
+#: figure; paper.md "Decoding speed"). Columns: context length in K tokens.
+PAPER_DECODE_US = pd.DataFrame(
+    {
+        "GQA (TP 8)": [50.8, 75.8, 120.4, 208.4, 386.5],
+        "MLA (DP)": [136.0, 188.6, 293.0, 490.7, 874.2],
+        "GLA-2 (TP 2)": [63.5, 93.0, 152.3, 267.1, 493.4],
+        "MLRA-4 (TP 4)": [48.4, 68.4, 103.5, 173.2, 308.2],
+    },
+    index=pd.Index([128, 256, 512, 1024, 2048], name="context (K tokens)"),
+).T
+#: Bandwidth of the paper's GPU (H100 HBM, bytes/s; paper.md "Physical limits").
+H100_HBM_BYTES_PER_S = 3.35e12
+
+
+# ---------------------------------------------------------------------------------------------
+# Ablation figures
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ablation:
+    """One ablation figure of the paper.
+
+    Attributes:
+        key: short id used by notebooks and the CLI (``"init"``, ``"gate"``, ...).
+        title: figure title.
+        variants: the paper's variants, in its legend order.
+        alt, rec: model options (keywords of ``gtalib.presets.model_config``) of the arm the
+            paper argues against and of the arm it recommends; ΔL = L(alt) − L(rec).
+        convention: the ΔL convention as printed in captions.
+        colors: variant → matplotlib colour (the paper's).
+        paper_curves: variant → knots ``((tokens_B, ΔL), ...)`` of the paper's curve, read off
+            its figure (≈); linear between knots. Empty where the paper text gives no curve.
+        paper_ppl: variant → (avg PPL alt, avg PPL rec) over the paper's 7 validation sets.
+        paper_ylim: the paper's y-axis range (≈).
+        claim: the paper's conclusion, as a sentence.
+        ci_variants: the small subset used at the ``ci`` preset (chosen to share runs across
+            figures).
+    """
+
+    key: str
+    title: str
+    variants: tuple[str, ...]
+    alt: dict
+    rec: dict
+    convention: str
+    colors: dict
+    paper_curves: dict = field(default_factory=dict)
+    paper_ppl: dict = field(default_factory=dict)
+    paper_ylim: tuple | None = None
+    claim: str = ""
+    ci_variants: tuple[str, ...] = ()
+
+    def paper_final(self, variant: str) -> float:
+        """Paper's final ΔL for ``variant`` in nats: ``ln(PPL_alt / PPL_rec)`` of the 7-set
+        average perplexities when the paper gives them, else the curve's value at 100 B tokens
+        (≈), else NaN. The ln-ratio of averaged perplexities approximates the averaged loss
+        difference (paper.md: ln(14.094/13.860) = 0.017 for MHA's init ablation)."""
+        if variant in self.paper_ppl:
+            alt, rec = self.paper_ppl[variant]
+            return math.log(alt / rec)
+        if variant in self.paper_curves:
+            return self.paper_curves[variant][-1][1]
+        return math.nan
+
+    def paper_curve_frame(self) -> pd.DataFrame:
+        """Paper reference curves as a long frame ``[variant, tokens_B, delta]`` (≈ knots)."""
+        rows = [
+            (v, x, y) for v, knots in self.paper_curves.items() for x, y in knots
+        ]
+        return pd.DataFrame(rows, columns=["variant", "tokens_B", "delta"])
+
+
+# First logged point of the paper's curves, in B tokens (≈: the curves start at the left edge).
+_X0 = 1.0
+
+ABLATIONS: dict[str, Ablation] = {
+    a.key: a
+    for a in (
+        Ablation(
+            key="init",
+            title="Initialisation ablation: N(0, 0.02) vs zero-initialised output projections",
+            variants=("mha", "mqa", "gqa", "mla", "mfa", "tpa", "gla-2", "gla-4", "gta"),
+            alt={"init": "normal"},
+            rec={"init": "zero"},
+            convention="ΔL = L(normal init) − L(zero init)",
+            colors=INIT_COLORS,
+            paper_curves={
+                "tpa": ((_X0, 0.08), (100, 0.03)),
+                "mha": ((_X0, 0.08), (20, 0.04), (100, 0.02)),
+                "mqa": ((_X0, 0.07), (40, 0.03), (100, 0.02)),
+                "gqa": ((_X0, 0.07), (100, 0.025)),
+                "mla": ((_X0, 0.065), (100, 0.02)),
+                "mfa": ((_X0, 0.06), (100, 0.02)),
+                "gla-2": ((_X0, 0.055), (100, 0.02)),
+                "gla-4": ((_X0, 0.05), (100, 0.02)),
+                "gta": ((_X0, 0.045), (100, 0.02)),
+            },
+            paper_ppl={
+                "mha": (14.094, 13.860), "mla": (13.927, 13.727),
+                "gla-2": (14.009, 13.779), "tpa": (14.478, 13.985),
+            },
+            paper_ylim=(0.01, 0.09),
+            claim="Zero-initialised output projections beat N(0, 0.02) for all nine baselines; "
+                  "largest gain for TPA.",
+            ci_variants=("gqa", "mla"),
+        ),
+        Ablation(
+            key="gate",
+            title="Gating ablation: output gate off vs on",
+            variants=("gqa", "mla", "gla-2", "mlra-2", "mlra-4"),
+            alt={"gate": False},
+            rec={"gate": True},
+            convention="ΔL = L(no gate) − L(gate)",
+            colors=GATE_COLORS,
+            paper_curves={
+                "gqa": ((_X0, 0.018), (100, 0.012)),
+                "mla": ((_X0, 0.018), (20, 0.009), (100, 0.007)),
+                "gla-2": ((_X0, 0.018), (20, 0.008), (100, 0.006)),
+                "mlra-2": ((_X0, 0.018), (20, 0.009), (100, 0.007)),
+                "mlra-4": ((_X0, 0.018), (20, 0.008), (100, 0.005)),
+            },
+            paper_ppl={
+                "gqa": (14.139, 13.806), "mla": (13.727, 13.642), "gla-2": (13.779, 13.701),
+                "mlra-2": (13.804, 13.651), "mlra-4": (13.672, 13.621),
+            },
+            paper_ylim=(0.003, 0.018),
+            claim="The output gate helps GQA, MLA, GLA-2, MLRA-2 and MLRA-4; largest gain for "
+                  "GQA; gated MLRA-4 is the paper's best model.",
+            ci_variants=("gqa", "mla"),
+        ),
+        Ablation(
+            key="latent_scale",
+            title="Latent-scaling ablation: scale constants off vs on",
+            variants=("mla", "gla-2", "mlra-2"),
+            alt={"latent_scale": False},
+            rec={"latent_scale": True},
+            convention="ΔL = L(no scale) − L(scale)",
+            colors=GATE_COLORS,
+            paper_ppl={
+                "mla": (13.779, 13.727), "gla-2": (13.827, 13.779), "mlra-2": (13.808, 13.804),
+            },
+            claim="Latent scaling helps MLA and GLA-2, barely MLRA-2.",
+            ci_variants=("mla", "gla-2"),
+        ),
+        Ablation(
+            key="double_heads",
+            title="Double-heads ablation: 2× query heads at fixed parameters and KV cache",
+            variants=("gqa", "mla", "gla-2"),
+            alt={"head_multiplier": 2},
+            rec={"head_multiplier": 1},
+            convention="ΔL = L(2× heads) − L(1× heads)",
+            colors=GATE_COLORS,
+            paper_ppl={
+                "gqa": (14.213, 14.139), "mla": (13.836, 13.727), "gla-2": (13.851, 13.779),
+            },
+            claim="Doubling heads at fixed parameters and KV cache hurts GQA, MLA and GLA-2 "
+                  "(more heads alone do not explain MLRA).",
+            ci_variants=("gqa", "mla"),
+        ),
+    )
+}
+
+
+def ablation(key: str) -> Ablation:
+    """The :class:`Ablation` named ``key``.
+
+    Raises:
+        KeyError: unknown key; the message lists the allowed keys.
+    """
+    try:
+        return ABLATIONS[key]
+    except KeyError:
+        raise KeyError(f"unknown figure {key!r}; allowed: {', '.join(ABLATIONS)}") from None
+
+
+#: The main-results table: all eleven variants at the default options (zero init, no gate,
+#: latent scale on, 1× heads), plus gated MLRA-4 (paper.md "Main results" and gating table).
+MAIN_CONFIGS: tuple[tuple[str, dict], ...] = tuple(
+    (v, {}) for v in PAPER_MAIN_PPL.index
+) + (("mlra-4", {"gate": True}),)
+#: Main-results subset at the ``ci`` preset: configurations the ci ablations already train.
+MAIN_CI_CONFIGS: tuple[tuple[str, dict], ...] = (("gqa", {}), ("mla", {}), ("gla-2", {}))
+
+
+def config_label(variant: str, options: dict) -> str:
+    """Human label of a configuration: ``"MLRA-4 + gate"``, ``"MLA (normal init)"``."""
+    parts = []
+    for k, v in sorted(options.items()):
+        if k == "gate":
+            parts.append("+ gate" if v else "no gate")
+        elif k == "init":
+            parts.append(f"{v} init")
+        elif k == "latent_scale":
+            parts.append("scale" if v else "no scale")
+        elif k == "head_multiplier":
+            parts.append(f"{v}× heads")
+        else:
+            parts.append(f"{k}={v}")
+    return " ".join([display_name(variant), *parts])
+
+
+def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
+    """The variants a figure shows at ``preset``: ``variants`` if given (validated against the
+    figure's own list), the small ``ci_variants`` subset at the ``ci`` preset, else all of the
+    paper's.
+
+    Raises:
+        KeyError: a requested variant that the paper's figure does not contain.
+    """
+    fig = ablation(key)
+    if variants is None:
+        return fig.ci_variants if preset == "ci" else fig.variants
+    from gtalib.config import canonical_variant
+
+    if isinstance(variants, str):
+        variants = [v.strip() for v in variants.split(",") if v.strip()]
+    out = []
+    for v in variants:
+        cv = canonical_variant(v)
+        if cv not in fig.variants:
+            raise KeyError(
+                f"variant {v!r} is not in the {key} figure; allowed: {', '.join(fig.variants)}"
+            )
+        out.append(cv)
+    return tuple(out)
+
+
+def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
+    """Configurations of the main-results table at ``preset`` (all twelve, or the ci subset)."""
+    return MAIN_CI_CONFIGS if preset == "ci" else MAIN_CONFIGS
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims (paper.md "Claims a reproduction checks")
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper. ``source`` says where the book checks it: an ablation key,
+    ``"main"``, ``"tables"``, ``"decode"`` or ``"tests"`` (checked by the unit tests)."""
+
+    number: int
+    text: str
+    paper_value: str
+    source: str
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(1, "Per-device KV load under TP as in Table 1; MLRA-2/4 total cache equals MLA's "
+             "(4.5 d_h).", "MLRA-4 1.5 d_h per device at TP ≥ 4; MLA 4.5 d_h at every TP",
+          "tables"),
+    Claim(2, "All variants parameter-matched at ≈ 2.87 B by the FFN width alone.",
+          "2.872–2.873 B", "tables"),
+    Claim(3, "RoPE/NoPE key variance ratio at init ≈ d/d_c without scaling, ≈ 1 with it.",
+          "6 (MLA) / 24 (128-wide block) → ≈ 1", "tests"),
+    Claim(4, ABLATIONS["init"].claim, "ΔL > 0 for all nine; TPA largest", "init"),
+    Claim(5, ABLATIONS["gate"].claim, "ΔL > 0 for all five; GQA largest", "gate"),
+    Claim(6, ABLATIONS["latent_scale"].claim, "ΔL > 0 for MLA, GLA-2; ≈ 0 for MLRA-2",
+          "latent_scale"),
+    Claim(7, ABLATIONS["double_heads"].claim, "ΔL > 0 for GQA, MLA, GLA-2", "double_heads"),
+    Claim(8, "MLRA-4 has the lowest validation loss of the eleven; MLRA-4 + gate is lower "
+             "still.", "avg PPL 13.672; gated 13.621", "main"),
+    Claim(9, "Decode latency: MLRA-4 (TP 4) < GQA (TP 8) < GLA-2 (TP 2) < MLA (DP); MLRA-4 "
+             "≈ 2.8× faster than MLA, 1.05–1.26× faster than GQA.",
+          "308 / 387 / 493 / 874 µs at 2M context (≈)", "decode"),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs behind a figure
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunRef:
+    """One training run a figure needs: a configuration and a seed.
+
+    ``arm`` is ``"alt"`` or ``"rec"`` for ablations (see module docstring) and ``"main"`` for
+    the main-results table; ``options`` are ``gtalib.presets.model_config`` keywords.
+    """
+
+    variant: str
+    arm: str
+    options: tuple  # sorted (key, value) pairs: hashable
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return config_label(self.variant, dict(self.options))
+
+
+def _opts(d: dict) -> tuple:
+    return tuple(sorted(d.items()))
+
+
+def figure_runs(key: str, preset: str, seeds: int, variants=None) -> list[RunRef]:
+    """Every run an ablation figure needs: both arms of each variant for seeds ``0..seeds-1``.
+
+    Raises:
+        ValueError: ``seeds`` < 1.  KeyError: unknown figure or variant.
+    """
+    if not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    fig = ablation(key)
+    return [
+        RunRef(v, arm, _opts(opts), s)
+        for v in figure_variants(key, preset, variants)
+        for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
+        for s in range(seeds)
+    ]
+
+
+def main_runs(preset: str, seeds: int) -> list[RunRef]:
+    """Every run of the main-results table at ``preset`` for seeds ``0..seeds-1``."""
+    if not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    return [RunRef(v, "main", _opts(o), s) for v, o in main_configs(preset) for s in range(seeds)]
+
+
+def all_runs(preset: str, seeds: int) -> list[RunRef]:
+    """The runs of every figure and table of the book at ``preset``, each configuration once
+    (the same configuration appears in several figures: MLA with zero init, no gate, scale on
+    and 1× heads is in all four ablations and the main table)."""
+    refs = [r for k in ABLATIONS for r in figure_runs(k, preset, seeds)] + main_runs(preset, seeds)
+    seen, out = set(), []
+    for r in refs:
+        ident = (r.variant, canonical_options(r.options), r.seed)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(r)
+    return out
+
+
+#: Option defaults of ``gtalib.presets.model_config`` (variants.md "Ablation switches").
+OPTION_DEFAULTS = {"init": "zero", "gate": False, "latent_scale": True, "head_multiplier": 1}
+
+
+def canonical_options(options) -> tuple:
+    """Options with defaults dropped, so ``{"gate": False}`` and ``{}`` name the same model."""
+    d = dict(options)
+    return _opts({k: v for k, v in d.items() if OPTION_DEFAULTS.get(k, object()) != v})
+
+
+#: Tokenizer of each preset's corpus (presets.py: byte-level vocab 256 for cpu/ci, GPT-2 BPE
+#: padded to 50304 for gpu/paper).
+def preset_tokenizer(preset: str) -> str:
+    """``"bytes"`` or ``"gpt2"``: the tokenizer a preset's vocabulary implies."""
+    from gtalib.presets import PRESETS
+
+    if preset not in PRESETS:
+        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    return "bytes" if PRESETS[preset]["vocab_size"] == 256 else "gpt2"
+
+
+def train_settings(preset: str, max_steps=None):
+    """The preset's :class:`~gtalib.train_config.TrainConfig`, with ``max_steps`` overridden if
+    given; the warmup is then rescaled to keep the preset's fraction,
+    ``round(warmup · max_steps / preset max_steps)`` — the rule of ``gtalib train --max-steps``,
+    so the book and the CLI name the same run by the same hash.
+
+    Raises:
+        ValueError: ``max_steps`` not a positive integer.
+    """
+    from gtalib.presets import train_config
+
+    base = train_config(preset)
+    if max_steps is None:
+        return base
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
+    warmup = round(base.warmup_steps * max_steps / base.max_steps)
+    return base.replace(max_steps=max_steps, warmup_steps=warmup)
+
+
+def data_spec(preset: str, max_steps=None) -> dict:
+    """The ``data`` of the preset's run specs: the default registry corpus with the preset's
+    tokenizer (:func:`gtalib.runs.data_spec`; builds nothing).
+
+    Raises:
+        FileNotFoundError: the corpus is not built (``gtalib data build`` or ``gtalib book``).
+    """
+    from gtalib import runs
+
+    return runs.data_spec(train_settings(preset, max_steps), "default", preset_tokenizer(preset))
+
+
+def run_spec(ref: RunRef, preset: str, max_steps=None, data: dict | None = None):
+    """The :class:`gtalib.runs.RunSpec` of ``ref`` at ``preset``.
+
+    Args:
+        data: the spec's data (default :func:`data_spec`; pass it when building many specs).
+    """
+    from gtalib.presets import model_config
+    from gtalib.runs import RunSpec
+
+    if data is None:
+        data = data_spec(preset, max_steps)
+    model = model_config(preset, ref.variant, **dict(ref.options))
+    return RunSpec(model=model, train=train_settings(preset, max_steps), data=data, seed=ref.seed)

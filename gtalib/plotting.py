@@ -1,0 +1,420 @@
+"""Seaborn figures and notebook displays of the book, in the paper's colours.
+
+Layout of an ablation figure: two panels (stacked), because the scales differ by three orders
+of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training
+tokens, every seed as a thin line, the mean over seeds as a thick line with its Student-t band.
+Below, **paper (≈)**: the paper's curves, dashed, against the paper's 0–100 B tokens, read off its
+figure (``gtalib.figures``); where the paper gives only final perplexities, a marker at 100 B.
+Legends sit top right (as in the paper).
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from gtalib import figures as F
+
+_UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
+
+
+def set_style() -> None:
+    """The book's seaborn style (white grid, readable at page width)."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "legend.fontsize": 8})
+
+
+def token_unit(max_tokens: float) -> tuple[float, str]:
+    """``(divisor, suffix)`` that prints ``max_tokens`` with at most three integer digits."""
+    for div, suffix in _UNITS:
+        if max_tokens >= div:
+            return div, suffix
+    return 1, ""
+
+
+def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
+    """The ablation figure of an :class:`gtalib.analysis.AblationResult` (see module docstring).
+
+    Returns:
+        the matplotlib figure (two axes: ours, paper).
+    """
+    set_style()
+    fig_spec = F.ablation(result.key)
+    if ax_ours is None:
+        # stacked, not side by side: the book's text column is narrow
+        fig, (ax_ours, ax_paper) = plt.subplots(
+            2, 1, figsize=(8, 7.5), gridspec_kw={"height_ratios": [3, 2]}
+        )
+    else:
+        fig = ax_ours.figure
+    curves, band = result.curves, result.band
+    div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
+    for v in result.complete:
+        color = fig_spec.colors[v]
+        for _, g in curves[curves["variant"] == v].groupby("seed"):
+            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.8, alpha=0.35)
+        b = band[band["variant"] == v]
+        x = b["tokens"] / div
+        ax_ours.plot(x, b["mean"], color=color, lw=2.0, label=F.display_name(v))
+        if b["n"].min() >= 2:
+            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.15, lw=0)
+    ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
+    ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
+    ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
+    ax_ours.set_title(f"ours: {result.preset} preset, {result.seeds} seeds, "
+                      f"{result.curve_column.replace('_', ' ')} (thin: seeds; band: "
+                      f"{result.confidence:.0%} t-CI)", fontsize=10)
+    if result.complete:
+        ax_ours.legend(loc="upper right", title="variant")
+    else:
+        ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
+                     va="center", transform=ax_ours.transAxes, color="crimson")
+    plot_paper_reference(fig_spec, ax_paper)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paper_reference(fig_spec, ax) -> None:
+    """The paper's curves of ``fig_spec`` (dashed, ≈) on its 0–100 B token axis; markers at
+    100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities."""
+    curves = fig_spec.paper_curve_frame()
+    for v in fig_spec.variants:
+        color = fig_spec.colors[v]
+        c = curves[curves["variant"] == v]
+        if len(c):
+            ax.plot(c["tokens_B"], c["delta"], color=color, ls="--", lw=1.5,
+                    label=f"{F.display_name(v)} paper (≈)")
+        else:
+            ax.plot([100], [fig_spec.paper_final(v)], color=color, marker="D", ls="none",
+                    label=f"{F.display_name(v)} paper final (≈ ln PPL ratio)")
+    ax.set_xlim(0, 105)
+    if fig_spec.paper_ylim:
+        ax.set_ylim(*fig_spec.paper_ylim)
+    ax.set_xlabel("training tokens (B), paper's 2.9 B model")
+    ax.set_ylabel("ΔL (nats)")
+    ax.set_title("paper (≈, read off its figure)", fontsize=10)
+    ax.legend(loc="upper right", fontsize=7, ncol=2)
+
+
+def _hardware(cards: list) -> str:
+    """One-line hardware summary from run cards (``device``/``threads`` keys when present)."""
+    seen = []
+    for c in cards:
+        dev = c.get("device") or c.get("accelerator") or "?"
+        thr = c.get("threads") or c.get("torch_threads")
+        s = f"{dev}" + (f", {thr} threads" if thr else "")
+        if s not in seen:
+            seen.append(s)
+    return "; ".join(seen) if seen else "unknown (no run card)"
+
+
+_COLUMN_WORDS = {
+    "train_loss": "training loss on the batch of each step (paired runs share every batch)",
+    "val_loss": "validation loss on the fixed held-out windows",
+}
+
+
+def ablation_caption(result) -> str:
+    """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and band."""
+    fig_spec = F.ablation(result.key)
+    tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
+    div, unit = token_unit(max(tokens, 1))
+    return (
+        f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs (same data order, same "
+        f"seed) on the same steps; positive means the paper's recommended choice is better. "
+        f"Preset `{result.preset}`, {tokens / div:.3g}{unit} training tokens per run, "
+        f"{result.seeds} seed(s) per configuration, hardware: {_hardware(result.collected.cards)}. "
+        f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
+        f"ΔL smoothed by a trailing mean over {result.smoothing} logged step(s); thin lines = "
+        f"seeds, thick line = mean over seeds, band = {result.confidence:.0%} Student-t "
+        f"interval over seeds. Table below: "
+        f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
+        f"unsmoothed. Lower panel: the paper's "
+        f"curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
+    )
+
+
+def missing_notice(collected) -> str | None:
+    """Markdown notice listing missing/failed runs, or None when every run is complete."""
+    bad = collected.incomplete
+    if bad.empty:
+        return None
+    lines = [f"**Incomplete: {len(bad)} of {len(collected.status)} runs are missing or failed.** "
+             "Variants with any incomplete run are left out of this page's figure and tables "
+             "(never plotted with fewer seeds):", ""]
+    for _, r in bad.iterrows():
+        lines.append(f"- {r['label']}, seed {r['seed']} (`{r['run_id']}`): {r['state']}"
+                     + (f" — {r['detail']}" if r["detail"] else ""))
+    return "\n".join(lines)
+
+
+def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The final-ΔL table as printed: paper variant names, ΔL with its CI as text."""
+    if final.empty:
+        return final
+
+    def ci(r):
+        if math.isnan(r["CI low"]):
+            return "n/a"
+        return f"[{r['CI low']:+.4f}, {r['CI high']:+.4f}]"
+
+    out = pd.DataFrame({
+        "seeds": final["seeds"],
+        "tokens": final["tokens"],
+        "ΔL (mean)": final["ΔL"].map("{:+.4f}".format),
+        f"{confidence:.0%} CI": final.apply(ci, axis=1),
+        "seed spread": final["seed spread"].map("{:.4f}".format),
+        "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
+        "verdict": final["verdict"],
+    })
+    out.index = [F.display_name(v) for v in final.index]
+    out.index.name = "variant"
+    return out
+
+
+def show_ablation(result) -> None:
+    """Display an ablation page's content in a notebook: incomplete-runs notice, figure,
+    caption, final ΔL table and the plateau-escape table."""
+    from IPython.display import Markdown, display
+
+    notice = missing_notice(result.collected)
+    if notice:
+        display(Markdown(notice))
+    plot_ablation(result)
+    plt.show()
+    display(Markdown(ablation_caption(result)))
+    if result.complete:
+        display(Markdown(
+            f"Final ΔL per variant: validation loss at the last step (unsmoothed), mean over "
+            f"seeds with its "
+            f"{result.confidence:.0%} Student-t interval; *seed spread* = max − min of the final "
+            f"validation loss over seeds of one configuration (the larger of the two arms). "
+            f"Verdict: *within noise* if the interval covers 0 or |ΔL| ≤ seed spread, else "
+            f"*agrees*/*differs* by the sign of the paper's ΔL."
+        ))
+        display(format_final_table(result.final, result.confidence))
+
+
+def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f}"):
+    """A pandas Styler marking the best value of each column **bold** and the second best
+    underlined (the paper's table convention)."""
+
+    def mark(col: pd.Series):
+        order = col.rank(method="min", ascending=lower_is_better)
+        return ["font-weight: bold" if r == 1 else "text-decoration: underline" if r == 2 else ""
+                for r in order]
+
+    return _table_style(df.style.apply(mark, axis=0).format(fmt))
+
+
+#: Cell padding and a smaller font for every styled table (the book theme styles only its own
+#: tables; pandas Stylers would otherwise print numbers without spacing).
+_TABLE_CSS = [
+    {"selector": "td, th", "props": "padding: 2px 5px; text-align: right; font-size: 0.8em;"},
+    {"selector": "th.row_heading", "props": "text-align: left; white-space: nowrap;"},
+]
+
+
+def _table_style(styler):
+    return styler.set_table_styles(_TABLE_CSS, overwrite=False)
+
+
+def plot_main_results(mean: pd.DataFrame, half: pd.DataFrame | None = None,
+                      paper: pd.DataFrame | None = None) -> plt.Figure:
+    """Average validation perplexity per configuration as dots (ours left, with the Student-t
+    half-widths over seeds as error bars; the paper's right, including gated MLRA-4). Dots, not
+    bars: the axes do not start at zero."""
+    set_style()
+    fig, axes = plt.subplots(2, 1, figsize=(8, 8), gridspec_kw={"height_ratios": [1, 1.3]})
+    labels = list(mean.index)
+    err = None if half is None else half["avg"].fillna(0.0).to_numpy()
+    for i, lbl in enumerate(labels):
+        axes[0].errorbar(mean["avg"].iloc[i], i, xerr=None if err is None else err[i], fmt="o",
+                         color=F.VARIANT_COLORS.get(_variant_of(lbl), "gray"), capsize=3)
+    axes[0].set_yticks(range(len(labels)), labels)
+    axes[0].set_xlabel("average validation perplexity over our held-out sources")
+    axes[0].set_title("ours (error bars: t-interval over seeds)", fontsize=10)
+    axes[0].invert_yaxis()
+    if paper is not None:
+        pv = paper["avg"].to_dict()
+        plabels = [F.display_name(v) for v in pv] + ["MLRA-4 + gate"]
+        pvals = list(pv.values()) + [F.PAPER_MLRA4_GATED_AVG_PPL]
+        pcolors = [F.VARIANT_COLORS[v] for v in pv] + [F.VARIANT_COLORS["mlra-4"]]
+        axes[1].scatter(pvals, range(len(pvals)), c=pcolors, zorder=3)
+        axes[1].set_yticks(range(len(plabels)), plabels)
+        axes[1].set_xlabel("average validation perplexity, 7 sets")
+        axes[1].set_title("paper (2.9 B parameters, 98.3 B tokens)", fontsize=10)
+        axes[1].invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def _variant_of(label: str) -> str:
+    """Canonical variant of a configuration label (``"MLRA-4 + gate"`` → ``"mlra-4"``)."""
+    return label.split(" ")[0].lower()
+
+
+def plot_decode(paper_us: pd.DataFrame, model_us: pd.DataFrame | None = None) -> plt.Figure:
+    """Decode latency against context length: the paper's measured H100 latencies (solid, ≈)
+    and, dashed, an analytic memory-bound lower bound (a model, not a measurement).
+
+    Args:
+        paper_us: rows = configuration labels, columns = context in K tokens, values µs.
+        model_us: same layout from the analytic model (optional).
+    """
+    set_style()
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    palette = {"GQA": "teal", "MLA": "tab:blue", "GLA-2": "tab:gray", "MLRA-4": "tab:red"}
+    for label, row in paper_us.iterrows():
+        c = palette.get(label.split(" ")[0], "black")
+        ax.plot(row.index, row.values, marker="o", color=c, label=f"{label}: paper, H100 (≈)")
+    if model_us is not None:
+        for label, row in model_us.iterrows():
+            c = palette.get(label.split(" ")[0], "black")
+            ax.plot(row.index, row.values, ls="--", color=c,
+                    label=f"{label}: model (bytes / bandwidth), not measured")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ctx = list(paper_us.columns)
+    ax.set_xticks(ctx, [str(c) for c in ctx])
+    ax.minorticks_off()
+    ax.set_xlabel("context length (K tokens)")
+    ax.set_ylabel("latency per layer, batch 1 (µs)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:
+    """Display the plateau-escape step of every run of an ablation (pilot.md): first step at
+    which the training loss (trailing mean over ``window`` steps) falls below the corpus's
+    unigram entropy minus ``margin`` nats."""
+    from IPython.display import Markdown, display
+
+    from gtalib.analysis import plateau_escape
+
+    if result.runs.empty:
+        display(Markdown("No complete runs: no plateau to report."))
+        return
+    e = plateau_escape(result.runs, entropy, margin, window)
+    table = e.pivot_table(index="label", columns="seed", values="escape_step", aggfunc="first",
+                          dropna=False)
+    table.columns = [f"seed {c}" for c in table.columns]
+    table = table.map(lambda x: "not within run" if pd.isna(x) else f"{int(x)}")
+    display(Markdown(
+        f"Plateau escape step per run: the first step at which the training loss (trailing mean "
+        f"over {window} steps) falls below the corpus's unigram entropy ({entropy:.3f} nats) "
+        f"minus {margin} nats. Zero-initialised output "
+        f"projections start every block at a saddle on this plateau, and a late escape explains "
+        f"much of the seed-to-seed spread."))
+    display(table)
+
+
+def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
+    """Display the main-results page: incomplete-runs notice, our perplexity table per held-out
+    source (best **bold**, second underlined), loss table, entropy comparison, bar figure and
+    the paper's table in the same layout."""
+    from IPython.display import Markdown, display
+
+    paper = F.PAPER_MAIN_PPL if paper is None else paper
+    notice = missing_notice(main.collected)
+    if notice:
+        display(Markdown(notice))
+    if not main.ppl.empty:
+        display(Markdown(
+            f"**Ours** (preset `{main.preset}`, {main.seeds} seed(s), mean over seeds): final "
+            f"validation perplexity on each held-out source of our corpus and their average "
+            f"(the paper's layout); best of each column **bold**, second underlined. "
+            f"{main.confidence:.0%} Student-t half-widths over seeds of the average: "
+            + ", ".join(f"{k} ±{v:.3f}" for k, v in main.ppl_ci["avg"].items()) + "."))
+        display(style_best(main.ppl))
+        display(Markdown("Final validation loss (nats/token), same runs:"))
+        display(style_best(main.loss, fmt="{:.4f}"))
+        display(Markdown(
+            "Did the models learn? Final validation loss against the unigram entropy of the "
+            "training corpus (the loss of the best context-free model); *gap* > 0 means below it."))
+        display(_table_style(main.entropy.style.format(
+            {"final val loss": "{:.4f}", "unigram entropy": "{:.4f}", "gap": "{:+.4f}"})))
+        plot_main_results(main.ppl, main.ppl_ci, paper)
+        plt.show()
+    display(Markdown("**Paper** (2.9 B parameters, 98.3 B tokens, 7 validation sets; gated "
+                     f"MLRA-4 average: {F.PAPER_MLRA4_GATED_AVG_PPL}):"))
+    shown = paper.copy()
+    shown.index = [F.display_name(v) for v in shown.index]
+    display(style_best(shown))
+
+
+def show_claims(claims: pd.DataFrame) -> None:
+    """Display the claims table with verdicts coloured (agrees green, differs red)."""
+    from IPython.display import display
+
+    def color(v):
+        if v == "agrees":
+            return "color: darkgreen; font-weight: bold"
+        if v == "differs":
+            return "color: crimson; font-weight: bold"
+        return "color: dimgray"
+
+    display(_table_style(claims.style.map(color, subset=["verdict"])).set_properties(
+        **{"text-align": "left", "white-space": "normal"}))
+
+
+def show_decode(model: pd.DataFrame, paper: pd.DataFrame, gpu: str = "H100") -> None:
+    """Display the decode chapter: paper's measured latencies next to the analytic memory-bound
+    lower bound (``gtalib.kernels.decode_model``), clearly labelled as a model."""
+    from IPython.display import Markdown, display
+
+    m = model[model["gpu"] == gpu].pivot_table(index="shard", columns="context_k",
+                                               values="latency_us", sort=False)
+    p = paper.pivot_table(index="shard", columns="context_k", values="latency_us", sort=False)
+    plot_decode(p, m)
+    plt.show()
+    display(Markdown(
+        f"Solid: the paper's measured latencies on one H100 (≈, read off its figure). Dashed: "
+        f"**a model, not a measurement**: bytes of KV cache read per step divided by the {gpu} "
+        f"HBM peak bandwidth — a lower bound that ignores launch overhead, the query/output and "
+        f"compute, so real kernels sit above it (most at short context). No GPU measurement was "
+        f"recorded for this book."))
+    ratio = (p / m).round(2)
+    display(Markdown(f"Paper latency ÷ model lower bound ({gpu}; ≥ 1 means consistent with "
+                     f"the bound):"))
+    display(ratio)
+
+
+def show_kv_tables(kv: pd.DataFrame, params: pd.DataFrame) -> None:
+    """Display the KV-cache chapter: per-device KV elements per token and layer under TP in
+    units of d_h (variant × TP, the paper's Table 1 layout; lowest **bold**, second underlined)
+    and the paper-size parameter table with each total's deviation from MHA."""
+    from IPython.display import Markdown, display
+
+    wide = kv.pivot(index="variant", columns="tp", values="kv_dh_units").loc[
+        list(dict.fromkeys(kv["variant"]))]
+    wide.index = [F.display_name(v) for v in wide.index]
+    wide.columns = [f"TP {c}" for c in wide.columns]
+    # notebook Markdown outputs are not typeset by MathJax: plain Unicode, no $...$
+    display(Markdown("KV cache per device, per token and layer, in units of dₕ (64 query "
+                     "heads, dₕ = 128, dᵣ = 64; GQA and GTA with 8 KV heads):"))
+    display(style_best(wide, fmt="{:g}"))
+    p = params.set_index("variant")
+    mha = p.loc["mha", "total_params"]
+    p.index = [_row_label(r) for r in p.index]
+    shown = pd.DataFrame({
+        "total parameters": p["total_params"].map("{:,}".format),
+        "vs MHA": (p["total_params"] / mha - 1).map("{:+.3%}".format),
+        "attention / layer": p["attn_params_per_layer"].map("{:,}".format),
+        "KV elements / token / layer": p["kv_elems_per_token_layer"],
+    })
+    display(Markdown("Paper-size models (24 layers, d = 3072), parameter-matched to MHA by the "
+                     "FFN width alone:"))
+    display(_table_style(shown.style))
+
+
+def _row_label(name: str) -> str:
+    """Paper spelling of a :mod:`gtalib.tables` row name (``"gla-2+2xheads"`` → ``"GLA-2 +
+    2× heads"``)."""
+    head, *opts = name.split("+")
+    words = {"gate": "+ gate", "2xheads": "2× heads"}
+    return " ".join([F.display_name(head), *(words.get(o, o) for o in opts)])

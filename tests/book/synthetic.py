@@ -1,0 +1,72 @@
+"""A synthetic run store for book tests: finished runs with known metrics, no training.
+
+Each run's loss is ``L(step) = base + 2.5 * exp(-step / 8) + effect + seed_noise`` with
+``effect`` a fixed offset per configuration, so the ΔL of every pair is known in closed form.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gtalib import figures
+
+SOURCES = ("news", "bible")
+#: ΔL offsets of the alternative arm per option: positive = the paper's recommendation wins.
+EFFECT = {"init": 0.05, "gate": -0.04, "latent_scale": 0.0, "head_multiplier": 0.02}
+
+
+def synthetic_identity(preset: str, max_steps=None) -> dict:
+    return {"synthetic": True, "preset": preset}
+
+
+def effect_of(options) -> float:
+    d = dict(figures.canonical_options(options))
+    return sum(EFFECT[k] for k in d if k in EFFECT)
+
+
+def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_every: int = 5,
+                tokens_per_step: int = 128) -> list:
+    """Write a finished synthetic run for every run the book needs; returns the RunRefs."""
+    run_dir = Path(run_dir)
+    data = synthetic_identity(preset)
+    refs = figures.all_runs(preset, seeds)
+    for ref in refs:
+        spec = figures.run_spec(ref, preset, max_steps, data)
+        path = run_dir / spec.run_id
+        path.mkdir(parents=True, exist_ok=True)
+        steps = np.arange(1, max_steps + 1)
+        noise = 0.01 * (ref.seed + 1) * (1 if ref.variant < "m" else -1)
+        loss = 2.0 + 2.5 * np.exp(-steps / 8) + effect_of(ref.options) + noise
+        df = pd.DataFrame({"step": steps, "tokens": steps * tokens_per_step, "train_loss": loss})
+        on_eval = (steps % eval_every == 0) | (steps == max_steps)
+        df["val_loss"] = np.where(on_eval, loss + 0.1, np.nan)
+        for i, s in enumerate(SOURCES):
+            df[f"val_loss/{s}"] = np.where(on_eval, loss + 0.05 * (i + 1), np.nan)
+        df.to_csv(path / "metrics.csv", index=False)
+        (path / "spec.json").write_text(json.dumps(spec.to_dict()))
+        (path / "card.json").write_text(json.dumps({
+            "device": "cpu (synthetic)", "threads": 1, "wall_time_s": 0.0, "tokens_per_s": math.nan,
+            "git_commit": None}))
+        (path / "DONE").write_text("synthetic\n")
+    return refs
+
+
+STARTUP = '''
+# IPython startup for synthetic book tests: a fixed data identity and entropy, no corpus needed.
+import gtalib.figures, gtalib.analysis
+gtalib.figures.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
+gtalib.analysis.corpus_entropy = lambda preset: 3.0
+'''
+
+
+def ipython_dir(path) -> Path:
+    """An IPYTHONDIR whose startup script installs the synthetic identity in notebook kernels."""
+    d = Path(path) / "profile_default" / "startup"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "00-synthetic.py").write_text(STARTUP)
+    return Path(path)

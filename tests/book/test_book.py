@@ -1,0 +1,144 @@
+"""Book machinery without training: error detection, blank-image check, notebooks' contract."""
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import matplotlib.image
+import nbformat
+import numpy as np
+import pytest
+
+from gtalib import book
+
+REPO = Path(__file__).resolve().parents[2]
+ABLATION_NOTEBOOKS = ("init_ablation", "gating_ablation", "latent_scaling", "double_heads")
+
+
+def _load_check_book():
+    spec = importlib.util.spec_from_file_location("check_book", REPO / "scripts" / "check_book.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_html_error_outputs_finds_tracebacks_and_stderr_errors(tmp_path):
+    (tmp_path / "ok.html").write_text(
+        '<div class="cell_output docutils container"><div class="output stderr highlight-myst-ansi'
+        ' notranslate"><pre>UserWarning: deprecated</pre></div></div>')
+    (tmp_path / "bad.html").write_text(
+        '<div class="output traceback highlight-ipythontb notranslate"><pre>KeyError</pre></div>')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "err.html").write_text(
+        '<div class="output stderr"><pre>ValueError: &lt;boom&gt;</pre></div>')
+    found = book.html_error_outputs(tmp_path)
+    assert found == ["bad.html: traceback output", "sub/err.html: stderr output: ValueError: <boom>"]
+
+
+def test_notebook_errors_reads_error_outputs(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("1/0")
+    cell.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError",
+                                           evalue="division by zero", traceback=[])]
+    nb.cells = [cell, nbformat.v4.new_code_cell("1")]
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    assert book.notebook_errors(tmp_path) == ["x.ipynb: ZeroDivisionError: division by zero"]
+
+
+def test_blank_image_check(tmp_path):
+    check = _load_check_book()
+    matplotlib.image.imsave(tmp_path / "blank.png", np.full((50, 80, 3), 0.97))
+    img = np.full((50, 80, 3), 1.0)
+    img[20:30, :, :] = 0.0  # a black band: clearly not blank
+    matplotlib.image.imsave(tmp_path / "plot.png", img)
+    assert check.image_is_blank(tmp_path / "blank.png")
+    assert not check.image_is_blank(tmp_path / "plot.png")
+
+
+@pytest.mark.parametrize("name", book.NOTEBOOKS)
+def test_notebooks_hold_parameters_and_no_logic(name):
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    if name in ABLATION_NOTEBOOKS:
+        assert len(params) == 1
+        names = {t.id for n in ast.parse(params[0].source).body for t in n.targets}
+        assert {"preset", "seeds", "max_steps", "variants", "run_dir", "train"} <= names
+    for c in code:
+        assert not c.outputs, f"{name}: stored outputs in the source notebook"
+        for node in ast.walk(ast.parse(c.source)):
+            # narrative and parameters only: every computation lives in gtalib, where it is tested
+            assert not isinstance(node, (ast.FunctionDef, ast.For, ast.While, ast.If, ast.Lambda,
+                                         ast.ListComp, ast.BinOp)), f"{name}: logic in a cell"
+
+
+def test_toc_lists_every_notebook_and_chapter():
+    toc = (REPO / "book" / "_toc.yml").read_text()
+    for name in book.NOTEBOOKS:
+        assert f"generated/{name}" in toc
+    for page in ("methods", "reproduction"):
+        assert f"file: {page}" in toc and (REPO / "book" / f"{page}.md").exists()
+
+
+def test_presets_markdown_reports_the_presets():
+    from gtalib.presets import train_config
+
+    md = book.presets_markdown()
+    cpu = train_config("cpu")
+    row = next(line for line in md.splitlines() if line.startswith("| cpu |"))
+    assert f"| {cpu.max_steps} |" in row and f"{cpu.max_steps * cpu.tokens_per_step:,}" in row
+
+
+def test_cli_registers_book():
+    from gtalib.cli import build_parser
+
+    args = build_parser().parse_args(["book", "--preset", "ci", "--seeds", "3", "--jobs", "2"])
+    assert (args.preset, args.seeds, args.jobs, args.no_train) == ("ci", 3, 2, False)
+    assert args.func is book._run_cli
+
+
+def test_build_book_rejects_bad_input():
+    with pytest.raises(KeyError, match="allowed"):
+        book.build_book(preset="laptop")
+    with pytest.raises(ValueError, match="seeds"):
+        book.build_book(preset="ci", seeds=0)
+    with pytest.raises(ValueError, match="jobs"):
+        book.train_all([], "/nonexistent", jobs=0)
+
+
+def test_check_book_fails_on_a_broken_book(tmp_path):
+    """The checker must fail on missing pages, a missing or blank figure, an error output and
+    MathJax from the network (and pass once they are fixed)."""
+    check = _load_check_book()
+    html = tmp_path / "html"
+    (html / "generated").mkdir(parents=True)
+    (html / "_static" / "mathjax").mkdir(parents=True)
+    (html / "_static" / "mathjax" / "tex-chtml.js").write_text("")
+    img = np.full((40, 60, 3), 1.0)
+    img[10:20] = 0.0
+    matplotlib.image.imsave(html / "generated" / "fig.png", img)
+    for name in (*check.PROSE_PAGES, *book.NOTEBOOKS):
+        page = check.page_path(html, name)
+        page.write_text('<img alt="" src="fig.png" />' if name in book.FIGURE_NOTEBOOKS else "ok")
+    assert check.check_static(html) == []
+
+    (html / "generated" / "claims.html").unlink()
+    matplotlib.image.imsave(html / "generated" / "fig.png", np.full((40, 60, 3), 1.0))
+    (html / "methods.html").write_text(
+        '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>'
+        '<div class="output traceback"><pre>boom</pre></div>')
+    problems = check.check_static(html)
+    assert any("missing page" in p and "claims.html" in p for p in problems)
+    assert sum("is blank" in p for p in problems) == len(book.FIGURE_NOTEBOOKS)
+    assert "error output: methods.html: traceback output" in problems
+    assert "methods.html: loads MathJax from the network" in problems
+
+
+def test_table_claims_are_computed_from_the_package():
+    from gtalib import analysis
+
+    ours, verdict = analysis._table_claim(1)
+    # variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
+    assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
+    ours, verdict = analysis._table_claim(2)
+    assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"

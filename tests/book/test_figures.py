@@ -1,0 +1,89 @@
+"""Figure definitions: paper values, colours and the run sets behind each figure."""
+
+import math
+
+import pytest
+
+from gtalib import figures as F
+
+
+def test_paper_final_delta_is_ln_ppl_ratio():
+    # paper.md: ln(14.094 / 13.860) = 0.017 for MHA's initialisation ablation
+    assert F.ablation("init").paper_final("mha") == pytest.approx(0.0167, abs=5e-4)
+    assert F.ablation("gate").paper_final("gqa") == pytest.approx(math.log(14.139 / 13.806))
+    # no perplexities for GQA in the init figure: the curve's value at 100 B tokens (≈)
+    assert F.ablation("init").paper_final("gqa") == 0.025
+    # every paper ΔL is positive: each figure's recommendation wins in the paper
+    for fig in F.ABLATIONS.values():
+        assert all(fig.paper_final(v) > 0 for v in fig.variants), fig.key
+
+
+def test_paper_colours_and_variants_follow_paper_md():
+    init = F.ablation("init")
+    assert init.variants == ("mha", "mqa", "gqa", "mla", "mfa", "tpa", "gla-2", "gla-4", "gta")
+    assert (init.colors["mha"], init.colors["tpa"], init.colors["gta"]) == (
+        "tab:purple", "tab:orange", "tab:green")
+    gate = F.ablation("gate")
+    assert gate.variants == ("gqa", "mla", "gla-2", "mlra-2", "mlra-4")
+    assert (gate.colors["mlra-4"], gate.colors["gqa"]) == ("tab:red", "teal")
+    for fig in F.ABLATIONS.values():
+        assert set(fig.variants) <= set(fig.colors), fig.key
+        assert set(fig.ci_variants) <= set(fig.variants), fig.key
+
+
+def test_main_table_values_are_the_papers():
+    assert F.PAPER_MAIN_PPL.loc["mlra-4", "avg"] == 13.672
+    assert F.PAPER_MAIN_PPL["avg"].idxmin() == "mlra-4"
+    # the paper's "avg" column is the mean of its seven sets (to its rounding)
+    means = F.PAPER_MAIN_PPL[list(F.PAPER_SOURCES)].mean(axis=1)
+    assert (means - F.PAPER_MAIN_PPL["avg"]).abs().max() < 0.06
+
+
+def test_run_sets_count_each_configuration_once():
+    # cpu: init 9×2 arms = 18; gate: 5 gated + plain MLRA-2/MLRA-4 = 7; latent: 3 unscaled;
+    # heads: 3 doubled; main: 11 plain + gated MLRA-4, all already counted -> 31 configurations
+    assert len(F.all_runs("cpu", 2)) == 31 * 2
+    # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2
+    assert len(F.all_runs("ci", 1)) == 11
+    refs = F.figure_runs("gate", "cpu", 3)
+    assert len(refs) == 5 * 2 * 3
+    assert {r.arm for r in refs} == {"alt", "rec"}
+
+
+def test_canonical_options_drop_defaults():
+    assert F.canonical_options({"gate": False, "init": "zero"}) == ()
+    assert F.canonical_options({"gate": True}) == (("gate", True),)
+
+
+def test_figure_variants_validation():
+    assert F.figure_variants("init", "ci") == ("gqa", "mla")
+    assert F.figure_variants("gate", "cpu", "GQA, mlra4") == ("gqa", "mlra-4")
+    with pytest.raises(KeyError, match="not in the gate figure"):
+        F.figure_variants("gate", "cpu", ["mha"])
+    with pytest.raises(KeyError, match="allowed"):
+        F.ablation("nope")
+    with pytest.raises(ValueError, match="seeds"):
+        F.figure_runs("init", "ci", 0)
+
+
+def test_train_settings_rescale_warmup_like_the_cli():
+    base = F.train_settings("cpu")
+    short = F.train_settings("cpu", 100)
+    assert short.max_steps == 100
+    # same rule as `gtalib train --max-steps`: round(warmup * steps / preset steps)
+    assert short.warmup_steps == round(base.warmup_steps * 100 / base.max_steps)
+    with pytest.raises(ValueError, match="max_steps"):
+        F.train_settings("cpu", 0)
+
+
+def test_paired_specs_differ_only_in_the_switch():
+    data = {"test": True}
+    for key, fig in F.ABLATIONS.items():
+        v = fig.variants[0]
+        alt = F.run_spec(F.RunRef(v, "alt", tuple(fig.alt.items()), 0), "ci", None, data)
+        rec = F.run_spec(F.RunRef(v, "rec", tuple(fig.rec.items()), 0), "ci", None, data)
+        assert alt.train == rec.train and alt.data == rec.data and alt.seed == rec.seed
+        assert alt.run_id != rec.run_id, key
+        differ = {f for f in alt.model.to_dict() if getattr(alt.model, f) != getattr(rec.model, f)}
+        # the switch itself, plus what parameter matching and head doubling derive from it
+        assert differ <= {*fig.alt, "intermediate_size", "n_head", "gqa_group"}, (key, differ)
