@@ -417,7 +417,7 @@ def html_error_outputs(html_dir: Path) -> list[str]:
 # The job
 
 
-def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 1,
+def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 1,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
                accelerator: str = "auto", log=print) -> dict:
@@ -490,7 +490,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=int, default=2, help="seeds per configuration (default 2)")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3)")
     p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
     p.add_argument("--jobs", type=int, default=1,
                    help="training processes, and notebooks executed at once (default 1)")

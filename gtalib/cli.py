@@ -122,11 +122,8 @@ def cmd_train(args) -> int:
     model = model_config(args.preset, args.variant, init=args.init, gate=args.gate,
                          latent_scale=not args.no_latent_scale,
                          head_multiplier=2 if args.double_heads else 1)
-    base = train_config(args.preset)
-    warmup = args.warmup_steps
-    if warmup is None and args.max_steps is not None:
-        warmup = round(base.warmup_steps * args.max_steps / base.max_steps)
-    train = train_config(args.preset, max_steps=args.max_steps, lr=args.lr, warmup_steps=warmup,
+    train = train_config(args.preset, max_steps=args.max_steps, lr=args.lr,
+                         warmup_steps=args.warmup_steps,
                          batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
                          eval_every=args.eval_every, data_seed=args.data_seed)
     tokenizer = args.tokenizer or ("bytes" if model.vocab_size == 256 else "gpt2")

@@ -452,22 +452,18 @@ def preset_tokenizer(preset: str) -> str:
 
 def train_settings(preset: str, max_steps=None):
     """The preset's :class:`~gtalib.train_config.TrainConfig`, with ``max_steps`` overridden if
-    given; the warmup is then rescaled to keep the preset's fraction,
-    ``round(warmup · max_steps / preset max_steps)`` — the rule of ``gtalib train --max-steps``,
-    so the book and the CLI name the same run by the same hash.
+    given (the warmup then keeps the preset's fraction: :func:`gtalib.train_config.train_config`).
 
     Raises:
         ValueError: ``max_steps`` not a positive integer.
     """
     from gtalib.presets import train_config
 
-    base = train_config(preset)
-    if max_steps is None:
-        return base
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+    if max_steps is not None and (
+        not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
+    ):
         raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
-    warmup = round(base.warmup_steps * max_steps / base.max_steps)
-    return base.replace(max_steps=max_steps, warmup_steps=warmup)
+    return train_config(preset, max_steps=max_steps)
 
 
 def data_spec(preset: str, max_steps=None) -> dict:

@@ -108,11 +108,13 @@ class RunSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """One line for progress output: variant, options that differ from the defaults, seed."""
+        """One line for progress output: variant, head count, options, seed.
+
+        Resolved configs fold the double-heads option into ``n_head``, so the head count is shown.
+        """
         m = self.model
-        opts = [f"init={m.init}"] + (["gate"] if m.gate else []) \
-            + ([] if m.latent_scale else ["no-latent-scale"]) \
-            + (["double-heads"] if m.head_multiplier == 2 else [])
+        opts = [f"n_head={m.n_head}", f"init={m.init}"] + (["gate"] if m.gate else []) \
+            + ([] if m.latent_scale else ["no-latent-scale"])
         return f"{m.variant} {' '.join(opts)} seed={self.seed} steps={self.train.max_steps}"
 
 
@@ -155,7 +157,10 @@ def _device_description(trainer) -> str:
 def _quiet_lightning(enabled: bool):
     """Silence Lightning's banner lines and advisory warnings (e.g. "few dataloader workers")."""
     if not enabled:
-        yield
+        with warnings.catch_warnings():
+            # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates.
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+            yield
         return
     names = ("lightning.pytorch", "lightning.fabric", "lightning")
     levels = {n: logging.getLogger(n).level for n in names}
@@ -166,6 +171,8 @@ def _quiet_lightning(enabled: bool):
 
         warnings.simplefilter("ignore", PossibleUserWarning)
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates, once per fit.
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
         try:
             yield
         finally:

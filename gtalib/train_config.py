@@ -164,6 +164,10 @@ def train_config(preset: str, **overrides) -> TrainConfig:
     """The named training preset with ``overrides`` applied (``None`` values are ignored, so CLI
     options that were not given leave the preset unchanged).
 
+    Overriding ``max_steps`` without ``warmup_steps`` rescales the warmup to keep the preset's
+    fraction, ``round(warmup · max_steps / preset max_steps)``; the CLI and the book both rely on
+    this one rule, so they name the same run by the same hash.
+
     Raises:
         KeyError: unknown preset (the message lists the allowed ones).
         ValueError: an override out of range (from :class:`TrainConfig`).
@@ -175,4 +179,8 @@ def train_config(preset: str, **overrides) -> TrainConfig:
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise TypeError(f"unknown TrainConfig field(s) {unknown}; allowed: {sorted(fields)}")
-    return TRAIN_PRESETS[preset].replace(**{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    base = TRAIN_PRESETS[preset]
+    if "max_steps" in given and "warmup_steps" not in given and isinstance(given["max_steps"], int):
+        given["warmup_steps"] = round(base.warmup_steps * given["max_steps"] / base.max_steps)
+    return base.replace(**given)
