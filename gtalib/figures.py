@@ -336,7 +336,8 @@ def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
 @dataclass(frozen=True)
 class Claim:
     """One claim of the paper. ``source`` says where the book checks it: an ablation key,
-    ``"main"``, ``"tables"``, ``"decode"`` or ``"tests"`` (checked by the unit tests)."""
+    ``"main"``, ``"tables"``, ``"decode"`` or ``"fresh-layers"`` (measured on freshly
+    initialised layers)."""
 
     number: int
     text: str
@@ -351,7 +352,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(2, "All variants parameter-matched at ≈ 2.87 B by the FFN width alone.",
           "2.872–2.873 B", "tables"),
     Claim(3, "RoPE/NoPE key variance ratio at init ≈ d/d_c without scaling, ≈ 1 with it.",
-          "6 (MLA) / 24 (128-wide block) → ≈ 1", "tests"),
+          "6 (MLA) / 24 (128-wide block) → ≈ 1", "fresh-layers"),
     Claim(4, ABLATIONS["init"].claim, "ΔL > 0 for all nine; TPA largest", "init"),
     Claim(5, ABLATIONS["gate"].claim, "ΔL > 0 for all five; GQA largest", "gate"),
     Claim(6, ABLATIONS["latent_scale"].claim, "ΔL > 0 for MLA, GLA-2; ≈ 0 for MLRA-2",

@@ -207,3 +207,24 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     assert r2.complete == ["gqa"] and r2.incomplete == ["mla"]
     assert set(r2.curves["variant"]) == {"gqa"} and list(r2.final.index) == ["gqa"]
     assert r2.collected.incomplete["state"].tolist() == ["missing"]
+
+
+@pytest.mark.parametrize("variant,blocks", [("mla", 1), ("gla-2", 2), ("mlra-4", 4)])
+def test_key_variance_ratio_matches_d_over_w(variant, blocks):
+    """Claim 3's statistic: d/w without the latent scale (w = 4·head_dim / blocks), 1 with it.
+    d_model 1024, head_dim 64: d/w = 4, 8, 16; ±15 % covers the sampling spread (a few %)."""
+    from gtalib.analysis import key_variance_ratio
+
+    off, expected = key_variance_ratio(variant, False, d_model=1024, n_head=8, head_dim=64,
+                                       tokens=256)
+    assert expected == 1024 / (256 / blocks)
+    assert off == pytest.approx(expected, rel=0.15)
+    on, one = key_variance_ratio(variant, True, d_model=1024, n_head=8, head_dim=64, tokens=256)
+    assert one == 1.0 and on == pytest.approx(1.0, rel=0.15)
+
+
+def test_key_variance_ratio_rejects_non_latent_variant():
+    from gtalib.analysis import key_variance_ratio
+
+    with pytest.raises(ValueError, match="variant"):
+        key_variance_ratio("gqa", True)

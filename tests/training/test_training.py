@@ -208,7 +208,7 @@ def test_ensure_runs_trains_each_new_spec_once_with_progress(tmp_path):
     assert paths == [tmp_path / s.run_id for s in specs] and all(is_done(p) for p in paths)
     assert (paths[0] / "checkpoints" / "last.ckpt").exists()
     assert lines[0] == f"3 runs, 2 to train, in {tmp_path}" and len(lines) == 3
-    assert lines[1].startswith(f"[1/2] {specs[0].run_id} mlra-4 init=zero seed=0 steps=3: ")
+    assert lines[1].startswith(f"[1/2] {specs[0].run_id} mlra-4 n_head=4 init=zero seed=0 steps=3: ")
     assert "1 left, ETA" in lines[1] and "0 left, ETA 0.0 min" in lines[2]
 
 
