@@ -15,8 +15,13 @@ PyTorch: use it for tests at tiny shapes only.
 """
 
 import os
+import sys
 
-import torch
+# torch 2.13 imports triton on `import torch`; Triton reads TRITON_INTERPRET when it is imported,
+# so setting it here only takes effect if triton was not imported yet or it was already "1".
+INTERPRETER_USABLE = os.environ.get("TRITON_INTERPRET") == "1" or "triton" not in sys.modules
+
+import torch  # noqa: E402
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -27,6 +32,7 @@ from .mlra import mlra_attention, mlra_attention_ref  # noqa: E402
 from .tolerance import TOLERANCE, assert_rmse_close, rmse_ratio  # noqa: E402
 
 __all__ = [
+    "INTERPRETER_USABLE",
     "flash_attention", "flash_attention_ref", "mlra_attention", "mlra_attention_ref",
     "latent_decode", "latent_decode_ref", "gqa_decode", "gqa_decode_ref",
     "TOLERANCE", "rmse_ratio", "assert_rmse_close",

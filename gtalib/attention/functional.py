@@ -44,7 +44,8 @@ def resolve_impl(impl: str, x: torch.Tensor) -> str:
     needs ``TRITON_INTERPRET=1``, which the kernels check).
 
     Raises:
-        ValueError: ``impl`` not in :data:`IMPLS`.
+        ValueError: ``impl`` not in :data:`IMPLS`; or ``impl="triton"`` on CPU tensors when
+            Triton's interpreter was not switched on before ``import torch``.
         ImportError: ``impl="triton"`` but ``gtalib.kernels`` (Triton) cannot be imported.
     """
     if impl not in IMPLS:
@@ -62,6 +63,12 @@ def resolve_impl(impl: str, x: torch.Tensor) -> str:
             f"impl='triton' (ModelConfig.attn_impl) needs the Triton kernels gtalib.kernels, which "
             f"failed to import ({err}); use attn_impl='torch' or 'auto'"
         ) from err
+    if not x.is_cuda and not _kernels().INTERPRETER_USABLE:
+        raise ValueError(
+            "attn_impl='triton' on CPU tensors runs Triton's interpreter, which must be switched "
+            "on before torch is imported: run with TRITON_INTERPRET=1 in the environment, or use "
+            "attn_impl='torch' or 'auto'"
+        )
     return "triton"
 
 

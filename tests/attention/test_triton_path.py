@@ -163,3 +163,27 @@ def test_unknown_impl_raises_naming_the_choices():
         functional.attend_branches(torch.zeros(1, 2, 4, 8), torch.zeros(1, 1, 2, 4, 6),
                                    torch.zeros(1, 2, 1, 2), torch.zeros(1, 1, 2, 4, 6),
                                    1.0, 1.0, impl="gpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter check applies without CUDA")
+def test_triton_on_cpu_without_interpreter_is_a_clear_error():
+    """torch imports triton on `import torch`, so TRITON_INTERPRET set later cannot take effect:
+    attn_impl='triton' on CPU must then say so instead of failing inside the interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from gtalib.model import GPT\n"
+        "from gtalib.presets import model_config\n"
+        "m = GPT(model_config('ci', 'mla', attn_impl='triton'))\n"
+        "try:\n"
+        "    m(torch.zeros(1, 4, dtype=torch.long))\n"
+        "except ValueError as e:\n"
+        "    print('VALUEERROR', e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert "VALUEERROR" in out.stdout and "TRITON_INTERPRET=1" in out.stdout, out.stderr[-2000:]
