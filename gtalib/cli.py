@@ -10,13 +10,44 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
+from pathlib import Path
 
 #: (module, command) pairs whose ``add_cli(subparsers)`` registers a subcommand.
 _PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.tables", "tables"), ("gtalib.book", "book"))
 
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "fsdp")  # not ddp_spawn: the history must stay in this process
+
+#: Vocabulary size of each tokenizer (bytes: 256 byte values; gpt2: tiktoken's r50k_base, 50,257).
+TOKENIZER_VOCAB = {"bytes": 256, "gpt2": 50257}
+
+#: Config field -> the ``gtalib train`` flag that sets it, so errors raised by ModelConfig /
+#: TrainConfig name what the user typed.
+FIELD_FLAGS = {
+    "head_multiplier": "--double-heads", "latent_scale": "--no-latent-scale", "gate": "--gate",
+    "init": "--init", "micro_batch_size": "--micro-batch-size", "batch_size": "--batch-size",
+    "max_steps": "--max-steps", "warmup_steps": "--warmup-steps", "eval_every": "--eval-every",
+    "data_seed": "--data-seed", "lr": "--lr",
+}
+
+
+class CliError(Exception):
+    """A command-line error: printed as ``gtalib <command>: error: <message>``, exit status 2."""
+
+
+def _name_flag(exc: Exception) -> CliError:
+    """``exc`` (from ModelConfig/TrainConfig) as a :class:`CliError` prefixed with the flag of the
+    first config field its message names (longest field names first, so ``micro_batch_size`` is
+    not read as ``batch_size``)."""
+    import re
+
+    msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    for field in sorted(FIELD_FLAGS, key=len, reverse=True):
+        if re.search(rf"(?<![A-Za-z_]){field}(?![A-Za-z_])", msg):
+            return CliError(f"{FIELD_FLAGS[field]}: {msg}")
+    return CliError(msg)
 
 
 def _variant(name: str) -> str:
@@ -70,7 +101,7 @@ def _add_train(sub) -> None:
                    help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
                         "GPU; paper: the paper's 2.9 B recipe)")
     p.add_argument("--seed", type=int, default=0, help="model-initialisation seed")
-    p.add_argument("--run-dir", default="runs", help="run store folder")
+    p.add_argument("--run-dir", default="runs", help="run store folder (created if missing)")
     g = p.add_argument_group("ablation options")
     g.add_argument("--init", choices=INIT_CHOICES, default="zero",
                    help="zero: W_O and W_down start at 0; normal: N(0, 0.02) like the rest")
@@ -91,14 +122,18 @@ def _add_train(sub) -> None:
     t.add_argument("--data-seed", type=int, help="seed of the batch order")
     d = p.add_argument_group("data")
     d.add_argument("--corpus", default="default",
-                   help="'default' (registry prose, built on first use) or a built FineWeb-Edu corpus name")
+                   help="'default' (registry prose, built on first use) or a built corpus name such as "
+                        "fineweb-edu-<config> (made by `gtalib data build --corpus fineweb-edu --config ...`)")
     d.add_argument("--tokenizer", choices=("bytes", "gpt2"), default=None,
                    help="default: bytes for a 256-token vocabulary, gpt2 otherwise")
     d.add_argument("--data-dir", default=None, help="data cache (default $GTALIB_DATA_DIR or <repo>/data_cache)")
     h = p.add_argument_group("hardware (not part of the run id)")
-    h.add_argument("--accelerator", choices=ACCELERATORS, default="auto")
+    h.add_argument("--accelerator", choices=ACCELERATORS, default="auto",
+                   help="device type; auto picks a GPU when CUDA sees one, else the CPU")
     h.add_argument("--devices", type=_devices, default=1, help="devices per node (an integer, or 'auto')")
-    h.add_argument("--num-nodes", type=_positive_int, default=1)
+    h.add_argument("--num-nodes", type=_positive_int, default=1,
+                   help="machines taking part (multi-node needs --strategy ddp/fsdp and a launcher "
+                        "such as torchrun or SLURM)")
     h.add_argument("--strategy", choices=STRATEGIES, default="auto",
                    help="Lightning strategy; ddp/fsdp for devices > 1 or num-nodes > 1")
     h.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads")
@@ -108,40 +143,120 @@ def _add_train(sub) -> None:
     p.set_defaults(func=cmd_train)
 
 
+def _built_corpora(data_dir) -> list[str]:
+    """Names of the corpora built under ``data_dir`` (folders ``corpora/<name>-<tokenizer>``)."""
+    from gtalib.data.build import resolve_data_dir
+
+    root = resolve_data_dir(data_dir) / "corpora"
+    names = set()
+    for d in root.glob("*/manifest.json") if root.is_dir() else ():
+        name, _, tok = d.parent.name.rpartition("-")
+        if tok in TOKENIZER_VOCAB:
+            names.add(name)
+    return sorted(names)
+
+
+def _check_train_args(args, vocab_size: int) -> str:
+    """Checks that need no corpus and no Lightning, so a bad command fails in a second with a
+    message naming the flag. Returns the tokenizer name.
+
+    Raises:
+        CliError: --accelerator gpu without CUDA, a --tokenizer the preset's vocabulary cannot
+            hold, a --run-dir that is a file, a --corpus that is not built.
+    """
+    import torch
+
+    from gtalib.data.build import corpus_dir
+
+    if args.accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise CliError(f"--accelerator {args.accelerator}: no CUDA device found; "
+                       f"use --accelerator cpu or auto")
+    fits = [t for t, v in TOKENIZER_VOCAB.items() if v <= vocab_size]
+    tokenizer = args.tokenizer or ("bytes" if vocab_size == 256 else "gpt2")
+    if tokenizer not in fits:
+        raise CliError(f"argument --tokenizer: {tokenizer!r} has {TOKENIZER_VOCAB[tokenizer]} tokens, "
+                       f"more than the {args.preset} preset's vocab_size={vocab_size}; "
+                       f"allowed for --preset {args.preset}: {', '.join(fits)}")
+    run_dir = Path(args.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CliError(f"--run-dir {args.run_dir}: exists and is not a directory; "
+                       f"give a folder (created if missing)")
+    if args.corpus != "default" and not (corpus_dir(args.corpus, tokenizer, args.data_dir)
+                                         / "manifest.json").is_file():
+        built = [c for c in _built_corpora(args.data_dir) if c != "default"]
+        raise CliError(f"--corpus {args.corpus!r} is not built with tokenizer {tokenizer!r}; allowed: "
+                       f"'default', a built corpus ({', '.join(built) or 'none built yet'}), or "
+                       f"build one, e.g. fineweb-edu-<config> with `gtalib data build --corpus "
+                       f"fineweb-edu --config ...`")
+    return tokenizer
+
+
+def _final_losses(path: Path) -> str:
+    from gtalib.runs import load_card
+
+    c = load_card(path)
+    val = c.get("final_val_loss")
+    return (f"final train loss {c['final_train_loss']:.4f}, "
+            f"val loss {'n/a' if val is None else f'{val:.4f}'}")
+
+
 def cmd_train(args) -> int:
-    """Handler of ``gtalib train``: builds the spec, ensures the run, prints where it is."""
-    import json
+    """Handler of ``gtalib train``: validates the arguments, builds the spec, ensures the run and
+    prints where it is ("already done (skipped)" for a finished run). Ctrl-C exits 130."""
+    import signal
 
     import torch
 
     from gtalib.presets import model_config, train_config
-    from gtalib.runs import RunSpec, ensure_run, make_datamodule
+    from gtalib.runs import RunSpec, ensure_run, is_done, load_metrics, make_datamodule, run_path
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = model_config(args.preset, args.variant, init=args.init, gate=args.gate,
-                         latent_scale=not args.no_latent_scale,
-                         head_multiplier=2 if args.double_heads else 1)
-    train = train_config(args.preset, max_steps=args.max_steps, lr=args.lr,
-                         warmup_steps=args.warmup_steps,
-                         batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
-                         eval_every=args.eval_every, data_seed=args.data_seed)
-    tokenizer = args.tokenizer or ("bytes" if model.vocab_size == 256 else "gpt2")
+    try:
+        model = model_config(args.preset, args.variant, init=args.init, gate=args.gate,
+                             latent_scale=not args.no_latent_scale,
+                             head_multiplier=2 if args.double_heads else 1)
+        train = train_config(args.preset, max_steps=args.max_steps, lr=args.lr,
+                             warmup_steps=args.warmup_steps,
+                             batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
+                             eval_every=args.eval_every, data_seed=args.data_seed)
+    except (ValueError, KeyError) as exc:
+        raise _name_flag(exc) from None
+    tokenizer = _check_train_args(args, model.vocab_size)
     dm = make_datamodule(args.corpus, tokenizer, train, args.data_dir, build=True)
     dm.prepare_data()  # builds the default corpus on first use
-    if dm.vocab_size > model.vocab_size:
-        raise SystemExit(f"gtalib train: tokenizer {tokenizer!r} has {dm.vocab_size} tokens, more than "
-                         f"the {args.preset} model's vocab_size={model.vocab_size}; choose --tokenizer")
     spec = RunSpec(model, train, {"corpus": args.corpus, "tokenizer": tokenizer,
                                   "identity": dm.data_identity()}, args.seed)
-    path = ensure_run(spec, args.run_dir, datamodule=dm, accelerator=args.accelerator,
-                      devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
-                      progress=not args.quiet, keep_checkpoint=args.keep_checkpoint)
-    card = path / "card.json"
-    if card.exists():
-        c = json.loads(card.read_text())
-        print(f"run {spec.run_id} ({spec.describe()}): final train loss {c['final_train_loss']:.4f}, "
-              f"val loss {c['final_val_loss']:.4f}, {c['tokens_per_s']} tokens/s")
+    path = run_path(spec, args.run_dir)
+    if is_done(path):
+        load_metrics(path)  # a truncated/corrupt finished run is an error, not a skip
+        print(f"run {spec.run_id} ({spec.describe()}): already done (skipped): {path}; "
+              f"{_final_losses(path)}")
+        return 0
+    # Lightning turns Ctrl-C into SystemExit(1) after its own cleanup: remember it was Ctrl-C
+    interrupted = []
+
+    def on_sigint(signum, frame):
+        interrupted.append(True)
+        signal.default_int_handler(signum, frame)
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        path = ensure_run(spec, args.run_dir, datamodule=dm, accelerator=args.accelerator,
+                          devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
+                          progress=not args.quiet, keep_checkpoint=args.keep_checkpoint)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if not (interrupted or isinstance(exc, KeyboardInterrupt)):
+            raise
+        print(f"gtalib train: interrupted; rerun the same command to resume from the last "
+              f"checkpoint ({path})", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if (path / "card.json").exists():
+        c = json.loads((path / "card.json").read_text())
+        print(f"run {spec.run_id} ({spec.describe()}): trained: {_final_losses(path)}, "
+              f"{c['tokens_per_s']} tokens/s")
     print(path)
     return 0
 
@@ -188,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ValueError, KeyError, FileNotFoundError) as exc:  # bad input: a message, no traceback
+    except (CliError, ValueError, KeyError, FileNotFoundError) as exc:  # bad input: a message, no traceback
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"gtalib {args.command}: error: {msg}", file=sys.stderr)
         return 2

@@ -50,6 +50,21 @@ class RunIncompleteError(RuntimeError):
     """A run folder without ``DONE`` was asked for its results."""
 
 
+class RunCorruptError(RunIncompleteError, ValueError):
+    """A run folder's files are unreadable or inconsistent: ``spec.json``/``card.json`` not valid
+    JSON, or ``metrics.csv`` not reaching the spec's ``max_steps`` (truncated, gaps, no final eval)
+    although ``DONE`` exists. The message names the run folder/file and what is wrong."""
+
+
+def _read_json(file: Path) -> dict:
+    """``json.loads`` of ``file``; a corrupt file raises :class:`RunCorruptError` naming it."""
+    try:
+        return json.loads(Path(file).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunCorruptError(f"{file} is not valid JSON ({exc}); remove the run folder "
+                              f"{Path(file).parent} to retrain it") from None
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that determines a run's result.
@@ -297,9 +312,14 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
         keep_checkpoint: keep ``checkpoints/last.ckpt`` (final weights and optimizer state) once
             the run is done; by default it is deleted (a ``cpu``-preset one is ~5 MB).
 
+    A start that fails before the first checkpoint removes the folder it created, so no
+    ``spec.json`` without ``DONE`` is left behind; the model and datamodule are built (and so
+    validated) before the folder is created.
+
     Raises:
         FloatingPointError: the training loss became NaN/Inf (message names step and run id).
         ValueError: ``spec.json`` already in the folder describes a different spec.
+        RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated.
     """
     import lightning as L
 
@@ -307,24 +327,32 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
 
     path = run_path(spec, run_dir)
     if is_done(path):
+        load_metrics(path)  # a DONE run with truncated/corrupt files raises, never passes as done
         return path
-    path.mkdir(parents=True, exist_ok=True)
     spec_text = json.dumps(spec.to_dict(), indent=2, sort_keys=True)
     spec_file = path / "spec.json"
-    if spec_file.exists() and RunSpec.from_dict(json.loads(spec_file.read_text())).hash_payload() \
+    if spec_file.exists() and RunSpec.from_dict(_read_json(spec_file)).hash_payload() \
             != spec.hash_payload():
         raise ValueError(f"{spec_file} describes a different run than the spec asked for")
-    _write_atomic(spec_file, spec_text)
 
     started = time.time()
+    created = not path.exists()
     with _quiet_lightning(not progress):
-        ckpt = _resume_checkpoint(path)
+        ckpt = _resume_checkpoint(path) if not created else None
         L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
         module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
         dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
-        trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator, devices=devices,
-                      num_nodes=num_nodes, strategy=strategy, progress=progress,
-                      extra_callbacks=callbacks)
+        path.mkdir(parents=True, exist_ok=True)
+        _write_atomic(spec_file, spec_text)
+        try:
+            trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator,
+                          devices=devices, num_nodes=num_nodes, strategy=strategy,
+                          progress=progress, extra_callbacks=callbacks)
+        except BaseException:
+            # nothing to resume from: leave no half-made run folder behind
+            if created and not (path / "checkpoints" / "last.ckpt").exists():
+                shutil.rmtree(path, ignore_errors=True)
+            raise
     if not trainer.is_global_zero:
         return path
     _write_metrics(path, module.history, spec)
@@ -395,12 +423,41 @@ def _package_version() -> str | None:
         return None
 
 
+def verify_metrics(df, spec: RunSpec, path) -> None:
+    """Check that ``df`` (a run's ``metrics.csv``) is the whole run of ``spec``: steps exactly
+    ``1..max_steps`` in order (no truncation, gaps or repeats) and a ``val_loss`` on the last step
+    (the final evaluation, always logged; :mod:`gtalib.train_config` ``eval_every``).
+
+    Raises:
+        RunCorruptError: naming the run folder ``path`` and what is wrong.
+    """
+    n = spec.train.max_steps
+    if "step" not in df.columns or "val_loss" not in df.columns:
+        raise RunCorruptError(f"run {path}: metrics.csv lacks the 'step'/'val_loss' columns "
+                              f"(has {list(df.columns)}); remove the folder to retrain")
+    steps = df["step"].tolist()
+    if not steps or steps[-1] != n:
+        last = steps[-1] if steps else None
+        raise RunCorruptError(f"run {path}: metrics.csv is truncated: last step {last}, the spec's "
+                              f"max_steps is {n}; remove the folder to retrain")
+    if steps != list(range(1, n + 1)):
+        missing = sorted(set(range(1, n + 1)) - set(steps))
+        raise RunCorruptError(f"run {path}: metrics.csv steps are not 1..{n} once each "
+                              f"({len(steps)} rows, missing {missing[:5]}); remove the folder to retrain")
+    if df["val_loss"].isna().iloc[-1]:
+        raise RunCorruptError(f"run {path}: metrics.csv has no final eval row (val_loss empty at "
+                              f"step {n}); remove the folder to retrain")
+
+
 def load_metrics(path):
     """The per-step metrics of a finished run as a ``pandas.DataFrame`` (columns of the module
-    docstring; ``val_loss*`` are NaN off eval steps).
+    docstring; ``val_loss*`` are NaN off eval steps), checked against the run's ``spec.json``
+    (:func:`verify_metrics`).
 
     Raises:
         RunIncompleteError: ``path`` has no ``DONE`` (never trained, interrupted, or failed).
+        RunCorruptError (a RunIncompleteError): ``DONE`` exists but ``spec.json`` or
+            ``metrics.csv`` is unreadable, or the metrics do not reach ``max_steps``.
     """
     import pandas as pd
 
@@ -409,12 +466,39 @@ def load_metrics(path):
         raise RunIncompleteError(
             f"run {path} is not finished (no DONE file); finish it with gtalib.runs.ensure_run"
         )
-    return pd.read_csv(path / "metrics.csv")
+    spec = load_spec(path)
+    file = path / "metrics.csv"
+    try:
+        df = pd.read_csv(file)
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # missing, empty or garbled
+        raise RunCorruptError(f"run {path}: cannot read {file} ({exc}); remove the folder to retrain") from None
+    verify_metrics(df, spec, path)
+    return df
 
 
 def load_spec(path) -> RunSpec:
-    """The :class:`RunSpec` stored in a run folder's ``spec.json``."""
-    return RunSpec.from_dict(json.loads((Path(path) / "spec.json").read_text()))
+    """The :class:`RunSpec` stored in a run folder's ``spec.json``.
+
+    Raises:
+        RunCorruptError: ``spec.json`` is not valid JSON or not a spec (message names the file).
+        FileNotFoundError: no ``spec.json``.
+    """
+    file = Path(path) / "spec.json"
+    d = _read_json(file)
+    try:
+        return RunSpec.from_dict(d)
+    except (KeyError, TypeError) as exc:
+        raise RunCorruptError(f"{file} is not a run spec ({type(exc).__name__}: {exc})") from None
+
+
+def load_card(path) -> dict:
+    """The run card (``card.json``) of a run folder as a dict.
+
+    Raises:
+        RunCorruptError: ``card.json`` is not valid JSON (message names the file).
+        FileNotFoundError: no ``card.json``.
+    """
+    return _read_json(Path(path) / "card.json")
 
 
 def remove_run(path) -> None:

@@ -94,3 +94,86 @@ def test_train_end_to_end_then_skip(data_dir, tmp_path, capsys):
     bad = RunSpec(spec.model, spec.train, {**spec.data, "identity": {"hash": "x"}}, 0)
     with pytest.raises(ValueError, match="differs"):
         default_datamodule(bad, data_dir)
+
+
+def _train(tmp_path, data_dir, *extra):
+    return main(["train", "--variant", "mha", "--preset", "ci", "--max-steps", "4", "--run-dir",
+                 str(tmp_path / "runs"), "--data-dir", str(data_dir), "--threads", "1", "--quiet",
+                 *extra])
+
+
+def test_gpu_without_cuda_is_a_clear_error(data_dir, tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert _train(tmp_path, data_dir, "--accelerator", "gpu") == 2
+    assert "--accelerator gpu: no CUDA device found; use --accelerator cpu or auto" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_tokenizer_too_big_for_preset_is_refused_before_building(tmp_path, capsys):
+    empty = tmp_path / "nodata"  # no corpus here: the check must come before any build
+    assert _train(tmp_path, empty, "--tokenizer", "gpt2") == 2
+    err = capsys.readouterr().err
+    assert "argument --tokenizer" in err and "allowed for --preset ci: bytes" in err
+    assert not empty.exists()
+
+
+def test_run_dir_that_is_a_file(data_dir, tmp_path, capsys):
+    (tmp_path / "runs").write_text("x")
+    assert _train(tmp_path, data_dir) == 2
+    assert "--run-dir" in capsys.readouterr().err
+
+
+def test_unknown_corpus_lists_allowed(data_dir, tmp_path, capsys):
+    assert _train(tmp_path, data_dir, "--corpus", "nope") == 2
+    err = capsys.readouterr().err
+    assert "--corpus 'nope'" in err and "'default'" in err and "fineweb-edu-<config>" in err
+
+
+def test_config_errors_name_the_flag(data_dir, tmp_path, capsys):
+    from gtalib.cli import _name_flag
+
+    assert _train(tmp_path, data_dir, "--no-latent-scale") == 2
+    assert "error: --no-latent-scale: latent_scale" in capsys.readouterr().err
+    # the longest field wins: micro_batch_size is not read as batch_size
+    assert str(_name_flag(ValueError("micro_batch_size=3 must divide batch_size=4"))).startswith(
+        "--micro-batch-size: ")
+    assert str(_name_flag(ValueError("head_multiplier must be 1 or 2"))).startswith("--double-heads: ")
+
+
+def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
+    import signal
+    import sys
+
+    import gtalib.runs
+
+    assert _train(tmp_path, data_dir) == 0
+    out = capsys.readouterr().out
+    assert "trained: final train loss" in out and "already done" not in out
+    assert _train(tmp_path, data_dir) == 0
+    out = capsys.readouterr().out
+    assert "already done (skipped): " in out and "final train loss" in out
+    card = json.loads(next((tmp_path / "runs").glob("*/card.json")).read_text())
+    assert f"{card['final_train_loss']:.4f}" in out
+
+    def lightning_like(*_a, **_k):  # Lightning catches Ctrl-C, cleans up, then sys.exit(1)
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            sys.exit(1)
+
+    monkeypatch.setattr(gtalib.runs, "ensure_run", lightning_like)
+    assert _train(tmp_path, data_dir, "--seed", "1") == 130
+    assert ("interrupted; rerun the same command to resume from the last checkpoint"
+            in capsys.readouterr().err)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_help_texts(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    help_part = out.split("hardware", 1)[1]  # past the usage line
+    assert "(default: auto)" in help_part.split("--accelerator", 1)[1].split("--devices")[0]
+    assert "machines taking part" in out

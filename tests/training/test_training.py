@@ -273,3 +273,71 @@ def test_gradient_accumulation_equals_full_batch(baseline, tmp_path):
     df = load_metrics(ensure_run(micro, tmp_path, datamodule=data_for(micro)))
     np.testing.assert_allclose(df["train_loss"], ref["train_loss"], rtol=0, atol=2e-5)
     np.testing.assert_allclose(df["val_loss"], ref["val_loss"], rtol=0, atol=2e-5)
+
+
+# --------------------------------------------------------------------------- corrupt run folders
+
+
+def _copy_run(path, tmp_path):
+    import shutil
+
+    dst = tmp_path / path.name
+    shutil.copytree(path, dst)
+    return dst
+
+
+@pytest.mark.parametrize("cut, needle", [
+    (lambda df: df[df["step"] <= 10], "truncated: last step 10, the spec's max_steps is 20"),
+    (lambda df: df[df["step"] != 5], "missing [5]"),
+    (lambda df: df.assign(val_loss=df["val_loss"].where(df["step"] < df["step"].max())),
+     "no final eval row"),
+])
+def test_done_run_with_bad_metrics_is_refused(baseline, tmp_path, cut, needle):
+    from gtalib.runs import RunCorruptError
+
+    s, path, df = baseline
+    assert s.train.max_steps == 20 and df["val_loss"].notna().iloc[-1]
+    run = _copy_run(path, tmp_path)
+    cut(df).to_csv(run / "metrics.csv", index=False)
+    with pytest.raises(RunCorruptError, match=re_escape(needle)) as e:
+        load_metrics(run)
+    assert str(run) in str(e.value) and isinstance(e.value, RunIncompleteError)
+    # ensure_run does not pass it off as finished either
+    with pytest.raises(RunCorruptError):
+        ensure_run(s, tmp_path, datamodule=data_for(s))
+
+
+def re_escape(text):
+    import re
+
+    return re.escape(text)
+
+
+@pytest.mark.parametrize("name", ["spec.json", "card.json"])
+def test_corrupt_json_names_the_file(baseline, tmp_path, name):
+    from gtalib.runs import RunCorruptError, load_card
+
+    _s, path, _df = baseline
+    run = _copy_run(path, tmp_path)
+    (run / name).write_text('{"model": {')
+    with pytest.raises(RunCorruptError, match=re_escape(str(run / name))):
+        (load_spec if name == "spec.json" else load_card)(run)
+    if name == "spec.json":
+        with pytest.raises(RunCorruptError, match="spec.json"):
+            load_metrics(run)
+
+
+class _FailAtStart(Callback):
+    def on_train_start(self, trainer, pl_module):
+        raise RuntimeError("boom before the first checkpoint")
+
+
+def test_failed_start_leaves_no_run_folder(tmp_path):
+    s = spec(max_steps=4)
+    with pytest.raises(RuntimeError, match="boom"):
+        ensure_run(s, tmp_path, datamodule=data_for(s), callbacks=[_FailAtStart()])
+    assert not (tmp_path / s.run_id).exists()
+    # a config that fails to build never creates the folder
+    with pytest.raises(ValueError):
+        ensure_run(s, tmp_path, datamodule=None, data_dir=tmp_path)  # s.data has no corpus
+    assert not (tmp_path / s.run_id).exists()
