@@ -25,7 +25,6 @@ Conventions (stated in every caption the book prints):
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -420,18 +419,20 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
                 path = Path(store.ensure_run(spec, run_dir))
             if not (path / "DONE").exists():
                 state, detail = "missing", "not trained yet"
+            else:
+                # load_metrics refuses truncated or gappy metrics; a corrupt card names its file
+                df = store.load_metrics(path)
+                card = store.load_card(path) if (path / "card.json").exists() else None
         except Exception as e:  # reported on the figure's page, never plotted silently
             state, detail = "failed", f"{type(e).__name__}: {e}"
         if state == "done":
-            df = store.load_metrics(path)
             df.insert(0, "seed", ref.seed)
             df.insert(0, "label", ref.label)
             df.insert(0, "arm", ref.arm)
             df.insert(0, "variant", ref.variant)
             frames.append(df)
-            card = path / "card.json"
-            if card.exists():
-                cards.append(json.loads(card.read_text()))
+            if card is not None:
+                cards.append(card)
         status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.run_id, state, detail))
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["variant", "arm", "label", "seed", "step", "tokens", "train_loss", "val_loss"]

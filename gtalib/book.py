@@ -484,11 +484,31 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
     return summary
 
 
+#: ``gtalib book --help`` text: plain text (the module docstring is RST, for Sphinx).
+CLI_DESCRIPTION = """\
+Build the Jupyter Book end to end:
+
+  1. build the preset's corpus if it is missing;
+  2. train every missing run of every figure (in --jobs worker processes),
+     printing which run, how many are left and an ETA;
+  3. execute the notebooks with papermill at the preset (training off: a run
+     that is still missing is reported on its page) into book/generated/;
+  4. install MathJax 3 from npm into .cache/mathjax once (offline math);
+  5. build the HTML with Jupyter Book into book/_build/html.
+
+Exit status 0 only if every run trained, every notebook executed and the HTML
+build is clean (no Sphinx warning, no error output on any page).
+
+Example:
+  gtalib book --preset ci --seeds 2 --jobs 2
+"""
+
+
 def add_cli(subparsers) -> argparse.ArgumentParser:
     """Register the ``book`` subcommand on an argparse ``subparsers`` object (``gtalib.cli``)."""
     p = subparsers.add_parser(
         "book", help="train missing runs, execute the notebooks, build the HTML book",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
     p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3)")
     p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
@@ -500,7 +520,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "gpu"),
                    help="Lightning accelerator for training (default auto: a GPU if present)")
     p.add_argument("--only", default=None,
-                   help=f"comma-separated notebooks to execute (default all: {','.join(NOTEBOOKS)})")
+                   help="comma-separated notebooks to execute (default: all of "
+                        + ", ".join(NOTEBOOKS) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
     p.set_defaults(func=_run_cli)

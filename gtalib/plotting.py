@@ -5,7 +5,9 @@ of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL aga
 tokens, every seed as a thin line, the mean over seeds as a thick line with its Student-t band.
 Below, **paper (≈)**: the paper's curves, dashed, against the paper's 0–100 B tokens, read off its
 figure (``gtalib.figures``); where the paper gives only final perplexities, a marker at 100 B.
-Legends sit top right (as in the paper).
+Legends sit outside the axes, to the right, so that they hide no curve or marker. Each variant
+keeps the paper's colour and also gets its own marker and (paper panel) dash pattern, because
+some of the paper's colours are close (GQA teal, MLA blue).
 """
 
 from __future__ import annotations
@@ -19,6 +21,28 @@ import seaborn as sns
 from gtalib import figures as F
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
+
+#: Per-variant markers and dash patterns, assigned by the variant's position in its figure's
+#: legend order (``Ablation.variants``): a second cue besides the paper's colours.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h")
+_DASHES = ("--", "-.", (0, (1, 1.5)), (0, (6, 2, 1, 2, 1, 2)), (0, (8, 3)), (0, (3, 1, 1, 1)),
+           (0, (2, 2)), (0, (10, 2, 2, 2)), (0, (4, 1)))
+
+
+def plural(n, word: str) -> str:
+    """``"1 thread"``, ``"2 threads"``: ``n`` followed by ``word``, pluralised with an ``s``."""
+    return f"{n} {word}" + ("" if str(n) == "1" else "s")
+
+
+def _variant_style(fig_spec, variant: str) -> tuple[str, object]:
+    """(marker, dash pattern) of ``variant`` in ``fig_spec`` (stable across both panels)."""
+    i = fig_spec.variants.index(variant) if variant in fig_spec.variants else 0
+    return _MARKERS[i % len(_MARKERS)], _DASHES[i % len(_DASHES)]
+
+
+def _outside_legend(ax, **kw) -> None:
+    """Legend outside the axes, right of them, top-aligned (hides nothing)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kw)
 
 
 def set_style() -> None:
@@ -46,7 +70,7 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
     if ax_ours is None:
         # stacked, not side by side: the book's text column is narrow
         fig, (ax_ours, ax_paper) = plt.subplots(
-            2, 1, figsize=(8, 7.5), gridspec_kw={"height_ratios": [3, 2]}
+            2, 1, figsize=(10, 7.5), gridspec_kw={"height_ratios": [3, 2]}
         )
     else:
         fig = ax_ours.figure
@@ -58,17 +82,19 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
             ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.8, alpha=0.35)
         b = band[band["variant"] == v]
         x = b["tokens"] / div
-        ax_ours.plot(x, b["mean"], color=color, lw=2.0, label=F.display_name(v))
+        marker, _ = _variant_style(fig_spec, v)
+        ax_ours.plot(x, b["mean"], color=color, lw=2.0, marker=marker, ms=5,
+                     markevery=max(1, len(b) // 8), label=F.display_name(v))
         if b["n"].min() >= 2:
             ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.15, lw=0)
     ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
     ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
-    ax_ours.set_title(f"ours: {result.preset} preset, {result.seeds} seeds, "
+    ax_ours.set_title(f"ours: {result.preset} preset, {plural(result.seeds, 'seed')}, "
                       f"{result.curve_column.replace('_', ' ')} (thin: seeds; band: "
                       f"{result.confidence:.0%} t-CI)", fontsize=10)
     if result.complete:
-        ax_ours.legend(loc="upper right", title="variant")
+        _outside_legend(ax_ours, title="variant")
     else:
         ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
                      va="center", transform=ax_ours.transAxes, color="crimson")
@@ -79,24 +105,34 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
 
 def plot_paper_reference(fig_spec, ax) -> None:
     """The paper's curves of ``fig_spec`` (dashed, ≈) on its 0–100 B token axis; markers at
-    100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities."""
+    100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities.
+
+    The y-range covers every plotted paper value, 0 and the figure's ``paper_ylim``, plus a 10 %
+    margin, so that no curve start or marker touches the frame."""
     curves = fig_spec.paper_curve_frame()
+    values = [0.0, *(fig_spec.paper_ylim or ())]
     for v in fig_spec.variants:
         color = fig_spec.colors[v]
+        marker, dash = _variant_style(fig_spec, v)
         c = curves[curves["variant"] == v]
         if len(c):
-            ax.plot(c["tokens_B"], c["delta"], color=color, ls="--", lw=1.5,
-                    label=f"{F.display_name(v)} paper (≈)")
+            ax.plot(c["tokens_B"], c["delta"], color=color, ls=dash, lw=1.5, marker=marker,
+                    ms=5, label=f"{F.display_name(v)} paper (≈)")
+            values += list(c["delta"])
         else:
-            ax.plot([100], [fig_spec.paper_final(v)], color=color, marker="D", ls="none",
+            final = fig_spec.paper_final(v)
+            ax.plot([100], [final], color=color, marker=marker, ms=7, ls="none",
                     label=f"{F.display_name(v)} paper final (≈ ln PPL ratio)")
-    ax.set_xlim(0, 105)
-    if fig_spec.paper_ylim:
-        ax.set_ylim(*fig_spec.paper_ylim)
+            if not math.isnan(final):
+                values.append(final)
+    lo, hi = min(values), max(values)
+    pad = 0.1 * (hi - lo or 1.0)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlim(-3, 105)
     ax.set_xlabel("training tokens (B), paper's 2.9 B model")
     ax.set_ylabel("ΔL (nats)")
     ax.set_title("paper (≈, read off its figure)", fontsize=10)
-    ax.legend(loc="upper right", fontsize=7, ncol=2)
+    _outside_legend(ax, fontsize=7)
 
 
 def _hardware(cards: list) -> str:
@@ -105,7 +141,7 @@ def _hardware(cards: list) -> str:
     for c in cards:
         dev = c.get("device") or c.get("accelerator") or "?"
         thr = c.get("threads") or c.get("torch_threads")
-        s = f"{dev}" + (f", {thr} threads" if thr else "")
+        s = f"{dev}" + (f", {plural(thr, 'thread')}" if thr else "")
         if s not in seen:
             seen.append(s)
     return "; ".join(seen) if seen else "unknown (no run card)"
@@ -126,9 +162,9 @@ def ablation_caption(result) -> str:
         f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs (same data order, same "
         f"seed) on the same steps; positive means the paper's recommended choice is better. "
         f"Preset `{result.preset}`, {tokens / div:.3g}{unit} training tokens per run, "
-        f"{result.seeds} seed(s) per configuration, hardware: {_hardware(result.collected.cards)}. "
+        f"{plural(result.seeds, 'seed')} per configuration, hardware: {_hardware(result.collected.cards)}. "
         f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
-        f"ΔL smoothed by a trailing mean over {result.smoothing} logged step(s); thin lines = "
+        f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; thin lines = "
         f"seeds, thick line = mean over seeds, band = {result.confidence:.0%} Student-t "
         f"interval over seeds. Table below: "
         f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
@@ -196,6 +232,22 @@ def show_ablation(result) -> None:
             f"*agrees*/*differs* by the sign of the paper's ΔL."
         ))
         display(format_final_table(result.final, result.confidence))
+
+
+def verdict_summary(result) -> str:
+    """Markdown sentence counting OUR per-variant verdicts of an ablation (from
+    ``result.final``), e.g. "2 of 2 variants: agrees 1, within noise 1"; the narrative of a page
+    uses it instead of a fixed claim so that text and table cannot disagree."""
+    final = result.final
+    if final.empty:
+        return "**Our verdicts:** no complete runs, nothing measured."
+    counts = final["verdict"].value_counts()
+    parts = []
+    for verdict, n in counts.items():
+        names = ", ".join(F.display_name(v) for v in final.index[final["verdict"] == verdict])
+        parts.append(f"*{verdict}* for {n} ({names})")
+    return (f"**Our verdicts** (preset `{result.preset}`, {plural(result.seeds, 'seed')}, "
+            f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
 
 
 def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f}"):
@@ -325,7 +377,7 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
         display(Markdown(notice))
     if not main.ppl.empty:
         display(Markdown(
-            f"**Ours** (preset `{main.preset}`, {main.seeds} seed(s), mean over seeds): final "
+            f"**Ours** (preset `{main.preset}`, {plural(main.seeds, 'seed')}, mean over seeds): final "
             f"validation perplexity on each held-out source of our corpus and their average "
             f"(the paper's layout); best of each column **bold**, second underlined. "
             f"{main.confidence:.0%} Student-t half-widths over seeds of the average: "

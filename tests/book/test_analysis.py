@@ -207,6 +207,14 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     assert r2.complete == ["gqa"] and r2.incomplete == ["mla"]
     assert set(r2.curves["variant"]) == {"gqa"} and list(r2.final.index) == ["gqa"]
     assert r2.collected.incomplete["state"].tolist() == ["missing"]
+    # a finished run whose metrics were truncated is reported failed, never plotted
+    cut = r.collected.status.query("variant == 'gqa' and arm == 'rec' and seed == 0")
+    metrics = tmp_path / cut["run_id"].iloc[0] / "metrics.csv"
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:11]))  # steps 1-10
+    r3 = A.ablation_result("init", "ci", 2, tmp_path)
+    assert r3.complete == [] and sorted(r3.incomplete) == ["gqa", "mla"]
+    failed = r3.collected.incomplete.query("state == 'failed'")
+    assert len(failed) == 1 and "truncated" in failed["detail"].iloc[0]
 
 
 @pytest.mark.parametrize("variant,blocks", [("mla", 1), ("gla-2", 2), ("mlra-4", 4)])

@@ -1,0 +1,41 @@
+"""Regression tests of the book-review fixes: paper panel limits, legends, pluralisation."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from gtalib import figures as F  # noqa: E402
+from gtalib import plotting  # noqa: E402
+
+
+@pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])
+def test_paper_panel_shows_every_paper_value(key):
+    spec = F.ablation(key)
+    fig, ax = plt.subplots()
+    plotting.plot_paper_reference(spec, ax)
+    lo, hi = ax.get_ylim()
+    values = list(spec.paper_curve_frame()["delta"])
+    values += [spec.paper_final(v) for v in spec.variants if v not in spec.paper_curves]
+    # strictly inside: no value on or beyond the frame (the gate curves start at 0.018)
+    assert lo < min(values) and max(values) < hi and lo < 0.0
+    assert ax.get_xlim()[0] < 1.0 and ax.get_xlim()[1] > 100
+    # legend anchored right of the axes, so it cannot cover a marker at x = 100
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1
+    plt.close(fig)
+
+
+def test_variants_get_distinct_markers():
+    spec = F.ablation("gate")
+    fig, ax = plt.subplots()
+    plotting.plot_paper_reference(spec, ax)
+    markers = [line.get_marker() for line in ax.get_lines()]
+    assert len(set(markers)) == len(spec.variants)
+    plt.close(fig)
+
+
+def test_plural():
+    assert plotting.plural(1, "thread") == "1 thread"
+    assert plotting.plural(2, "thread") == "2 threads"
+    assert plotting._hardware([{"device": "cpu", "threads": 1}]) == "cpu, 1 thread"
