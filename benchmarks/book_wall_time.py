@@ -8,7 +8,7 @@ again measures the cached rebuild):
     .venv/bin/python benchmarks/book_wall_time.py --preset cpu --seeds 2 --jobs 2 --run-dir /tmp/fresh
 
 Each call appends one row: date, machine, preset, seeds, jobs, runs trained, and the seconds of
-each phase (corpus, training, notebooks, HTML, total), as measured by ``gtalib.book.build_book``.
+each phase (corpus, training, notebooks, HTML, total), as measured by ``gtalib.book.job.build_book``.
 Not a timed test: a measurement to quote in the README.
 """
 
@@ -22,7 +22,9 @@ import platform
 import sys
 from pathlib import Path
 
-from gtalib import book, figures, runs
+from gtalib import runs
+from gtalib.book import figures
+from gtalib.book import job as book
 
 OUT = Path(__file__).with_name("book_wall_time.csv")
 FIELDS = ("date_utc", "machine", "cpus", "load_1min", "preset", "seeds", "jobs", "threads",

@@ -1,7 +1,7 @@
 """The ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``).
 
-Subcommands: ``train`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.tables`),
-``book`` (:mod:`gtalib.book`). Each other part registers its own subcommand through an
+Subcommands: ``train`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.book.tables`),
+``book`` (:mod:`gtalib.book.job`). Each other part registers its own subcommand through an
 ``add_cli(subparsers)`` function that sets ``func`` on its leaf parsers; handlers are called as
 ``args.func(args)`` and return an exit status.
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 #: (module, command) pairs whose ``add_cli(subparsers)`` registers a subcommand.
-_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.tables", "tables"), ("gtalib.book", "book"))
+_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.book.tables", "tables"), ("gtalib.book.job", "book"))
 
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "fsdp")  # not ddp_spawn: the history must stay in this process

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gtalib.book import BOOK_DIR, FIGURE_NOTEBOOKS, NOTEBOOKS, html_error_outputs
+from gtalib.book.job import BOOK_DIR, FIGURE_NOTEBOOKS, NOTEBOOKS, html_error_outputs
 
 PROSE_PAGES = ("intro", "methods", "reproduction")
 #: A screenshot whose grey levels vary less than this (std, 0..1 scale) is taken as blank.

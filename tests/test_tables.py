@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gtalib.config import VARIANTS
-from gtalib.tables import (
+from gtalib.book.tables import (
     DOUBLE_HEAD_RUNS,
     GATE_RUNS,
     KV_COLUMNS,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gtalib import figures
+from gtalib.book import figures
 
 SOURCES = ("news", "bible")
 #: ΔL offsets of the alternative arm per option: positive = the paper's recommendation wins.
@@ -58,9 +58,9 @@ def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_ever
 
 STARTUP = '''
 # IPython startup for synthetic book tests: a fixed data identity and entropy, no corpus needed.
-import gtalib.figures, gtalib.analysis
-gtalib.figures.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
-gtalib.analysis.corpus_entropy = lambda preset: 3.0
+import gtalib.book.figures, gtalib.book.analysis
+gtalib.book.figures.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
+gtalib.book.analysis.corpus_entropy = lambda preset: 3.0
 '''
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gtalib import analysis as A
+from gtalib.book import analysis as A
 
 
 def metrics(steps, losses, tokens_per_step=100, **extra):
@@ -189,7 +189,7 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
 
-    from gtalib import figures
+    from gtalib.book import figures
 
     monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
@@ -221,7 +221,7 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
 def test_key_variance_ratio_matches_d_over_w(variant, blocks):
     """Claim 3's statistic: d/w without the latent scale (w = 4·head_dim / blocks), 1 with it.
     d_model 1024, head_dim 64: d/w = 4, 8, 16; ±15 % covers the sampling spread (a few %)."""
-    from gtalib.analysis import key_variance_ratio
+    from gtalib.book.analysis import key_variance_ratio
 
     off, expected = key_variance_ratio(variant, False, d_model=1024, n_head=8, head_dim=64,
                                        tokens=256)
@@ -232,7 +232,7 @@ def test_key_variance_ratio_matches_d_over_w(variant, blocks):
 
 
 def test_key_variance_ratio_rejects_non_latent_variant():
-    from gtalib.analysis import key_variance_ratio
+    from gtalib.book.analysis import key_variance_ratio
 
     with pytest.raises(ValueError, match="variant"):
         key_variance_ratio("gqa", True)

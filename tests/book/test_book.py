@@ -9,7 +9,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from gtalib import book
+from gtalib.book import job as book
 
 REPO = Path(__file__).resolve().parents[2]
 ABLATION_NOTEBOOKS = ("init_ablation", "gating_ablation", "latent_scaling", "double_heads")
@@ -135,7 +135,7 @@ def test_check_book_fails_on_a_broken_book(tmp_path):
 
 
 def test_table_claims_are_computed_from_the_package():
-    from gtalib import analysis
+    from gtalib.book import analysis
 
     ours, verdict = analysis._table_claim(1)
     # variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gtalib import book
+from gtalib.book import job as book
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from gtalib import figures as F
+from gtalib.book import figures as F
 
 
 def test_paper_final_delta_is_ln_ppl_ratio():

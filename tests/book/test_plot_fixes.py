@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from gtalib import figures as F  # noqa: E402
-from gtalib import plotting  # noqa: E402
+from gtalib.book import figures as F  # noqa: E402
+from gtalib.book import plotting  # noqa: E402
 
 
 @pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])

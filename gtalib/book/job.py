@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
 NOTEBOOK_DIR = REPO / "notebooks"
 MATHJAX_VERSION = "3.2.2"
@@ -67,7 +67,8 @@ def resolve_run_dir(run_dir) -> Path:
 
 def ensure_corpus(preset: str, log=print) -> None:
     """Build the preset's default corpus if it is missing (no-op when its manifest exists)."""
-    from gtalib import figures, runs
+    from gtalib import runs
+    from gtalib.book import figures
 
     dm = runs.make_datamodule("default", figures.preset_tokenizer(preset),
                               figures.train_settings(preset), build=True)
@@ -275,7 +276,7 @@ def provenance_markdown(preset: str) -> str:
     """The corpus's ``PROVENANCE.md`` (data part) with its title demoted to bold text, so it can
     be included under a section of the methods chapter."""
     from gtalib import data as gdata
-    from gtalib import figures
+    from gtalib.book import figures
 
     path = gdata.corpus_dir("default", figures.preset_tokenizer(preset)) / "PROVENANCE.md"
     if not path.exists():
@@ -292,7 +293,7 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
     import pandas as pd
     import torch
 
-    from gtalib import figures
+    from gtalib.book import figures
 
     from importlib.metadata import PackageNotFoundError, version
 
@@ -433,7 +434,7 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
             has an error output (the book is still built as far as possible first).
         KeyError: unknown preset or notebook.
     """
-    from gtalib import figures
+    from gtalib.book import figures
     from gtalib.presets import PRESETS
 
     if preset not in PRESETS:
@@ -548,6 +549,3 @@ def main(argv=None) -> int:
     args = parser.parse_args(["book", *(argv if argv is not None else sys.argv[1:])])
     return args.func(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ Layout of an ablation figure: two panels (stacked), because the scales differ by
 of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training
 tokens, every seed as a thin line, the mean over seeds as a thick line with its Student-t band.
 Below, **paper (≈)**: the paper's curves, dashed, against the paper's 0–100 B tokens, read off its
-figure (``gtalib.figures``); where the paper gives only final perplexities, a marker at 100 B.
+figure (``gtalib.book.figures``); where the paper gives only final perplexities, a marker at 100 B.
 Legends sit outside the axes, to the right, so that they hide no curve or marker. Each variant
 keeps the paper's colour and also gets its own marker and (paper panel) dash pattern, because
 some of the paper's colours are close (GQA teal, MLA blue).
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from gtalib import figures as F
+from gtalib.book import figures as F
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
 
@@ -60,7 +60,7 @@ def token_unit(max_tokens: float) -> tuple[float, str]:
 
 
 def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
-    """The ablation figure of an :class:`gtalib.analysis.AblationResult` (see module docstring).
+    """The ablation figure of an :class:`gtalib.book.analysis.AblationResult` (see module docstring).
 
     Returns:
         the matplotlib figure (two axes: ours, paper).
@@ -346,7 +346,7 @@ def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10)
     unigram entropy minus ``margin`` nats."""
     from IPython.display import Markdown, display
 
-    from gtalib.analysis import plateau_escape
+    from gtalib.book.analysis import plateau_escape
 
     if result.runs.empty:
         display(Markdown("No complete runs: no plateau to report."))
@@ -465,7 +465,7 @@ def show_kv_tables(kv: pd.DataFrame, params: pd.DataFrame) -> None:
 
 
 def _row_label(name: str) -> str:
-    """Paper spelling of a :mod:`gtalib.tables` row name (``"gla-2+2xheads"`` → ``"GLA-2 +
+    """Paper spelling of a :mod:`gtalib.book.tables` row name (``"gla-2+2xheads"`` → ``"GLA-2 +
     2× heads"``)."""
     head, *opts = name.split("+")
     words = {"gate": "+ gate", "2xheads": "2× heads"}

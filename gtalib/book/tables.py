@@ -113,7 +113,7 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m gtalib.tables params --csv``), same options as
+    """Stand-alone entry (``python -m gtalib.book.tables params --csv``), same options as
     ``gtalib tables``."""
     parser = argparse.ArgumentParser(prog="gtalib")
     add_cli(parser.add_subparsers(dest="command", required=True))

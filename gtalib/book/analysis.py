@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
 
@@ -39,54 +40,31 @@ VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
 # Statistics
 # ---------------------------------------------------------------------------------------------
 
-def _t_pdf_theta(theta: np.ndarray, dof: int) -> np.ndarray:
-    """Student-t density after the substitution x = tan θ (times dx/dθ = sec² θ), a bounded
-    smooth integrand on [0, π/2) for every dof ≥ 1."""
-    log_c = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
-    x = np.tan(theta)
-    sec2 = 1.0 + x * x
-    return np.exp(log_c - (dof + 1) / 2 * np.log1p(x * x / dof)) * sec2
-
-
 def t_cdf(t: float, dof: int) -> float:
-    """Student-t cumulative distribution function with ``dof`` degrees of freedom.
-
-    Computed as ``1/2 + ∫_0^{atan t} f(tan θ) sec²θ dθ`` by composite Simpson's rule (4000
-    intervals; accurate to ~1e-10 for dof ≥ 1), so no scipy is needed.
+    """Student-t cumulative distribution function with ``dof`` degrees of freedom
+    (``scipy.stats.t.cdf``).
 
     Raises:
         ValueError: ``dof`` < 1.
     """
     if not dof >= 1:
         raise ValueError(f"dof must be >= 1, got {dof!r}")
-    if t == 0:
-        return 0.5
-    upper = math.atan(abs(t))
-    n = 4000
-    theta = np.linspace(0.0, upper, n + 1)
-    f = _t_pdf_theta(theta, dof)
-    integral = (upper / n / 3) * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
-    return 0.5 + math.copysign(integral, t)
+    return float(stats.t.cdf(t, dof))
 
 
 def t_critical(confidence: float, dof: int) -> float:
     """Two-sided Student-t critical value: ``t`` with ``P(|T| ≤ t) = confidence`` for ``dof``
-    degrees of freedom (e.g. 12.706 for 95 % and dof 1; 1.960 as dof → ∞).
+    degrees of freedom (e.g. 12.706 for 95 % and dof 1; 1.960 as dof → ∞), from
+    ``scipy.stats.t.ppf``.
 
     Raises:
         ValueError: ``confidence`` not in (0, 1) or ``dof`` < 1.
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    target = 0.5 + confidence / 2
-    lo, hi = 0.0, math.pi / 2  # bisection on θ = atan t keeps the bracket finite
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if t_cdf(math.tan(mid), dof) < target:
-            lo = mid
-        else:
-            hi = mid
-    return math.tan((lo + hi) / 2)
+    if not dof >= 1:
+        raise ValueError(f"dof must be >= 1, got {dof!r}")
+    return float(stats.t.ppf(0.5 + confidence / 2, dof))
 
 
 def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]:
@@ -367,7 +345,7 @@ def resolve_run_dir(run_dir=None) -> Path:
     import os
 
     if run_dir is None:
-        run_dir = os.environ.get("GTALIB_RUN_DIR", Path(__file__).resolve().parent.parent / "runs")
+        run_dir = os.environ.get("GTALIB_RUN_DIR", Path(__file__).resolve().parents[2] / "runs")
     return Path(run_dir).resolve()
 
 
@@ -396,14 +374,15 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
     """Read (and with ``train=True`` first train) the runs ``refs`` need.
 
     Args:
-        refs: :class:`gtalib.figures.RunRef` list. preset: preset name. run_dir: run store root.
+        refs: :class:`gtalib.book.figures.RunRef` list. preset: preset name. run_dir: run store root.
         max_steps: training-budget override (None = the preset's).
         train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
     Returns:
         :class:`Collected`. A run that fails to train is reported ``failed`` with its error;
         nothing is raised, so a figure can say on its page which runs it lacks.
     """
-    from gtalib import figures, runs as store
+    from gtalib import runs as store
+    from gtalib.book import figures
 
     run_dir = resolve_run_dir(run_dir)
     data = figures.data_spec(preset, max_steps)
@@ -494,7 +473,7 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     loss on the fixed held-out windows), unsmoothed, at the last step. See the module docstring
     for the band and verdict conventions.
     """
-    from gtalib import figures
+    from gtalib.book import figures
 
     fig = figures.ablation(key)
     refs = figures.figure_runs(key, preset, seeds, variants)
@@ -520,7 +499,7 @@ def corpus_entropy(preset: str) -> float:
         FileNotFoundError: the corpus is not built (message says how to build it).
     """
     from gtalib import data as gdata
-    from gtalib import figures
+    from gtalib.book import figures
 
     manifest = gdata.load_manifest(gdata.corpus_dir("default", figures.preset_tokenizer(preset)))
     return float(manifest["train_unigram_entropy_nats"])
@@ -544,7 +523,7 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
                 confidence: float = 0.95) -> MainResult:
     """Final validation perplexity/loss per held-out source of every main-table configuration
     whose runs are all complete, and their distance to the corpus's unigram entropy."""
-    from gtalib import figures
+    from gtalib.book import figures
 
     col = collect_runs(figures.main_runs(preset, seeds), preset, run_dir, max_steps, train)
     bad = set(col.incomplete["label"])
@@ -560,7 +539,7 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
 
 def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[str, str]:
     """(ours, verdict) of an ablation claim from its final ΔL table."""
-    from gtalib.figures import display_name
+    from gtalib.book.figures import display_name
 
     if final.empty:
         return "no complete runs", "not measured"
@@ -629,8 +608,8 @@ def _variance_claim() -> tuple[str, str]:
 
 def _table_claim(number: int) -> tuple[str, str]:
     """(ours, verdict) of claims 1 (per-device KV under TP) and 2 (parameter matching), computed
-    by :mod:`gtalib.tables` at the paper's sizes (exact, no training)."""
-    from gtalib import tables
+    by :mod:`gtalib.book.tables` at the paper's sizes (exact, no training)."""
+    from gtalib.book import tables
 
     if number == 1:
         kv = tables.kv_table(with_units=True).pivot(index="variant", columns="tp",
@@ -653,16 +632,16 @@ def _table_claim(number: int) -> tuple[str, str]:
 
 def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95
                  ) -> pd.DataFrame:
-    """Every claim of :data:`gtalib.figures.CLAIMS` with the paper's value, ours and a verdict.
+    """Every claim of :data:`gtalib.book.figures.CLAIMS` with the paper's value, ours and a verdict.
 
     Ablation claims aggregate the per-variant verdicts of their figure ("agrees" only if every
     variant agrees, "differs" if some differ and none agrees, "within noise" if none is
     resolved, else "mixed" with counts). Claims 1–2 are computed exactly from
-    :mod:`gtalib.tables` at the paper's sizes; claim 3 is measured on freshly initialised
+    :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on freshly initialised
     paper-width layers (:func:`key_variance_ratio`); claim 9 is compared with the analytic memory-bound model
     only (no GPU measurement in this book).
     """
-    from gtalib import figures
+    from gtalib.book import figures
 
     largest = {"init": "tpa", "gate": "gqa"}
     rows = []

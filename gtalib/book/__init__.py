@@ -1,0 +1,14 @@
+"""The book layer: each paper figure as data, the analyses, the plots, the tables and the main job.
+
+=================  ===========================================================================
+module             what
+=================  ===========================================================================
+``figures``        the paper's figures and tables as data (runs, arms, reference values, claims)
+``analysis``       paired ΔL, t-intervals, verdicts, collected runs, the claims table
+``plotting``       seaborn/matplotlib figures and styled tables for the notebooks
+``tables``         the parameter and per-device KV tables (``gtalib tables``)
+``job``            the main job: corpus → runs → papermill notebooks → Jupyter Book HTML
+=================  ===========================================================================
+
+This layer reads the model and training layers and is read only by the CLI.
+"""
