@@ -11,6 +11,7 @@ authors' released configuration).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 #: Canonical variant names, in the paper's table order.
@@ -25,7 +26,7 @@ LATENT_VARIANTS = ("mla", "gla-2", "gla-4", "mlra-2", "mlra-4")
 #: typed value the variant does not use.
 VARIANT_SIZES = ("n_kv_head", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
                  "qk_nope_head_dim", "v_head_dim")
-INIT_CHOICES = ("zero", "normal")
+INIT_CHOICES = ("zero", "normal", "scaled")
 ATTN_IMPLS = ("auto", "torch", "triton")
 
 
@@ -40,6 +41,20 @@ LATENT_LAYOUT: dict[str, tuple[int, int, int]] = {
 def _round8(x: float) -> int:
     """Nearest multiple of 8, at least 8 (used for derived query ranks such as d_model/3)."""
     return max(8, 8 * int(x / 8 + 0.5))
+
+
+def residual_init_scale(n_layer: int) -> float:
+    """The factor ``1/√(2·n_layer)`` that ``init="scaled"`` applies to the N(0, σ) draw of every
+    residual-branch output projection (attention ``W_O`` and MLP ``W_down``): GPT-2 (Radford et
+    al. 2019, §2.3) scales residual layers by 1/√N with N the number of residual branches, two
+    per block here.
+
+    Raises:
+        ValueError: ``n_layer`` not a positive integer.
+    """
+    if not isinstance(n_layer, int) or isinstance(n_layer, bool) or n_layer <= 0:
+        raise ValueError(f"n_layer must be a positive integer, got {n_layer!r}")
+    return 1.0 / math.sqrt(2 * n_layer)
 
 
 def canonical_variant(name: str) -> str:
@@ -84,7 +99,9 @@ class ModelConfig:
         tpa_q_rank, tpa_rank: TPA's ``R_q`` and ``R`` (paper: 6 and 2).
 
     Ablation options (variants.md, "Ablation switches"):
-        init: ``"zero"`` (W_O and W_down exactly zero) or ``"normal"`` (N(0, init_std)).
+        init: ``"zero"`` (W_O and W_down exactly zero), ``"normal"`` (N(0, init_std)) or
+            ``"scaled"`` (W_O and W_down N(0, init_std/√(2·n_layer)), GPT-2's residual scaling,
+            Radford et al. 2019, §2.3: 1/√N for N = 2·n_layer residual branches).
         gate: sigmoid output gate before W_O.
         latent_scale: the α_q, α_kv, α_o constants of the latent family (MLA/GLA/MLRA only).
         head_multiplier: 1, or 2 for the double-heads ablation (GQA, MLA, GLA-2 in the paper;

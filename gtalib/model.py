@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gtalib.attention import build_attention
-from gtalib.config import ModelConfig
+from gtalib.config import ModelConfig, residual_init_scale
 from gtalib.layers import RMSNorm, SwiGLU
 
 
@@ -46,7 +46,8 @@ class GPT(nn.Module):
 
     Initialisation (variants.md, "Initialisation"): embedding and every projection N(0, σ), RMSNorm
     gains 1; ``W_O`` and the MLP ``W_down`` exactly zero under ``init="zero"`` (every block is then
-    the identity at step 0), N(0, σ) under ``"normal"``; TPA's factor projections Xavier-uniform.
+    the identity at step 0), N(0, σ) under ``"normal"``, N(0, σ/√(2·n_layer)) under ``"scaled"``
+    (GPT-2's residual scaling, :func:`gtalib.config.residual_init_scale`); TPA's factor projections Xavier-uniform.
     Built on the meta device the model is not initialised (call :meth:`init_weights` after
     ``to_empty``).
     """
@@ -79,6 +80,8 @@ class GPT(nn.Module):
                 nn.init.normal_(lin.weight, 0.0, std)
             if self.cfg.init == "zero":
                 nn.init.zeros_(blk.mlp.w_down.weight)
+            elif self.cfg.init == "scaled":
+                blk.mlp.w_down.weight.mul_(residual_init_scale(self.cfg.n_layer))
 
     def num_params(self) -> int:
         """Total parameters, the tied embedding counted once."""

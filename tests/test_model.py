@@ -127,6 +127,27 @@ def test_normal_init_statistics():
     assert abs(w.std().item() - 0.02) < 0.002
 
 
+@pytest.mark.parametrize("variant", ["mha", "mla", "tpa", "mlra-4"])
+def test_scaled_init_is_the_normal_draw_scaled(variant):
+    """init="scaled" (GPT-2 §2.3): every W_O and W_down is the "normal" arm's draw of the same
+    seed times 1/√(2·n_layer); every other weight is identical, and the std is σ/√(2L)."""
+    n_layer = 8
+    torch.manual_seed(3)
+    a = GPT(model_config("cpu", variant, init="normal", n_layer=n_layer))
+    torch.manual_seed(3)
+    b = GPT(model_config("cpu", variant, init="scaled", n_layer=n_layer))
+    scaled = 0
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        if name.endswith(("o_proj.weight", "w_down.weight")):
+            torch.testing.assert_close(q, p / math.sqrt(2 * n_layer), rtol=1e-6, atol=0)
+            scaled += 1
+        else:
+            assert torch.equal(p, q), name
+    assert scaled == 2 * n_layer
+    w = torch.cat([blk.mlp.w_down.weight.flatten() for blk in b.blocks])
+    assert abs(w.std().item() - 0.02 / math.sqrt(2 * n_layer)) < 0.05 * 0.02 / math.sqrt(2 * n_layer)
+
+
 @pytest.mark.parametrize("variant", ["gqa", "mla"])
 def test_triton_attention_impl_matches_torch(variant):
     """attn_impl="triton" routes every attention through gtalib.kernels (Triton interpreter on

@@ -12,7 +12,7 @@ Conventions shared by all variants (``gtalib/attention/*.py``):
   ``cache["len"]``: the model does, once per forward, for every layer.
 - The output projection and the optional output gate live here (:meth:`Attention.init_output`,
   :meth:`Attention.project_out`) so every variant gates the same way.
-- :meth:`Attention.init_weights` implements ``init="zero"|"normal"``; variants with special inits
+- :meth:`Attention.init_weights` implements ``init="zero"|"normal"|"scaled"``; variants with special inits
   (TPA) override :meth:`Attention.init_special`.
 """
 
@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from gtalib.config import ModelConfig, canonical_variant
+from gtalib.config import ModelConfig, canonical_variant, residual_init_scale
 from gtalib.layers import RMSNorm
 
 REGISTRY: dict[str, type["Attention"]] = {}
@@ -106,8 +106,8 @@ class Attention(nn.Module):
     @torch.no_grad()
     def init_weights(self) -> None:
         """variants.md "Initialisation": every ``nn.Linear`` N(0, σ=init_std), RMSNorm gains 1,
-        ``W_O`` zero under ``init="zero"`` (N(0, σ) under ``"normal"``); then
-        :meth:`init_special` for variant-specific exceptions."""
+        ``W_O`` zero under ``init="zero"`` (N(0, σ) under ``"normal"``, N(0, σ/√(2·n_layer))
+        under ``"scaled"``); then :meth:`init_special` for variant-specific exceptions."""
         std = self.cfg.init_std
         for m in self.modules():
             if isinstance(m, nn.Linear):
@@ -116,6 +116,10 @@ class Attention(nn.Module):
                 nn.init.ones_(m.weight)
         if self.cfg.init == "zero":
             nn.init.zeros_(self.o_proj.weight)
+        elif self.cfg.init == "scaled":
+            # Scale the draw rather than redraw: the "scaled" arm then shares every other
+            # weight, and the RNG stream, with the "normal" arm of the same seed.
+            self.o_proj.weight.mul_(residual_init_scale(self.cfg.n_layer))
         self.init_special()
 
     def init_special(self) -> None:
