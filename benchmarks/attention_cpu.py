@@ -1,4 +1,5 @@
-"""Forward + backward time and activation memory of one attention layer per variant, CPU preset.
+"""Forward + backward time, FLOPs, FLOP/s and activation memory of one attention layer per
+variant, CPU preset.
 
 Usage: ``.venv/bin/python benchmarks/attention_cpu.py [--batch 8] [--rounds 15] [--out PATH]``
 (about 30 s on one core). Writes a Markdown table (default ``benchmarks/attention_cpu.md``) with
@@ -7,7 +8,14 @@ the machine, date, and ratios to MHA measured in the same run.
 Method: each variant's attention module at the ``cpu`` preset (``init="normal"``), input
 ``(batch, block_size, d_model)``; time = median over ``rounds`` of one forward + backward of
 ``out.square().mean()``; rounds interleave the variants so drift in a shared machine hits all of
-them alike. Memory = bytes of the tensors autograd saves for backward (distinct storages, counted
+them alike. FLOPs: forward + backward, counted analytically from the shape of every matrix
+product and attention call by ``torch.utils.flop_counter.FlopCounterMode`` (2·m·n·k per
+``(m, k) × (k, n)`` product; an attention call over ``T`` queries and ``S`` keys counts
+``4·B·H·T·S·D`` forward as executed, the causal mask saving nothing in the dense kernel; the
+backward counts twice the forward). For one layer this is, to leading order,
+``3 · (2·B·T·P_lin + 4·B·T²·Σ_branches H·D)`` with ``P_lin`` the layer's projection weights and
+``D`` the mean of the query/key and value head widths; elementwise work (norms, RoPE, softmax)
+is not counted. Achieved FLOP/s = FLOPs / median time, reported as a ratio to MHA's. Memory = bytes of the tensors autograd saves for backward (distinct storages, counted
 through ``torch.autograd.graph.saved_tensors_hooks``): deterministic and the part of peak memory
 that differs between variants; the CPU allocator has no peak counter.
 """
@@ -19,6 +27,7 @@ import datetime
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -27,6 +36,17 @@ import torch
 from gtalib.attention import build_attention
 from gtalib.config import VARIANTS
 from gtalib.presets import model_config
+
+
+def commit() -> str:
+    """Short commit of the checkout (``+dirty`` when it has uncommitted changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        rev = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True).strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=root).returncode != 0
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def saved_bytes(module, x) -> int:
@@ -40,6 +60,16 @@ def saved_bytes(module, x) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         module(x).square().mean()
     return sum(storages.values())
+
+
+def fwd_bwd_flops(module, x) -> int:
+    """FLOPs of one forward + backward of ``module(x).square().mean()`` (see module docstring)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        module(x).square().mean().backward()
+    module.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
 
 
 def main() -> None:
@@ -63,15 +93,19 @@ def main() -> None:
                 times[v].append(dt)
     med = {v: statistics.median(t) * 1e3 for v, t in times.items()}
     mem = {v: saved_bytes(m, x) / 2**20 for v, m in mods.items()}
+    flops = {v: fwd_bwd_flops(m, x) for v, m in mods.items()}
+    rate = {v: flops[v] / med[v] * 1e3 for v in VARIANTS}  # FLOP/s
     rows = [
-        f"| {v.upper()} | {med[v]:.2f} | {med[v] / med['mha']:.2f} | {mem[v]:.2f} | "
-        f"{mem[v] / mem['mha']:.2f} | {sum(p.numel() for p in mods[v].parameters()):,} |"
+        f"| {v.upper()} | {med[v]:.2f} | {med[v] / med['mha']:.2f} | {flops[v] / 1e9:.3f} | "
+        f"{flops[v] / flops['mha']:.2f} | {rate[v] / 1e9:.1f} | {rate[v] / rate['mha']:.2f} | "
+        f"{mem[v]:.2f} | {mem[v] / mem['mha']:.2f} | {sum(p.numel() for p in mods[v].parameters()):,} |"
         for v in VARIANTS
     ]
     text = "\n".join([
         "# Attention forward + backward on CPU (cpu preset)",
         "",
-        f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}; load average during "
+        f"the run {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} CPUs; commit {commit()}",
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, "
         f"torch {torch.__version__}, 1 thread, {platform.platform()}",
         f"- input: batch {args.batch} × {cfg.block_size} tokens × d_model {cfg.d_model}; "
@@ -79,8 +113,8 @@ def main() -> None:
         "- memory: MiB of tensors saved for backward (see benchmarks/attention_cpu.py)",
         "- produced by `.venv/bin/python benchmarks/attention_cpu.py`",
         "",
-        "| variant | fwd+bwd ms | × MHA | saved MiB | × MHA | attention params |",
-        "|---|---|---|---|---|---|",
+        "| variant | fwd+bwd ms | × MHA | GFLOP | × MHA | GFLOP/s | × MHA | saved MiB | × MHA | attention params |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ])

@@ -29,9 +29,17 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., dim) -> (..., dim)`` in ``x``'s dtype (the arithmetic is fp32)."""
-        xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (y * self.weight.float()).to(x.dtype)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last axis of ``x (..., dim)`` with gains ``weight`` broadcast against it
+    (``(dim,)`` for one norm; ``(n, dim)`` normalises each of ``x``'s ``n`` blocks ``(..., n, dim)``
+    with its own gains, as the latent family's per-block norms do in one call). Arithmetic in
+    fp32, result in ``x``'s dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * weight.float()).to(x.dtype)
 
 
 class RoPE(nn.Module):

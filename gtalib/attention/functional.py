@@ -177,8 +177,8 @@ def attend_branches(
     Returns:
         ``(B, T, H, d_v)`` in ``q``'s dtype.
 
-    The torch path runs :func:`attend` once per branch with the RoPE key expanded to H heads (the
-    reference); the Triton path is one ``gtalib.kernels.mlra_attention`` launch (fused forward,
+    The torch path (the reference) runs :func:`attend` once over all branches stacked along the
+    batch axis, with the RoPE key expanded to H heads; the Triton path is one ``gtalib.kernels.mlra_attention`` launch (fused forward,
     per-branch backward; its docstring states the accuracy).
 
     Raises:
@@ -190,10 +190,14 @@ def attend_branches(
                          f"v {tuple(v.shape)}; expected (NB, B, S, H, ·), (B, S, 1, ·), (NB, B, S, H, ·)")
     if resolve_impl(impl, q) == "triton":
         return _kernels().mlra_attention(q, k_nope, k_rope, v, scale, alpha_o, start_pos)
-    k_r = k_rope.expand(B, S, H, k_rope.shape[-1])  # (B, S, H, d_r)
-    y = sum(attend(q, torch.cat([k_nope[b], k_r], dim=-1), v[b], scale, start_pos, "torch")
-            for b in range(NB))
-    return alpha_o * y
+    # All branches in one attention call: branch b becomes batch rows b·B .. b·B+B-1 (one SDPA
+    # launch instead of NB, the same per-row arithmetic), then the branch sum.
+    T = q.shape[1]
+    k_r = k_rope.unsqueeze(0).expand(NB, B, S, H, k_rope.shape[-1])  # (NB, B, S, H, d_r)
+    k = torch.cat([k_nope, k_r], dim=-1).reshape(NB * B, S, H, -1)  # (NB·B, S, H, d_n + d_r)
+    q_all = q.unsqueeze(0).expand(NB, *q.shape).reshape(NB * B, T, H, -1)  # (NB·B, T, H, ·)
+    y = attend(q_all, k, v.reshape(NB * B, S, H, -1), scale, start_pos, "torch")  # (NB·B, T, H, d_v)
+    return alpha_o * y.view(NB, B, T, H, -1).sum(0)
 
 
 def attend_latent(

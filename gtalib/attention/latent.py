@@ -52,7 +52,7 @@ from torch import nn
 from gtalib.attention.base import Attention, register
 from gtalib.attention.functional import attend_branches, attend_latent
 from gtalib.config import LATENT_LAYOUT, ModelConfig
-from gtalib.layers import RMSNorm, RoPE
+from gtalib.layers import RMSNorm, RoPE, rms_norm
 
 
 @register(*LATENT_LAYOUT)
@@ -149,7 +149,8 @@ class LatentAttention(Attention):
         B, T, _ = x.shape
         c_raw, k_r = self.wkv_a(x).split([self.d_c, self.d_r], dim=-1)
         c_raw = c_raw.view(B, T, self.n_blocks, self.block_width)  # (B, T, nb, w)
-        c = torch.stack([norm(c_raw[:, :, j]) for j, norm in enumerate(self.kv_norms)], dim=2)
+        gains = torch.stack([norm.weight for norm in self.kv_norms])  # (nb, w): a norm per block
+        c = rms_norm(c_raw, gains, self.kv_norms[0].eps)  # (B, T, nb, w)
         k_r = self.rope(k_r.view(B, T, 1, self.d_r), start_pos)  # (B, T, 1, d_r)
         return self.alpha_kv * c, k_r
 

@@ -374,14 +374,18 @@ CLAIMS: tuple[Claim, ...] = (
 class RunRef:
     """One training run a figure needs: a configuration and a seed.
 
-    ``arm`` is ``"alt"`` or ``"rec"`` for ablations (see module docstring) and ``"main"`` for
-    the main-results table; ``options`` are ``gtalib.presets.model_config`` keywords.
+    ``arm`` is ``"alt"`` or ``"rec"`` for ablations (see module docstring), ``"main"`` for
+    the main-results table, and a ladder arm name (``"scaled"``) for the scale ladder's extra
+    arms; ``options`` are ``gtalib.presets.model_config`` keywords (the ladder adds
+    ``n_layer``); ``train`` are :func:`gtalib.train_config.train_config` overrides of the
+    preset's training settings (the ladder's longer runs set ``max_steps``).
     """
 
     variant: str
     arm: str
     options: tuple  # sorted (key, value) pairs: hashable
     seed: int
+    train: tuple = ()  # sorted (field, value) pairs: hashable
 
     @property
     def label(self) -> str:
@@ -428,6 +432,84 @@ def all_runs(preset: str, seeds: int) -> list[RunRef]:
             seen.add(ident)
             out.append(r)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The scale ladder: ΔL against depth (and training length) at one width
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ladder:
+    """The scale ladder of one preset: the init ablation of ``init_variants`` and the gate
+    ablation of ``gate_variants`` repeated at every depth of ``depths`` (the FFN width solved
+    per depth, so every rung is parameter-matched), the gate at each multiple in
+    ``step_factors`` of ``base_steps``.
+
+    Arms (ΔL = L(arm) − L(rec), rec = zero init / gate on): init ``alt`` = N(0, σ) output
+    projections, ``scaled`` = N(0, σ/√(2L)) output projections (GPT-2's residual scaling, the
+    direct test of the depth hypothesis); gate ``alt`` = no gate.
+
+    ``base_steps`` is fixed here rather than read from the training preset, so a change of
+    the book's default length does not silently change (and invalidate) recorded ladder runs.
+    """
+
+    depths: tuple[int, ...]
+    base_steps: int
+    init_variants: tuple[str, ...] = ("mha", "mla", "tpa")
+    init_arms: tuple = (("alt", (("init", "normal"),)), ("rec", ()), ("scaled", (("init", "scaled"),)))
+    gate_variants: tuple[str, ...] = ("gqa",)
+    gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
+    step_factors: tuple[int, ...] = (1, 4)
+
+
+#: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
+#: and 8 layers and 250 / 1000 steps; ``ci`` a two-rung miniature for the tests.
+LADDERS: dict[str, Ladder] = {
+    "cpu": Ladder(depths=(2, 4, 8), base_steps=250),
+    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 2)),
+}
+
+
+def ladder(preset: str) -> Ladder:
+    """The :class:`Ladder` of ``preset``.
+
+    Raises:
+        KeyError: a preset without a ladder; the message lists those with one.
+    """
+    try:
+        return LADDERS[preset]
+    except KeyError:
+        raise KeyError(f"preset {preset!r} has no scale ladder; allowed: {', '.join(LADDERS)}") from None
+
+
+def ladder_runs(preset: str, seeds: int, part: str | None = None) -> list[RunRef]:
+    """Every run of ``preset``'s ladder for seeds ``0..seeds-1``: ``part="init"``, ``"gate"`` or
+    both (``None``). Each ref carries its depth in ``options["n_layer"]`` and its length in
+    ``train["max_steps"]``.
+
+    Raises:
+        ValueError: ``seeds`` < 1 or an unknown ``part``.  KeyError: no ladder at ``preset``.
+    """
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    if part not in (None, "init", "gate"):
+        raise ValueError(f"part must be 'init', 'gate' or None, got {part!r}")
+    lad = ladder(preset)
+    groups = []
+    if part in (None, "init"):
+        groups.append((lad.init_variants, lad.init_arms, (1,)))
+    if part in (None, "gate"):
+        groups.append((lad.gate_variants, lad.gate_arms, lad.step_factors))
+    return [
+        RunRef(v, arm, _opts({**dict(opts), "n_layer": depth}), s,
+               train=(("max_steps", lad.base_steps * factor),))
+        for variants, arms, factors in groups
+        for factor in factors
+        for depth in lad.depths
+        for v in variants
+        for s in range(seeds)
+        for arm, opts in arms
+    ]
 
 
 #: Option defaults of ``gtalib.presets.model_config`` (variants.md "Ablation switches").
@@ -485,10 +567,14 @@ def run_spec(ref: RunRef, preset: str, max_steps=None, data: dict | None = None)
     Args:
         data: the spec's data (default :func:`data_spec`; pass it when building many specs).
     """
-    from gtalib.presets import model_config
+    from gtalib.presets import model_config, train_config
     from gtalib.runs import RunSpec
 
+    # The ladder's own training overrides win over the book's max_steps; the data spec depends
+    # only on the sampling settings (block, batch, data seed, windows), which neither changes.
+    train = (train_config(preset, **dict(ref.train)) if ref.train
+             else train_settings(preset, max_steps))
     if data is None:
         data = data_spec(preset, max_steps)
     model = model_config(preset, ref.variant, **dict(ref.options))
-    return RunSpec(model=model, train=train_settings(preset, max_steps), data=data, seed=ref.seed)
+    return RunSpec(model=model, train=train, data=data, seed=ref.seed)
