@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 #: (module, command) pairs whose ``add_cli(subparsers)`` registers a subcommand.
-_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.book.tables", "tables"), ("gtalib.book.job", "book"))
+_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.records", "record"), ("gtalib.book.tables", "tables"),
+            ("gtalib.book.job", "book"))
 
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "fsdp")  # not ddp_spawn: the history must stay in this process

@@ -355,8 +355,9 @@ class Collected:
 
     Attributes:
         runs: runs frame of the runs that are complete (see module docstring).
-        status: one row per required run: ``variant, arm, label, seed, run_id, state, detail``
-            with ``state`` in ``done | missing | failed``.
+        status: one row per required run: ``variant, arm, label, seed, run_id, state, detail,
+            source`` with ``state`` in ``done | missing | failed`` and ``source`` ``"local"`` or
+            the recorded run's provenance (:func:`gtalib.records.record_label`).
         cards: run cards (``card.json`` contents) of the complete runs.
     """
 
@@ -370,18 +371,24 @@ class Collected:
         return self.status[self.status["state"] != "done"]
 
 
-def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False) -> Collected:
+def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False,
+                 record_dir=None) -> Collected:
     """Read (and with ``train=True`` first train) the runs ``refs`` need.
+
+    A run the local store lacks is read from the repository's recorded runs
+    (:mod:`gtalib.records`) when one is recorded, and labelled so in ``status.source``
+    ("recorded <date> on <machine>"); only a run neither local nor recorded is trained.
 
     Args:
         refs: :class:`gtalib.book.figures.RunRef` list. preset: preset name. run_dir: run store root.
         max_steps: training-budget override (None = the preset's).
         train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
+        record_dir: recorded runs (default :func:`gtalib.records.default_record_dir`).
     Returns:
         :class:`Collected`. A run that fails to train is reported ``failed`` with its error;
         nothing is raised, so a figure can say on its page which runs it lacks.
     """
-    from gtalib import runs as store
+    from gtalib import records, runs as store
     from gtalib.book import figures
 
     run_dir = resolve_run_dir(run_dir)
@@ -390,13 +397,18 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
     for ref in refs:
         spec = figures.run_spec(ref, preset, max_steps, data)
         path = run_dir / spec.run_id
-        state, detail = "done", ""
+        state, detail, source = "done", "", "local"
         try:
-            if train and not store.is_done(path):
+            record = None if store.is_done(path) else records.find_record(spec, record_dir)
+            if train and record is None and not store.is_done(path):
                 # a standalone papermill run trains here; say which run, since it takes a while
                 print(f"training {spec.run_id}: {ref.label}, seed {ref.seed} ...", flush=True)
                 path = Path(store.ensure_run(spec, run_dir))
-            if not (path / "DONE").exists():
+            if record is not None:  # the local store lacks it: the repository's record
+                df = records.load_record_metrics(record)
+                card = store.load_card(record)
+                source = records.record_label(records.load_record_info(record))
+            elif not (path / "DONE").exists():
                 state, detail = "missing", "not trained yet"
             else:
                 # load_metrics refuses truncated or gappy metrics; a corrupt card names its file
@@ -405,6 +417,8 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
         except Exception as e:  # reported on the figure's page, never plotted silently
             state, detail = "failed", f"{type(e).__name__}: {e}"
         if state == "done":
+            df.insert(0, "max_steps", spec.train.max_steps)
+            df.insert(0, "n_layer", spec.model.n_layer)
             df.insert(0, "seed", ref.seed)
             df.insert(0, "label", ref.label)
             df.insert(0, "arm", ref.arm)
@@ -412,12 +426,14 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
             frames.append(df)
             if card is not None:
                 cards.append(card)
-        status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.run_id, state, detail))
+        status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.run_id, state, detail,
+                       source))
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["variant", "arm", "label", "seed", "step", "tokens", "train_loss", "val_loss"]
+        columns=["variant", "arm", "label", "seed", "n_layer", "max_steps", "step", "tokens",
+                 "train_loss", "val_loss"]
     )
     st = pd.DataFrame(status, columns=["variant", "arm", "label", "seed", "run_id", "state",
-                                       "detail"])
+                                       "detail", "source"])
     return Collected(runs, st, cards)
 
 

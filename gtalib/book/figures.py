@@ -446,8 +446,8 @@ class Ladder:
     ``step_factors`` of ``base_steps``.
 
     Arms (ΔL = L(arm) − L(rec), rec = zero init / gate on): init ``alt`` = N(0, σ) output
-    projections, ``scaled`` = N(0, σ/√(2L)) output projections (GPT-2's residual scaling, the
-    direct test of the depth hypothesis); gate ``alt`` = no gate.
+    projections; for ``scaled_variants`` also ``scaled`` = N(0, σ/√(2L)) output projections
+    (GPT-2's residual scaling, the direct test of the depth hypothesis); gate ``alt`` = no gate.
 
     ``base_steps`` is fixed here rather than read from the training preset, so a change of
     the book's default length does not silently change (and invalidate) recorded ladder runs.
@@ -456,7 +456,9 @@ class Ladder:
     depths: tuple[int, ...]
     base_steps: int
     init_variants: tuple[str, ...] = ("mha", "mla", "tpa")
-    init_arms: tuple = (("alt", (("init", "normal"),)), ("rec", ()), ("scaled", (("init", "scaled"),)))
+    init_arms: tuple = (("alt", (("init", "normal"),)), ("rec", ()))
+    scaled_variants: tuple[str, ...] = ("mha",)
+    scaled_arm: tuple = ("scaled", (("init", "scaled"),))
     gate_variants: tuple[str, ...] = ("gqa",)
     gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
     step_factors: tuple[int, ...] = (1, 4)
@@ -498,6 +500,7 @@ def ladder_runs(preset: str, seeds: int, part: str | None = None) -> list[RunRef
     groups = []
     if part in (None, "init"):
         groups.append((lad.init_variants, lad.init_arms, (1,)))
+        groups.append((lad.scaled_variants, (lad.scaled_arm,), (1,)))
     if part in (None, "gate"):
         groups.append((lad.gate_variants, lad.gate_arms, lad.step_factors))
     return [
