@@ -283,7 +283,7 @@ def test_binder_environment_is_the_repository_pins():
 
 
 @pytest.mark.parametrize("url, prefix", [
-    ("https://github.com/gtalib/gtalib", "/gtalib/"),
+    ("https://github.com/org/proj", "/proj/"),
     ("https://github.com/someone/mlra-book/", "/mlra-book/"),
     ("https://github.com/someone/someone.github.io", "/"),
 ])
