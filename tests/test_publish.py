@@ -151,8 +151,10 @@ def _matches(pattern: str) -> list[Path]:
 
 def test_caches_are_keyed_on_what_determines_them(monkeypatch):
     """pip on requirements.txt; the corpus on the data code and pins; the run store on the code
-    and pins (restoring older stores by prefix: runs are content-addressed); every hashFiles
-    pattern matches files of the repository (a moved file cannot silently drop out of a key)."""
+    and pins, restoring the newest store by prefix (runs are content-addressed, so an older
+    store only adds reusable runs) and saved after the README's command even when it failed;
+    every hashFiles pattern matches files of the repository (a moved file cannot silently drop
+    out of a key)."""
     import gtalib.book
     from gtalib.data.archives import default_data_dir
 
@@ -160,26 +162,34 @@ def test_caches_are_keyed_on_what_determines_them(monkeypatch):
     monkeypatch.delenv("GTALIB_DATA_DIR", raising=False)
     assert gtalib.book.default_run_dir().resolve() == REPO / "runs"
     assert default_data_dir() == REPO / "data_cache"
-    jobs = {"test": workflows()["test.yml"]["jobs"]["test"],
-            "build": workflows()["book.yml"]["jobs"]["build"]}
-    for name, job in jobs.items():
+    readme = readme_commands()
+    jobs = {"test": (workflows()["test.yml"]["jobs"]["test"], "ci", readme["test"]),
+            "build": (workflows()["book.yml"]["jobs"]["build"], "cpu", readme["main"])}
+    for name, (job, preset, command) in jobs.items():
         [setup] = uses(job, "actions/setup-python")
         assert setup["with"]["cache"] == "pip"
         assert setup["with"]["cache-dependency-path"] == "requirements.txt"
         assert setup["with"]["python-version"] == _environment_python()
         caches = {c["with"]["path"]: c["with"] for c in uses(job, "actions/cache")}
-        assert set(caches) == {"data_cache", "runs", ".cache/mathjax"}, name
-        corpus = _hash_files_patterns(caches["data_cache"]["key"])
-        assert {"requirements.txt", "gtalib/data/**"} <= set(corpus)
-        store = caches["runs"]
-        assert {"requirements.txt", "gtalib/**", "kernels/**"} <= \
-            set(_hash_files_patterns(store["key"]))
-        assert store["key"].startswith(store["restore-keys"])
-        for cache in caches.values():
+        assert set(caches) == {"data_cache", ".cache/mathjax"}, name
+        assert {"requirements.txt", "gtalib/data/**"} <= \
+            set(_hash_files_patterns(caches["data_cache"]["key"]))
+        [restore] = uses(job, "actions/cache/restore")
+        [save] = uses(job, "actions/cache/save")
+        assert restore["with"]["path"] == save["with"]["path"] == "runs"
+        key = restore["with"]["key"]
+        assert key.startswith(f"runs-{preset}-")
+        assert {"requirements.txt", "gtalib/**", "kernels/**"} <= set(_hash_files_patterns(key))
+        prefixes = restore["with"]["restore-keys"].strip().splitlines()
+        assert prefixes[-1] == f"runs-{preset}-" and all(key.startswith(p) for p in prefixes)
+        assert save["if"] == "always()"
+        assert save["with"]["key"] == f"${{{{ steps.{restore['id']}.outputs.cache-primary-key }}}}"
+        steps = job["steps"]
+        [run_at] = [i for i, s in enumerate(steps) if s.get("run") == command]
+        assert steps.index(restore) < run_at < steps.index(save), name
+        for cache in (*caches.values(), restore["with"]):
             for pattern in _hash_files_patterns(cache["key"]):
                 assert _matches(pattern), f"{name}: hashFiles pattern {pattern!r} matches nothing"
-    assert "runs-ci-" in jobs["test"]["steps"][3]["with"]["key"]
-    assert "runs-cpu-" in uses(jobs["build"], "actions/cache")[1]["with"]["key"]
 
 
 def _actionlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
