@@ -308,6 +308,42 @@ def test_pages_url_prefix_rejects_other_urls(url):
         publish.pages_url_prefix(url)
 
 
+def _launch_context(url: str) -> dict:
+    return {"header_buttons": [
+        {"label": "download-buttons", "buttons": [{"url": "../_sources/generated/x.ipynb"}]},
+        {"label": "launch-buttons", "buttons": [{"url": url}]}]}
+
+
+def _app(**config):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(config=SimpleNamespace(
+        gtalib_launch_sources={"generated": "notebooks"},
+        html_theme_options={"path_to_docs": "book"}, **config))
+
+
+def test_launch_links_of_generated_chapters_point_at_the_source_notebooks():
+    colab = "https://colab.research.google.com/github/o/r/blob/main/book/generated/x.ipynb"
+    ctx = _launch_context(colab)
+    publish._rewrite_launch_links(_app(), "generated/x", "page.html", ctx, None)
+    assert ctx["header_buttons"][1]["buttons"][0]["url"] == \
+        "https://colab.research.google.com/github/o/r/blob/main/notebooks/x.ipynb"
+    assert ctx["header_buttons"][0]["buttons"][0]["url"] == "../_sources/generated/x.ipynb"
+    # a page outside generated/ keeps its links
+    ctx = _launch_context("https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/book/intro.ipynb")
+    publish._rewrite_launch_links(_app(), "intro", "page.html", ctx, None)
+    assert ctx["header_buttons"][1]["buttons"][0]["url"].endswith("lab/tree/book/intro.ipynb")
+
+
+def test_a_launch_link_of_unexpected_form_is_reported(monkeypatch):
+    warnings = []
+    monkeypatch.setattr(publish.LOGGER, "warning", warnings.append)
+    ctx = _launch_context("https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/elsewhere.ipynb")
+    publish._rewrite_launch_links(_app(), "generated/x", "page.html", ctx, None)
+    assert len(warnings) == 1 and "does not contain 'book/generated/x.ipynb'" in warnings[0]
+    assert ctx["header_buttons"][1]["buttons"][0]["url"].endswith("lab/tree/elsewhere.ipynb")
+
+
 # ---------------------------------------------------------------------------------------------
 # Citation
 
