@@ -153,8 +153,8 @@ def test_caches_are_keyed_on_what_determines_them(monkeypatch):
     """pip on requirements.txt; the corpus on the data code and pins; the run store on the code
     and pins, restoring the newest store by prefix (runs are content-addressed, so an older
     store only adds reusable runs) and saved after the README's command even when it failed;
-    every hashFiles pattern matches files of the repository (a moved file cannot silently drop
-    out of a key)."""
+    MathJax on the file that pins its version; every key's hashFiles patterns match files of
+    the repository."""
     import gtalib.book
     from gtalib.data.archives import default_data_dir
 
@@ -188,8 +188,13 @@ def test_caches_are_keyed_on_what_determines_them(monkeypatch):
         [run_at] = [i for i, s in enumerate(steps) if s.get("run") == command]
         assert steps.index(restore) < run_at < steps.index(save), name
         for cache in (*caches.values(), restore["with"]):
-            for pattern in _hash_files_patterns(cache["key"]):
-                assert _matches(pattern), f"{name}: hashFiles pattern {pattern!r} matches nothing"
+            matched = {m for p in _hash_files_patterns(cache["key"]) for m in _matches(p)}
+            assert matched, f"{name}: the hashFiles patterns of {cache['key']} match nothing"
+        # the MathJax cache is keyed on the file that pins MathJax's version
+        [pin] = [p for p in (REPO / "gtalib").rglob("*.py")
+                 if re.search(r"^MATHJAX_VERSION = ", p.read_text(), re.M)]
+        assert pin in {m for p in _hash_files_patterns(caches[".cache/mathjax"]["key"])
+                       for m in _matches(p)}
 
 
 def _actionlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
