@@ -66,3 +66,61 @@ def test_missing_runs_are_reported_on_the_page(built, tmp_path):
     text = _outputs_text(tmp_path / "init_ablation.ipynb")
     assert "Incomplete: 8 of 8 runs are missing or failed" in text
     assert "not trained yet" in text
+
+
+def _hrefs(page: Path) -> list[str]:
+    import html as html_lib
+    import re
+
+    return [html_lib.unescape(h) for h in re.findall(r'href="([^"]+)"', page.read_text())]
+
+
+def test_launch_and_download_buttons_open_files_that_exist(built):
+    """Each notebook chapter: Binder and Colab open its source notebooks/<name>.ipynb, a tracked
+    file of the repository named in _config.yml; the download button serves the executed
+    notebook. Prose pages have no launch button."""
+    import subprocess
+
+    import yaml
+
+    dst, _ = built
+    html = dst / "_build" / "html"
+    repo_cfg = yaml.safe_load((dst / "_config.yml").read_text())["repository"]
+    org, name_ = repo_cfg["url"].removeprefix("https://github.com/").split("/")
+    branch = repo_cfg["branch"]
+    tracked = subprocess.run(["git", "ls-files", "notebooks"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    for name in book.NOTEBOOKS:
+        page = html / "generated" / f"{name}.html"
+        hrefs = _hrefs(page)
+        source = f"notebooks/{name}.ipynb"
+        assert source in tracked
+        binder = [h for h in hrefs if h.startswith("https://mybinder.org/")]
+        colab = [h for h in hrefs if h.startswith("https://colab.research.google.com/")]
+        assert binder == [f"https://mybinder.org/v2/gh/{org}/{name_}/{branch}"
+                          f"?urlpath=lab/tree/{source}"], name
+        assert colab == [f"https://colab.research.google.com/github/{org}/{name_}/blob/{branch}/"
+                         f"{source}"], name
+        downloads = [h for h in hrefs if h.endswith(f"_sources/generated/{name}.ipynb")]
+        assert downloads, name
+        executed = nbformat.read(page.parent / downloads[0], as_version=4)
+        assert any(c.get("outputs") for c in executed.cells), name
+    for prose in ("intro", "methods", "reproduction"):
+        assert not [h for h in _hrefs(html / f"{prose}.html") if "mybinder.org" in h], prose
+
+
+def test_404_page_and_paper_bibtex_are_published(built):
+    """404.html links its assets under the Pages path of the configured repository (served at
+    any depth); the introduction shows the paper's BibTeX."""
+    import yaml
+
+    dst, _ = built
+    html = dst / "_build" / "html"
+    repo_name = yaml.safe_load((dst / "_config.yml").read_text())["repository"]["url"]
+    prefix = "/" + repo_name.rstrip("/").rsplit("/", 1)[1] + "/"
+    not_found = (html / "404.html").read_text()
+    assert "Page not found" in not_found
+    assert f'href="{prefix}_static/styles/' in not_found
+    assert f'href="{prefix}intro.html"' in not_found
+    intro = (html / "intro.html").read_text()
+    assert "highlight-bibtex" in intro and "2603.02188" in intro

@@ -1,0 +1,73 @@
+"""Sphinx hooks for the published book, loaded through ``sphinx.local_extensions`` in
+``_config.yml``.
+
+* **Launch buttons.** sphinx-book-theme builds the Binder and Colab links from the page's place in
+  the book (``book/generated/<name>.ipynb``). The chapters under ``generated/`` are the copies
+  that papermill executes at build time, not files of the repository; their source is
+  ``notebooks/<name>.ipynb``. ``gtalib_launch_sources`` maps a folder of the book to the
+  repository folder that holds its sources, and the links of those pages are rewritten to it.
+  A page whose links do not have the expected form fails the build (a Sphinx warning under
+  ``-W``) rather than publishing a dead link.
+* **404 page.** sphinx-notfound-page writes ``404.html`` with absolute links, so it needs the URL
+  path the site is served under. GitHub Pages serves ``https://github.com/<org>/<repo>`` at
+  ``https://<org>.github.io/<repo>/``: the path ``/<repo>/`` is derived from ``repository.url``
+  (the one place the repository is named) unless ``notfound_urls_prefix`` is set explicitly.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from sphinx.util import logging
+
+LOGGER = logging.getLogger(__name__)
+
+
+def pages_url_prefix(repository_url: str) -> str:
+    """The URL path under which GitHub Pages serves the project site of ``repository_url``.
+
+    ``https://github.com/org/repo`` → ``/repo/``; a user or organisation site
+    (``https://github.com/org/org.github.io``) is served at the root, ``/``.
+
+    Raises:
+        ValueError: ``repository_url`` is not ``https://github.com/<org>/<repo>``.
+    """
+    url = urlparse(repository_url or "")
+    parts = [p for p in url.path.split("/") if p]
+    if url.scheme != "https" or url.netloc != "github.com" or len(parts) != 2:
+        raise ValueError(f"repository.url must be https://github.com/<org>/<repo>, got "
+                         f"{repository_url!r}")
+    org, repo = parts
+    return "/" if repo.lower() == f"{org.lower()}.github.io" else f"/{repo}/"
+
+
+def _set_notfound_prefix(app, config) -> None:
+    if config.notfound_urls_prefix != "/en/latest/":  # set explicitly in _config.yml
+        return
+    config.notfound_urls_prefix = pages_url_prefix(
+        config.html_theme_options.get("repository_url", ""))
+
+
+def _rewrite_launch_links(app, pagename, templatename, context, doctree) -> None:
+    sources = app.config.gtalib_launch_sources
+    folder = next((f for f in sources if pagename.startswith(f.rstrip("/") + "/")), None)
+    groups = [b for b in context.get("header_buttons", []) if b.get("label") == "launch-buttons"]
+    if folder is None or not groups:
+        return
+    book_path = app.config.html_theme_options.get("path_to_docs", "").strip("/")
+    built = "/".join(p for p in (book_path, pagename) if p) + ".ipynb"
+    source = sources[folder].strip("/") + "/" + pagename[len(folder.rstrip("/")) + 1:] + ".ipynb"
+    for button in (b for g in groups for b in g["buttons"] if b.get("url")):
+        if built not in button["url"]:
+            LOGGER.warning(f"{pagename}: launch link {button['url']!r} does not contain "
+                           f"{built!r}; cannot point it at {source!r}")
+            continue
+        button["url"] = button["url"].replace(built, source)
+
+
+def setup(app):
+    app.add_config_value("gtalib_launch_sources", {}, "html", types=[dict])
+    app.connect("config-inited", _set_notfound_prefix, priority=900)
+    # after sphinx-book-theme's add_launch_buttons (priority 501), before the page is rendered
+    app.connect("html-page-context", _rewrite_launch_links, priority=510)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
