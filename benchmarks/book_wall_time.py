@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 from gtalib import runs
-from gtalib.book import figures
 from gtalib.book import job as book
+from gtalib.book.plan import make_plan
 
 OUT = Path(__file__).with_name("book_wall_time.csv")
 FIELDS = ("date_utc", "machine", "cpus", "load_1min", "preset", "seeds", "jobs", "threads",
@@ -40,9 +40,9 @@ def main(argv=None) -> int:
     p.add_argument("--run-dir", default=None)
     a = p.parse_args(argv)
     run_dir = book.resolve_run_dir(a.run_dir)
-    book.ensure_corpus(a.preset)
-    data = figures.data_spec(a.preset)
-    specs = {figures.run_spec(r, a.preset, None, data).run_id for r in figures.all_runs(a.preset, a.seeds)}
+    plan = make_plan(a.preset, a.seeds)
+    book.ensure_corpus(plan)
+    specs = {spec.run_id for _, spec in plan.specs()}
     todo = sum(not runs.is_done(run_dir / rid) for rid in specs)
     load = os.getloadavg()[0]
     summary = book.build_book(a.preset, a.seeds, jobs=a.jobs, threads=a.threads, run_dir=run_dir)

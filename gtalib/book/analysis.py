@@ -371,8 +371,7 @@ class Collected:
         return self.status[self.status["state"] != "done"]
 
 
-def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False,
-                 record_dir=None) -> Collected:
+def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> Collected:
     """Read (and with ``train=True`` first train) the runs ``refs`` need.
 
     A run the local store lacks is read from the repository's recorded runs
@@ -380,8 +379,8 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
     ("recorded <date> on <machine>"); only a run neither local nor recorded is trained.
 
     Args:
-        refs: :class:`gtalib.book.figures.RunRef` list. preset: preset name. run_dir: run store root.
-        max_steps: training-budget override (None = the preset's).
+        refs: :class:`gtalib.book.figures.RunRef` list. plan: the :class:`gtalib.book.plan.Plan`
+            that resolves them into run specs. run_dir: run store root.
         train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
         record_dir: recorded runs (default :func:`gtalib.records.default_record_dir`).
     Returns:
@@ -389,13 +388,11 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
         nothing is raised, so a figure can say on its page which runs it lacks.
     """
     from gtalib import records, runs as store
-    from gtalib.book import figures
 
     run_dir = resolve_run_dir(run_dir)
-    data = figures.data_spec(preset, max_steps)
     frames, status, cards = [], [], []
     for ref in refs:
-        spec = figures.run_spec(ref, preset, max_steps, data)
+        spec = plan.spec(ref)
         path = run_dir / spec.run_id
         state, detail, source = "done", "", "local"
         try:
@@ -490,10 +487,11 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     for the band and verdict conventions.
     """
     from gtalib.book import figures
+    from gtalib.book.plan import make_plan
 
     fig = figures.ablation(key)
     refs = figures.figure_runs(key, preset, seeds, variants)
-    col = collect_runs(refs, preset, run_dir, max_steps=max_steps, train=train)
+    col = collect_runs(refs, make_plan(preset, seeds, max_steps), run_dir, train=train)
     ok, bad = complete_variants(col)
     runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
     if smoothing is None:
@@ -539,9 +537,10 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
                 confidence: float = 0.95) -> MainResult:
     """Final validation perplexity/loss per held-out source of every main-table configuration
     whose runs are all complete, and their distance to the corpus's unigram entropy."""
-    from gtalib.book import figures
+    from gtalib.book.plan import make_plan
 
-    col = collect_runs(figures.main_runs(preset, seeds), preset, run_dir, max_steps, train)
+    plan = make_plan(preset, seeds, max_steps)
+    col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train)
     bad = set(col.incomplete["label"])
     runs = col.runs[~col.runs["label"].isin(bad)] if len(col.runs) else col.runs
     if len(runs):
@@ -696,3 +695,134 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
         rows.append((c.number, c.text, c.paper_value, ours, v))
     return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict"]
                         ).set_index("claim")
+
+
+# ---------------------------------------------------------------------------------------------
+# The scale ladder
+# ---------------------------------------------------------------------------------------------
+
+#: The ladder's parts: which ablation of :mod:`gtalib.book.figures` each one repeats over depth.
+LADDER_PARTS = {"init": "init", "gate": "gate"}
+
+
+@dataclass
+class LadderResult:
+    """Everything the scale-ladder page shows. Built by :func:`ladder_result`.
+
+    Attributes:
+        per_seed: one row per paired seed: ``part, variant, arm, n_layer, max_steps, seed,
+            delta`` with ``delta = L(arm) − L(rec)``, final validation loss (nats).
+        points: one row per ladder point: ``part, variant, arm, n_layer, max_steps, n, mean,
+            low, high, spread, paper, verdict`` (``paper``: the paper's ΔL at 2.9 B parameters,
+            ``ln PPL(alt) − ln PPL(rec)``; NaN where the paper has no such arm).
+        params: parameter matching per rung: ``n_layer, config, n_params, vs_mha_pct``.
+    """
+
+    preset: str
+    seeds: int
+    confidence: float
+    collected: Collected
+    per_seed: pd.DataFrame
+    points: pd.DataFrame
+    params: pd.DataFrame
+
+
+def paper_delta(key: str, variant: str) -> float:
+    """The paper's final ΔL of ablation ``key`` for ``variant`` in nats, from its average
+    perplexities: ``ln PPL(alt) − ln PPL(rec)`` (NaN where the paper gives none)."""
+    from gtalib.book import figures
+
+    ppl = figures.ablation(key).paper_ppl.get(variant)
+    return math.log(ppl[0] / ppl[1]) if ppl else math.nan
+
+
+def ladder_params(preset: str) -> pd.DataFrame:
+    """Total parameters of every configuration of ``preset``'s ladder at every depth, and its
+    deviation from MHA's at the same depth in percent (the FFN width is solved per depth by
+    :func:`gtalib.presets.model_config`)."""
+    from gtalib.book import figures
+    from gtalib.params import count_params
+    from gtalib.presets import model_config
+
+    rows = []
+    configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))
+               for r in figures.ladder_runs(preset, 1)}
+    for depth in figures.ladder(preset).depths:
+        mha = count_params(model_config(preset, "mha", n_layer=depth))["total"]
+        for variant, opts in sorted(configs):
+            cfg = model_config(preset, variant, n_layer=depth, **dict(opts))
+            n = count_params(cfg)["total"]
+            rows.append((depth, figures.config_label(variant, dict(opts)), cfg.intermediate_size,
+                         n, 100 * (n - mha) / mha))
+    return pd.DataFrame(rows, columns=["n_layer", "config", "intermediate_size", "n_params",
+                                       "vs_mha_pct"])
+
+
+def ladder_result(preset: str, seeds: int, run_dir=None, train: bool = False,
+                  confidence: float = 0.95, record_dir=None) -> LadderResult:
+    """Collect the ladder's runs (local store, else recorded runs, else trained if ``train``)
+    and compute the paired final ΔL of every point with its Student-t interval and verdict
+    (:func:`verdict`; the seed spread is the larger of the two arms' max − min final loss).
+
+    Raises:
+        KeyError: ``preset`` has no ladder. ValueError: ``seeds`` < 1.
+    """
+    from gtalib.book import figures
+    from gtalib.book.plan import make_plan
+
+    plan = make_plan(preset, seeds)
+    collected = collect_runs(plan.ladder_refs, plan, run_dir, train=train, record_dir=record_dir)
+    runs = collected.runs
+    cols = ["part", "variant", "arm", "n_layer", "max_steps", "seed", "delta"]
+    per_seed, points = [], []
+    if not runs.empty:
+        last = runs.dropna(subset=["val_loss"]).sort_values("step").groupby(
+            ["variant", "arm", "n_layer", "max_steps", "seed"]).tail(1)
+        final = last.set_index(["variant", "arm", "n_layer", "max_steps", "seed"])["val_loss"]
+        for (variant, arm, depth, steps, seed), value in final.items():
+            if arm == "rec":
+                continue
+            key = (variant, "rec", depth, steps, seed)
+            if key in final.index:
+                part = "gate" if variant in figures.ladder(preset).gate_variants else "init"
+                per_seed.append((part, variant, arm, depth, steps, seed, value - final[key]))
+    per_seed = pd.DataFrame(per_seed, columns=cols)
+    for (part, variant, arm, depth, steps), g in per_seed.groupby(
+            ["part", "variant", "arm", "n_layer", "max_steps"], sort=True):
+        m, lo, hi, n = mean_ci(g["delta"], confidence)
+        fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
+        spread = max(float(np.ptp(fin.xs(a, level="arm").to_numpy())) for a in (arm, "rec"))
+        paper = paper_delta(LADDER_PARTS[part], variant) if arm == "alt" else math.nan
+        expected = paper if math.isfinite(paper) else 1.0  # the paper's side: rec is better
+        points.append((part, variant, arm, depth, steps, n, m, lo, hi, spread, paper,
+                       verdict(lo, hi, m, spread, expected, n)))
+    points = pd.DataFrame(points, columns=["part", "variant", "arm", "n_layer", "max_steps", "n",
+                                           "mean", "low", "high", "spread", "paper", "verdict"])
+    return LadderResult(preset, seeds, confidence, collected, per_seed, points,
+                        ladder_params(preset))
+
+
+def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max_steps: int) -> str:
+    """One sentence on where the mean ΔL of a ladder series changes sign against depth (or that
+    it does not within the ladder), and at which depths its interval excludes zero."""
+    from gtalib.book import figures
+
+    s = points[(points["part"] == part) & (points["variant"] == variant) & (points["arm"] == arm)
+               & (points["max_steps"] == max_steps)].sort_values("n_layer")
+    name = figures.display_name(variant)
+    if s.empty:
+        return f"{name}: no complete point."
+    depths, means = s["n_layer"].tolist(), s["mean"].tolist()
+    signs = [m > 0 for m in means]
+    sure = [d for d, lo, hi in zip(depths, s["low"], s["high"]) if lo > 0 or hi < 0]
+    sure_txt = (f"its {s['n'].min()}-seed interval excludes zero at {', '.join(map(str, sure))} "
+                f"layers" if sure else "its interval covers zero at every depth")
+    span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} layers"
+    if all(signs) or not any(signs):
+        side = "the paper's sign (ΔL > 0)" if signs[0] else "the opposite of the paper's sign (ΔL < 0)"
+        return f"{name}: ΔL keeps {side} over the whole ladder ({span}); {sure_txt}."
+    changes = [f"between {a} and {b} layers" for (a, sa), (b, sb)
+               in zip(zip(depths, signs), zip(depths[1:], signs[1:])) if sa != sb]
+    pos = [d for d, sg in zip(depths, signs) if sg]
+    return (f"{name}: the mean ΔL changes sign {' and '.join(changes)}; it has the paper's sign "
+            f"(ΔL > 0) at {', '.join(map(str, pos))} layers; {sure_txt}.")

@@ -420,20 +420,6 @@ def main_runs(preset: str, seeds: int) -> list[RunRef]:
     return [RunRef(v, "main", _opts(o), s) for v, o in main_configs(preset) for s in range(seeds)]
 
 
-def all_runs(preset: str, seeds: int) -> list[RunRef]:
-    """The runs of every figure and table of the book at ``preset``, each configuration once
-    (the same configuration appears in several figures: MLA with zero init, no gate, scale on
-    and 1× heads is in all four ablations and the main table)."""
-    refs = [r for k in ABLATIONS for r in figure_runs(k, preset, seeds)] + main_runs(preset, seeds)
-    seen, out = set(), []
-    for r in refs:
-        ident = (r.variant, canonical_options(r.options), r.seed)
-        if ident not in seen:
-            seen.add(ident)
-            out.append(r)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # The scale ladder: ΔL against depth (and training length) at one width
 # ---------------------------------------------------------------------------------------------

@@ -30,19 +30,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
+
 REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
 NOTEBOOK_DIR = REPO / "notebooks"
 MATHJAX_VERSION = "3.2.2"
 
-#: Notebooks in book order (file stem in notebooks/ → chapter in book/_toc.yml).
-NOTEBOOKS = (
-    "init_ablation", "gating_ablation", "latent_scaling", "double_heads", "main_results",
-    "kv_cache", "decode_speed", "claims",
-)
 #: Notebooks whose pages carry a figure (checked by scripts/check_book.py).
 FIGURE_NOTEBOOKS = (
-    "init_ablation", "gating_ablation", "latent_scaling", "double_heads", "main_results",
+    "scale_ladder", "init_ablation", "gating_ablation", "latent_scaling", "double_heads", "main_results",
     "decode_speed",
 )
 
@@ -65,13 +62,11 @@ def resolve_run_dir(run_dir) -> Path:
 # 1. corpus
 
 
-def ensure_corpus(preset: str, log=print) -> None:
-    """Build the preset's default corpus if it is missing (no-op when its manifest exists)."""
+def ensure_corpus(plan: Plan, log=print) -> None:
+    """Build the plan's default corpus if it is missing (no-op when its manifest exists)."""
     from gtalib import runs
-    from gtalib.book import figures
 
-    dm = runs.make_datamodule("default", figures.preset_tokenizer(preset),
-                              figures.train_settings(preset), build=True)
+    dm = runs.make_datamodule("default", plan.tokenizer, plan.train, build=True)
     if not (dm.path / "manifest.json").is_file():
         log(f"building the corpus {dm.path} (once) ...")
     dm.prepare_data()
@@ -177,24 +172,24 @@ def notebook_parameters(preset: str, seeds: int, run_dir: Path, max_steps=None) 
 
 def execute_notebook(name: str, params: dict, out_dir: Path) -> float:
     """Execute ``notebooks/<name>.ipynb`` with papermill into ``out_dir``; returns seconds.
-    Parameters are injected only into notebooks with a ``parameters`` cell (the tables need
-    none).
+    Only the parameters its ``parameters`` cell declares are injected.
 
     Raises:
         KeyError: no such notebook. papermill's ``PapermillExecutionError``: a cell raised (the
             executed copy, with the error, is still written).
     """
-    import nbformat
     import papermill as pm
 
     src = NOTEBOOK_DIR / f"{name}.ipynb"
     if not src.exists():
         raise KeyError(f"no notebook {src}; known: {', '.join(NOTEBOOKS)}")
-    has_params = any("parameters" in c.get("metadata", {}).get("tags", [])
-                     for c in nbformat.read(src, as_version=4).cells)
+    # inject only what the notebook's parameters cell declares (the ladder takes no max_steps,
+    # the tables take nothing)
+    declared = pm.inspect_notebook(str(src))
     t0 = time.perf_counter()
     pm.execute_notebook(str(src), str(Path(out_dir) / src.name),
-                        parameters=params if has_params else None, kernel_name="python3",
+                        parameters={k: v for k, v in params.items() if k in declared} or None,
+                        kernel_name="python3",
                         progress_bar=False, cwd=str(NOTEBOOK_DIR))
     return time.perf_counter() - t0
 
@@ -286,7 +281,7 @@ def provenance_markdown(preset: str) -> str:
                      for ln in lines) + "\n"
 
 
-def build_info_markdown(summary: dict, run_dir: Path) -> str:
+def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
     """This build's settings, environment and the run cards of its runs."""
     import platform
 
@@ -315,10 +310,9 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
             f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
         "",
     ]
-    data = figures.data_spec(summary["preset"], summary["max_steps"])
     rows = []
-    for ref in figures.all_runs(summary["preset"], summary["seeds"]):
-        spec = figures.run_spec(ref, summary["preset"], summary["max_steps"], data)
+    for ref in plan.runs:
+        spec = plan.spec(ref)
         card = run_dir / spec.run_id / "card.json"
         c = json.loads(card.read_text()) if card.exists() else {}
         rows.append({"configuration": ref.label, "seed": ref.seed, "run": f"`{spec.run_id}`",
@@ -329,14 +323,15 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
     return "\n".join(lines) + "\n" + _md_table(df) + "\n"
 
 
-def write_chapter_snippets(summary: dict, run_dir: Path, out_dir: Path | None = None) -> None:
+def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None
+                           ) -> None:
     """Write ``presets.md``, ``provenance.md`` and ``build_info.md`` into ``book/generated/``
     (included by the methods and reproduction chapters)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "presets.md").write_text(presets_markdown())
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
-    (out_dir / "build_info.md").write_text(build_info_markdown(summary, run_dir))
+    (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,38 +429,29 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
             has an error output (the book is still built as far as possible first).
         KeyError: unknown preset or notebook.
     """
-    from gtalib.book import figures
-    from gtalib.presets import PRESETS
-
-    if preset not in PRESETS:
-        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-    if not isinstance(seeds, int) or seeds < 1:
-        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    plan = make_plan(preset, seeds, max_steps, notebooks)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
     t_all = t0 = time.perf_counter()
-    ensure_corpus(preset, log=log)
+    ensure_corpus(plan, log=log)
     times["corpus_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     if train:
-        data = figures.data_spec(preset, max_steps)
-        specs = [(r.label, figures.run_spec(r, preset, max_steps, data))
-                 for r in figures.all_runs(preset, seeds)]
-        problems += [f"run {m}" for m in train_all(specs, run_dir, jobs, threads, accelerator,
-                                                    log)]
+        problems += [f"run {m}" for m in train_all(plan.specs(), run_dir, jobs, threads,
+                                                    accelerator, log)]
     times["train_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     params = notebook_parameters(preset, seeds, run_dir, max_steps)
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
-    problems += execute_notebooks(params, notebooks, nb_dir, jobs, log)
+    problems += execute_notebooks(params, plan.notebooks, nb_dir, jobs, log)
     problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
     times["notebooks_s"] = time.perf_counter() - t0
 
     summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times}
-    write_chapter_snippets(summary, run_dir, nb_dir)
+    write_chapter_snippets(summary, plan, run_dir, nb_dir)
     if html:
         t0 = time.perf_counter()
         ensure_mathjax(book_dir, log=log)

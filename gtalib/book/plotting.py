@@ -470,3 +470,114 @@ def _row_label(name: str) -> str:
     head, *opts = name.split("+")
     words = {"gate": "+ gate", "2xheads": "2× heads"}
     return " ".join([F.display_name(head), *(words.get(o, o) for o in opts)])
+
+
+# ---------------------------------------------------------------------------------------------
+# The scale ladder
+# ---------------------------------------------------------------------------------------------
+
+#: Depth of the paper's models (2.9 B parameters, 24 layers): where its ΔL is drawn on the
+#: ladder's depth axis.
+PAPER_DEPTH = 24
+#: What each ladder series differences, by (part, arm).
+_LADDER_DELTA = {("init", "alt"): "normal − zero", ("init", "scaled"): "scaled − zero",
+                 ("gate", "alt"): "no gate − gate"}
+
+
+def _ladder_series(points: pd.DataFrame):
+    """``(part, variant, arm, max_steps, rows sorted by depth)`` of every ladder series."""
+    for key, g in points.groupby(["part", "variant", "arm", "max_steps"], sort=True):
+        yield (*key, g.sort_values("n_layer"))
+
+
+def plot_ladder(result) -> plt.Figure:
+    """ΔL against depth (log₂ axis): the init ladder (left) and the gate ladder (right). Each
+    point is the mean over seeds with its Student-t interval as an error bar, every seed a small
+    dot; the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers."""
+    set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    pts, per_seed = result.points, result.per_seed
+    base_steps = pts["max_steps"].min()
+    for ax, part in zip(axes, ("init", "gate")):
+        fig_spec = F.ablation(part)
+        ax.axhline(0, color="black", lw=0.8)
+        for _, variant, arm, steps, g in _ladder_series(pts[pts["part"] == part]):
+            color = F.VARIANT_COLORS[variant]
+            marker, _ = _variant_style(fig_spec, variant)
+            # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
+            style = ":" if arm == "scaled" else "-" if steps == base_steps else "--"
+            label = f"{F.display_name(variant)}: {_LADDER_DELTA[(part, arm)]}, {steps} steps"
+            yerr = [(g["mean"] - g["low"]).fillna(0), (g["high"] - g["mean"]).fillna(0)]
+            ax.errorbar(g["n_layer"], g["mean"], yerr=yerr, color=color, ls=style, marker=marker,
+                        capsize=3, label=label, mfc="white" if arm == "scaled" else color)
+            dots = per_seed[(per_seed["part"] == part) & (per_seed["variant"] == variant)
+                            & (per_seed["arm"] == arm) & (per_seed["max_steps"] == steps)]
+            ax.scatter(dots["n_layer"], dots["delta"], color=color, s=8, alpha=0.5, zorder=1)
+        for variant in dict.fromkeys(pts.loc[pts["part"] == part, "variant"]):
+            paper = pts[(pts["part"] == part) & (pts["variant"] == variant)]["paper"].dropna()
+            if not paper.empty:
+                ax.scatter([PAPER_DEPTH], [paper.iloc[0]], marker="*", s=140,
+                           color=F.VARIANT_COLORS[variant], edgecolor="black", zorder=3,
+                           label=f"{F.display_name(variant)}: paper (2.9 B, 24 layers)")
+        depths = sorted(set(pts["n_layer"])) + [PAPER_DEPTH]
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(depths, [str(d) for d in depths])
+        ax.set_xlabel("layers (log scale)")
+        ax.set_ylabel("final ΔL (nats); > 0: paper's choice better")
+        ax.set_title({"init": "Initialisation: ΔL = L(arm) − L(zero init)",
+                      "gate": "Gate: ΔL = L(no gate) − L(gate)"}[part], fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The ladder's points as printed: one row per (series, depth)."""
+    if points.empty:
+        return points
+    out = pd.DataFrame({
+        "variant": points["variant"].map(F.display_name),
+        "ΔL": [_LADDER_DELTA[(p, a)] for p, a in zip(points["part"], points["arm"])],
+        "steps": points["max_steps"],
+        "layers": points["n_layer"],
+        "seeds": points["n"],
+        "ΔL (mean)": points["mean"].map("{:+.4f}".format),
+        f"{confidence:.0%} CI": [("n/a" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]")
+                                 for lo, hi in zip(points["low"], points["high"])],
+        "seed spread": points["spread"].map("{:.4f}".format),
+        "paper ΔL (≈)": points["paper"].map(lambda x: "—" if math.isnan(x) else f"{x:+.4f}"),
+        "verdict": points["verdict"],
+    })
+    return out.reset_index(drop=True)
+
+
+def show_ladder(result) -> None:
+    """Display the ladder page: incomplete-runs notice, where the runs come from, the figure,
+    the sentence per series, the table of points and the parameter matching per rung."""
+    from IPython.display import Markdown, display
+
+    from gtalib.book.analysis import ladder_sentence
+
+    notice = missing_notice(result.collected)
+    if notice:
+        display(Markdown(notice))
+    done = result.collected.status[result.collected.status["state"] == "done"]
+    sources = done["source"].value_counts()
+    display(Markdown("**Where these runs come from:** " + "; ".join(
+        f"{n} {'trained in the local run store' if src == 'local' else src}"
+        for src, n in sources.items()) + "." if len(sources) else "**No complete run.**"))
+    if result.points.empty:
+        return
+    plot_ladder(result)
+    plt.show()
+    lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
+             + ladder_sentence(result.points, part, variant, arm, steps)
+             for part, variant, arm, steps, _ in _ladder_series(result.points)]
+    display(Markdown("\n".join(lines)))
+    display(format_ladder_table(result.points, result.confidence))
+    display(Markdown(
+        "**Parameter matching per rung:** total parameters of each configuration and its "
+        "difference from MHA at the same depth; the SwiGLU width is solved at every depth."))
+    display(result.params.rename(columns={"n_layer": "layers", "intermediate_size": "F",
+                                          "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"}))

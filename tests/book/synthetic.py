@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gtalib.book import figures
+from gtalib.book.plan import make_plan
 
 SOURCES = ("news", "bible")
 #: ΔL offsets of the alternative arm per option: positive = the paper's recommendation wins.
@@ -34,7 +35,7 @@ def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_ever
     """Write a finished synthetic run for every run the book needs; returns the RunRefs."""
     run_dir = Path(run_dir)
     data = synthetic_identity(preset)
-    refs = figures.all_runs(preset, seeds)
+    refs = make_plan(preset, seeds).runs
     for ref in refs:
         spec = figures.run_spec(ref, preset, max_steps, data)
         path = run_dir / spec.run_id

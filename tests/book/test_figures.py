@@ -5,6 +5,7 @@ import math
 import pytest
 
 from gtalib.book import figures as F
+from gtalib.book.plan import make_plan
 
 
 def test_paper_final_delta_is_ln_ppl_ratio():
@@ -42,9 +43,9 @@ def test_main_table_values_are_the_papers():
 def test_run_sets_count_each_configuration_once():
     # cpu: init 9×2 arms = 18; gate: 5 gated + plain MLRA-2/MLRA-4 = 7; latent: 3 unscaled;
     # heads: 3 doubled; main: 11 plain + gated MLRA-4, all already counted -> 31 configurations
-    assert len(F.all_runs("cpu", 2)) == 31 * 2
+    assert len(make_plan("cpu", 2).runs) == 31 * 2
     # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2
-    assert len(F.all_runs("ci", 1)) == 11
+    assert len(make_plan("ci", 1).runs) == 11
     refs = F.figure_runs("gate", "cpu", 3)
     assert len(refs) == 5 * 2 * 3
     assert {r.arm for r in refs} == {"alt", "rec"}

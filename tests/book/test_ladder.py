@@ -1,0 +1,110 @@
+"""The scale ladder: its runs, parameter matching per rung, and the analysis on a synthetic store
+whose ΔL per depth is known in closed form."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from gtalib.book import analysis as A
+from gtalib.book import figures as F
+from gtalib.book.plan import make_plan
+
+sys.path.insert(0, str(Path(__file__).parent))
+import synthetic  # noqa: E402
+
+
+def test_ladder_runs_cover_every_rung_arm_and_length():
+    refs = F.ladder_runs("cpu", 3)
+    # init: 3 variants x 3 depths x 2 arms + MHA scaled x 3 depths; gate: 3 depths x 2 arms x 2
+    # lengths; all x 3 seeds
+    assert len(refs) == (3 * 3 * 2 + 3 + 3 * 2 * 2) * 3
+    assert {dict(r.options)["n_layer"] for r in refs} == {2, 4, 8}
+    gate_steps = {dict(r.train)["max_steps"] for r in refs if r.variant == "gqa"}
+    assert gate_steps == {250, 1000}
+    assert {dict(r.train)["max_steps"] for r in refs if r.variant != "gqa"} == {250}
+    long = F.RunRef("gqa", "alt", (("n_layer", 8),), 0, train=(("max_steps", 1000),))
+    from gtalib.presets import train_config
+
+    t = train_config("cpu", **dict(long.train))
+    assert (t.max_steps, t.warmup_steps) == (1000, 100)  # the preset's 10 % warmup kept
+    with pytest.raises(KeyError, match="no scale ladder"):
+        F.ladder_runs("paper", 1)
+    with pytest.raises(ValueError, match="part"):
+        F.ladder_runs("cpu", 1, part="heads")
+
+
+def test_every_rung_is_parameter_matched_within_a_tenth_of_a_percent():
+    p = A.ladder_params("cpu")
+    assert set(p["n_layer"]) == {2, 4, 8}
+    assert p["vs_mha_pct"].abs().max() < 0.1
+    # the FFN width is solved per depth: the gated GQA gives up width for its gate
+    g = p[(p["config"] == "GQA + gate") & (p["n_layer"] == 8)]["intermediate_size"].iloc[0]
+    u = p[(p["config"] == "GQA") & (p["n_layer"] == 8)]["intermediate_size"].iloc[0]
+    assert g < u
+
+
+def _write_ladder_store(run_dir, preset, seeds, offset):
+    """Finished synthetic runs for the ladder: final val loss = 2 + offset(ref) + 0.002·seed on
+    the alternative arms only, so ΔL per seed is offset + 0.002·seed exactly."""
+    data = synthetic.synthetic_identity(preset)
+    plan = make_plan(preset, seeds)
+    for ref in plan.ladder_refs:
+        spec = F.run_spec(ref, preset, None, data)
+        n = spec.train.max_steps
+        off = 0.0 if ref.arm == "rec" else offset(ref) + 0.002 * ref.seed
+        steps = np.arange(1, n + 1)
+        df = pd.DataFrame({"step": steps, "tokens": steps * 10, "train_loss": 2.0 + off})
+        df["val_loss"] = np.where(steps == n, 2.0 + off, np.nan)
+        path = Path(run_dir) / spec.run_id
+        path.mkdir(parents=True)
+        df.to_csv(path / "metrics.csv", index=False)
+        (path / "spec.json").write_text(json.dumps(spec.to_dict()))
+        (path / "card.json").write_text(json.dumps({"threads": 1}))
+        (path / "DONE").write_text("synthetic\n")
+
+
+def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch):
+    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+
+    def offset(ref):
+        depth = dict(ref.options)["n_layer"]
+        if ref.variant == "gqa":
+            return 0.02  # the gate always helps
+        return 0.01 * (depth - 1.5)  # normal vs zero: < 0 at 1 layer, > 0 at 2 layers
+
+    _write_ladder_store(tmp_path, "ci", 2, offset)
+    r = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    assert r.collected.incomplete.empty
+    assert set(r.collected.status["source"]) == {"local"}
+    pts = r.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"])
+    # mean over seeds 0, 1 of offset + 0.002·seed; interval t_{0.975, 1} · s / √2
+    half = stats.t.ppf(0.975, 1) * np.std([0, 0.002], ddof=1) / math.sqrt(2)
+    p = pts.loc[("init", "mha", "alt", 1, 10)]
+    assert p["mean"] == pytest.approx(-0.005 + 0.001)
+    assert p["high"] - p["mean"] == pytest.approx(half)
+    assert pts.loc[("init", "mha", "alt", 2, 10), "mean"] == pytest.approx(0.005 + 0.001)
+    assert pts.loc[("gate", "gqa", "alt", 2, 20), "mean"] == pytest.approx(0.021)
+    # the paper's ΔL is ln PPL(alt) − ln PPL(rec) from figures
+    assert p["paper"] == pytest.approx(math.log(14.094 / 13.86))
+    assert math.isnan(pts.loc[("init", "mha", "scaled", 1, 10), "paper"])
+    s = A.ladder_sentence(r.points, "init", "mha", "alt", 10)
+    assert "changes sign between 1 and 2 layers" in s and "at 2 layers" in s
+    g = A.ladder_sentence(r.points, "gate", "gqa", "alt", 20)
+    assert "keeps the paper's sign" in g and "1–2 layers" in g
+    # one run missing: listed, and its point computed from the remaining seed only
+    gone = r.collected.status.query("variant == 'mha' and arm == 'alt' and seed == 1")
+    for rid in gone["run_id"]:
+        shutil.rmtree(tmp_path / rid)
+    r2 = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    assert len(r2.collected.incomplete) == len(gone)
+    assert r2.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"]).loc[
+        ("init", "mha", "alt", 1, 10), "n"] == 1
