@@ -101,7 +101,9 @@ def _add_train(sub) -> None:
                    help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
                         "GPU; paper: the paper's 2.9 B recipe)")
     p.add_argument("--seed", type=int, default=0, help="model-initialisation seed")
-    p.add_argument("--run-dir", default="runs", help="run store folder (created if missing)")
+    p.add_argument("--run-dir", default=None,
+                   help="run store folder, created if missing (default: $GTALIB_RUN_DIR, else runs/ "
+                        "at the repository root, the book's store)")
     g = p.add_argument_group("ablation options")
     g.add_argument("--init", choices=INIT_CHOICES, default="zero",
                    help="zero: W_O and W_down start at 0; normal: N(0, 0.02) like the rest")
@@ -208,8 +210,10 @@ def cmd_train(args) -> int:
     import torch
 
     from gtalib.presets import model_config, train_config
-    from gtalib.runs import RunSpec, ensure_run, is_done, load_metrics, make_datamodule, run_path
+    from gtalib.runs import (RunSpec, ensure_run, is_done, load_metrics, make_datamodule,
+                             resolve_run_dir, run_path)
 
+    args.run_dir = str(resolve_run_dir(args.run_dir))
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

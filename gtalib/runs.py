@@ -258,6 +258,22 @@ def default_datamodule(spec: RunSpec, data_dir=None):
 # The store
 
 
+#: Environment variable naming the default run store.
+ENV_RUN_DIR = "GTALIB_RUN_DIR"
+
+
+def default_run_dir() -> Path:
+    """The default run store, shared by ``gtalib train``, ``gtalib runs`` and the book:
+    ``$GTALIB_RUN_DIR`` if set, else ``runs/`` at the repository root."""
+    env = os.environ.get(ENV_RUN_DIR)
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[1] / "runs"
+
+
+def resolve_run_dir(run_dir=None) -> Path:
+    """``run_dir`` (``None``: :func:`default_run_dir`) as an absolute path."""
+    return (Path(run_dir).expanduser() if run_dir is not None else default_run_dir()).resolve()
+
+
 def run_path(spec: RunSpec, run_dir) -> Path:
     """``run_dir / spec.run_id``."""
     return Path(run_dir) / spec.run_id

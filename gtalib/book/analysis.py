@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from gtalib.runs import resolve_run_dir
+
 VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
 
 
@@ -338,15 +340,6 @@ def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
 # ---------------------------------------------------------------------------------------------
 # Collecting runs from the run store
 # ---------------------------------------------------------------------------------------------
-
-def resolve_run_dir(run_dir=None) -> Path:
-    """The run store root as an absolute path: ``run_dir``, else ``$GTALIB_RUN_DIR``, else
-    ``<repo>/runs``."""
-    import os
-
-    if run_dir is None:
-        run_dir = os.environ.get("GTALIB_RUN_DIR", Path(__file__).resolve().parents[2] / "runs")
-    return Path(run_dir).resolve()
 
 
 @dataclass

@@ -30,6 +30,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from gtalib.runs import resolve_run_dir
+
 REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -49,16 +51,6 @@ FIGURE_NOTEBOOKS = (
 
 class BookError(RuntimeError):
     """A step of the book build failed (message says which and where to look)."""
-
-
-def default_run_dir() -> Path:
-    """``$GTALIB_RUN_DIR`` or ``<repo>/runs``."""
-    return Path(os.environ.get("GTALIB_RUN_DIR", REPO / "runs"))
-
-
-def resolve_run_dir(run_dir) -> Path:
-    """``run_dir`` as an absolute path (``None`` → :func:`default_run_dir`)."""
-    return (Path(run_dir) if run_dir is not None else default_run_dir()).resolve()
 
 
 # ---------------------------------------------------------------------------------------------
