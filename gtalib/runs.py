@@ -287,7 +287,17 @@ def is_done(path) -> bool:
 def _resume_checkpoint(path: Path) -> Path | None:
     """``checkpoints/last.ckpt`` if present and readable. An unreadable one (killed while writing
     outside Lightning's atomic save, disk full) is set aside as ``last.ckpt.corrupt`` and the run
-    restarts from scratch, with a warning."""
+    restarts from scratch, with a warning.
+
+    The check loads the archive with torch's weights-only unpickler (tensors, containers and
+    plain values only; no code from the file runs), as Lightning's resume then does (:func:`fit`).
+
+    Raises:
+        RunCorruptError: the checkpoint holds other objects (a pickled callable, a class
+            instance): it is left in place untouched and nothing in it was run.
+    """
+    import pickle
+
     import torch
 
     ckpt = path / "checkpoints" / "last.ckpt"
@@ -296,7 +306,14 @@ def _resume_checkpoint(path: Path) -> Path | None:
     if ckpt.is_dir():  # a sharded (FSDP) checkpoint: Lightning validates it when loading
         return ckpt
     try:
-        torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)  # lazy: checks the archive
+        torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # lazy: checks the archive
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
+        raise RunCorruptError(
+            f"run {path.name}: {ckpt} holds objects that are not tensors or plain data ({reason}); "
+            f"weights-only loading refused it and nothing in it was run. Our checkpoints never "
+            f"contain such objects: delete the file (the run restarts from step 0) or the run folder"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint means "start over"
         warnings.warn(f"run {path.name}: unreadable checkpoint {ckpt} ({exc}); restarting the run")
         os.replace(ckpt, ckpt.with_suffix(".ckpt.corrupt"))
@@ -335,7 +352,8 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
     Raises:
         FloatingPointError: the training loss became NaN/Inf (message names step and run id).
         ValueError: ``spec.json`` already in the folder describes a different spec.
-        RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated.
+        RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated, or its
+            checkpoint holds objects other than tensors and plain data (never unpickled).
     """
     import lightning as L
 

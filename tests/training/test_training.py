@@ -233,7 +233,7 @@ def test_kill_and_resume_equals_uninterrupted(baseline, tmp_path):
     assert not is_done(path) and not (path / "metrics.csv").exists()
     with pytest.raises(RunIncompleteError, match="not finished"):
         load_metrics(path)
-    ck = torch.load(path / "checkpoints" / "last.ckpt", weights_only=False)
+    ck = torch.load(path / "checkpoints" / "last.ckpt", weights_only=True)  # plain data only
     assert ck["global_step"] == 10 and len(ck["gtalib_history"]) == 10
     done = ensure_run(s, tmp_path, datamodule=data_for(s))
     pd.testing.assert_frame_equal(load_metrics(done), ref)
@@ -341,3 +341,81 @@ def test_failed_start_leaves_no_run_folder(tmp_path):
     with pytest.raises(ValueError):
         ensure_run(s, tmp_path, datamodule=None, data_dir=tmp_path)  # s.data has no corpus
     assert not (tmp_path / s.run_id).exists()
+
+
+# ------------------------------------------------------------------ no code from a checkpoint
+
+
+class _Payload:
+    """Unpickling this object runs code that writes ``marker`` (what a crafted checkpoint does)."""
+
+    def __init__(self, marker, kind):
+        self.marker, self.kind = str(marker), kind
+
+    def __reduce__(self):
+        import os
+        import pathlib
+
+        if self.kind == "exec":
+            return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+        if self.kind == "system":
+            return os.system, (f"touch {self.marker}",)
+        return pathlib.Path.touch, (pathlib.Path(self.marker),)
+
+
+def _crafted_checkpoint(file, marker, kind, where):
+    """A torch.save'd checkpoint-shaped dict with a payload at a top-level key, inside the metrics
+    history, or inside the state dict."""
+    ck = {"global_step": 10, "state_dict": {"w": torch.zeros(2)}, "gtalib_history": [{"step": 1}]}
+    payload = _Payload(marker, kind)
+    if where == "top":
+        ck["extra"] = payload
+    elif where == "history":
+        ck["gtalib_history"].append(payload)
+    else:
+        ck["state_dict"]["w"] = payload
+    file.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(ck, file)
+
+
+CRAFTED = [("exec", "top"), ("system", "history"), ("touch", "state_dict")]
+
+
+@pytest.mark.parametrize("kind, where", CRAFTED)
+def test_resume_refuses_a_checkpoint_with_code(tmp_path, kind, where):
+    from gtalib.runs import RunCorruptError
+
+    s, marker = spec(max_steps=4), tmp_path / "marker"
+    ckpt = tmp_path / "store" / s.run_id / "checkpoints" / "last.ckpt"
+    _crafted_checkpoint(ckpt, marker, kind, where)
+    with pytest.raises(RunCorruptError, match=r"weights-only loading refused it and nothing in it was run"):
+        ensure_run(s, tmp_path / "store", datamodule=data_for(s))
+    assert not marker.exists()
+    assert ckpt.exists() and not is_done(ckpt.parent.parent)  # left for inspection, nothing trained
+
+
+@pytest.mark.parametrize("kind, where", CRAFTED)
+def test_lightning_resume_is_weights_only(tmp_path, kind, where):
+    """Lightning's own restore (``fit(ckpt_path=...)``) refuses it too, before any of it runs."""
+    import pickle
+
+    from gtalib.training import fit
+
+    s, marker, ckpt = spec(max_steps=4), tmp_path / "marker", tmp_path / "crafted.ckpt"
+    _crafted_checkpoint(ckpt, marker, kind, where)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        fit(LitGPT(s.model, s.train), data_for(s), tmp_path / "run", ckpt_path=ckpt)
+    assert not marker.exists()
+
+
+def test_no_weights_only_message_when_saving(tmp_path, caplog):
+    """Lightning logs "`weights_only` was not set" when a checkpoint is saved without saying
+    which kind; ours are full checkpoints, said explicitly."""
+    import logging
+
+    s = spec(max_steps=2)
+    caplog.set_level(logging.INFO)
+    ensure_run(s, tmp_path, datamodule=data_for(s), progress=True, keep_checkpoint=True)
+    assert "GPU available" in caplog.text  # Lightning's INFO lines are seen (else this could not fail)
+    assert "weights_only" not in caplog.text
+    torch.load(tmp_path / s.run_id / "checkpoints" / "last.ckpt", weights_only=True)
