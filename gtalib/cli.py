@@ -1,6 +1,6 @@
 """The ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``).
 
-Subcommands: ``train`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.book.tables`),
+Subcommands: ``train`` and ``runs`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.book.tables`),
 ``book`` (:mod:`gtalib.book.job`). Each other part registers its own subcommand through an
 ``add_cli(subparsers)`` function that sets ``func`` on its leaf parsers; handlers are called as
 ``args.func(args)`` and return an exit status.
@@ -265,6 +265,46 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _add_runs(sub) -> None:
+    p = sub.add_parser(
+        "runs", help="list the corrupt or incomplete runs of a run store (--remove: delete them)",
+        description="Check every run of a run store: a finished run whose files do not check out "
+                    "(metrics.csv cell of the wrong type, non-finite loss, truncated; bad JSON) is "
+                    "corrupt, a run without DONE is incomplete. Lists them (exit status 1 if any); "
+                    "with --remove deletes their folders, so the next `gtalib book` or `gtalib "
+                    "train` retrains them. Do not --remove while a build trains into the same store "
+                    "(its runs in progress are incomplete).",
+    )
+    p.add_argument("--run-dir", default=None,
+                   help="run store folder (default: $GTALIB_RUN_DIR, else runs/ at the repository root)")
+    p.add_argument("--remove", action="store_true",
+                   help="delete the corrupt and incomplete run folders (an interrupted run then "
+                        "restarts from step 0 instead of resuming)")
+    p.set_defaults(func=cmd_runs)
+
+
+def cmd_runs(args) -> int:
+    """Handler of ``gtalib runs``: one line per corrupt or incomplete run and a summary; 0 when the
+    store holds none (or they were removed), 1 otherwise."""
+    from gtalib.runs import check_store, remove_run, resolve_run_dir
+
+    run_dir = resolve_run_dir(args.run_dir)
+    if not run_dir.is_dir():
+        raise CliError(f"--run-dir {args.run_dir or run_dir}: "
+                       f"{'is not a folder' if run_dir.exists() else 'no such folder'}")
+    states = check_store(run_dir)
+    bad = [r for r in states if r.state != "done"]
+    for r in bad:
+        print(f"{r.run_id}  {r.state}: {r.detail}")
+        if args.remove:
+            remove_run(r.path)
+            print(f"{r.run_id}  removed")
+    counts = {k: sum(r.state == k for r in states) for k in ("done", "incomplete", "corrupt")}
+    print(f"{len(states)} run{'' if len(states) == 1 else 's'} in {run_dir}: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+          + (f"; removed {len(bad)}" if args.remove and bad else ""))
+    return 1 if bad and not args.remove else 0
+
+
 def _add_plugin(sub, module: str, command: str) -> None:
     try:
         mod = importlib.import_module(module)
@@ -293,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_train(sub)
+    _add_runs(sub)
     for module, command in _PLUGINS:
         _add_plugin(sub, module, command)
     return parser

@@ -349,7 +349,8 @@ class Collected:
     Attributes:
         runs: runs frame of the runs that are complete (see module docstring).
         status: one row per required run: ``variant, arm, label, seed, run_id, state, detail``
-            with ``state`` in ``done | missing | failed``.
+            with ``state`` in ``done | missing | failed | corrupt`` (``corrupt``: a finished run
+            whose files do not check out, ``detail`` naming run, file, column and row).
         cards: run cards (``card.json`` contents) of the complete runs.
     """
 
@@ -371,8 +372,9 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
         max_steps: training-budget override (None = the preset's).
         train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
     Returns:
-        :class:`Collected`. A run that fails to train is reported ``failed`` with its error;
-        nothing is raised, so a figure can say on its page which runs it lacks.
+        :class:`Collected`. A run that fails to train is reported ``failed`` with its error, a
+        finished run whose files are corrupt ``corrupt`` (paths relative to the store); nothing
+        is raised, so a figure can say on its page which runs it lacks.
     """
     from gtalib import runs as store
     from gtalib.book import figures
@@ -392,9 +394,11 @@ def collect_runs(refs, preset: str, run_dir, max_steps=None, train: bool = False
             if not (path / "DONE").exists():
                 state, detail = "missing", "not trained yet"
             else:
-                # load_metrics refuses truncated or gappy metrics; a corrupt card names its file
+                # load_metrics checks every cell; a corrupt card names its file
                 df = store.load_metrics(path)
                 card = store.load_card(path) if (path / "card.json").exists() else None
+        except store.RunCorruptError as e:  # named on the page: run, file, column, row
+            state, detail = "corrupt", str(e).replace(f"{run_dir}/", "")
         except Exception as e:  # reported on the figure's page, never plotted silently
             state, detail = "failed", f"{type(e).__name__}: {e}"
         if state == "done":
