@@ -69,6 +69,26 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {v}")
+    return v
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help only where there is a default to show: not for
+    required options, flags (default False) or options whose default is decided later (None)."""
+
+    def _get_help_string(self, action):
+        if action.required or any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _devices(text: str):
     return text if text == "auto" else _positive_int(text)
 
@@ -93,14 +113,14 @@ def _add_train(sub) -> None:
                     "clip 1.0) at a preset size. The run lives in RUN_DIR/<run id>/ (metrics.csv, "
                     "card.json); the id hashes the full spec, so rerunning the same "
                     "command does nothing and an interrupted run resumes from its last checkpoint.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsFormatter,
     )
     p.add_argument("--variant", type=_variant, required=True,
                    help=f"attention variant: {', '.join(VARIANTS)} (any case, '_' or '-')")
     p.add_argument("--preset", choices=list(TRAIN_PRESETS), default="cpu",
                    help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
                         "GPU; paper: the paper's 2.9 B recipe)")
-    p.add_argument("--seed", type=int, default=0, help="model-initialisation seed")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="model-initialisation seed")
     p.add_argument("--run-dir", default=None,
                    help="run store folder, created if missing (default: $GTALIB_RUN_DIR, else runs/ "
                         "at the repository root, the book's store)")
@@ -117,11 +137,11 @@ def _add_train(sub) -> None:
                    help="optimizer steps; the warmup is rescaled to keep the preset's fraction "
                         "unless --warmup-steps is given")
     t.add_argument("--lr", type=_positive_float, help="peak learning rate")
-    t.add_argument("--warmup-steps", type=int, help="linear warmup steps")
+    t.add_argument("--warmup-steps", type=_non_negative_int, help="linear warmup steps")
     t.add_argument("--batch-size", type=_positive_int, help="sequences per optimizer step (global)")
     t.add_argument("--micro-batch-size", type=_positive_int, help="sequences per forward pass per device")
     t.add_argument("--eval-every", type=_positive_int, help="validation interval in steps")
-    t.add_argument("--data-seed", type=int, help="seed of the batch order")
+    t.add_argument("--data-seed", type=_non_negative_int, help="seed of the batch order")
     d = p.add_argument_group("data")
     d.add_argument("--corpus", default="default",
                    help="'default' (registry prose, built on first use) or a built corpus name such as "

@@ -431,8 +431,13 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
 
     if preset not in PRESETS:
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-    if not isinstance(seeds, int) or seeds < 1:
-        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    for name, value, optional in (("seeds", seeds, False), ("jobs", jobs, False),
+                                  ("threads", threads, True), ("max_steps", max_steps, True)):
+        if not (optional and value is None) and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{name} ({flag}) must be a positive integer"
+                             f"{' or None' if optional else ''}, got {value!r}")
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
     t_all = t0 = time.perf_counter()
