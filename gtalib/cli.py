@@ -320,7 +320,8 @@ def cmd_runs(args) -> int:
             remove_run(r.path)
             print(f"{r.run_id}  removed")
     counts = {k: sum(r.state == k for r in states) for k in ("done", "incomplete", "corrupt")}
-    print(f"{len(states)} run{'' if len(states) == 1 else 's'} in {run_dir}: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+    print(f"{len(states)} run{'' if len(states) == 1 else 's'} in {run_dir}: {summary}"
           + (f"; removed {len(bad)}" if args.remove and bad else ""))
     return 1 if bad and not args.remove else 0
 

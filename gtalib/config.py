@@ -38,8 +38,8 @@ LATENT_LAYOUT: dict[str, tuple[int, int, int]] = {
 
 
 def check_int(owner: str, name: str, value, minimum: int, optional: bool = False) -> None:
-    """Refuse anything but an ``int`` (``bool`` and ``float`` included) of at least ``minimum``
-    (``None`` too when ``optional``).
+    """Accept only an ``int`` of at least ``minimum`` (``bool`` and ``float`` are refused), or
+    ``None`` when ``optional``.
 
     Raises:
         ValueError: ``"<owner>.<name> must be an integer >= <minimum>, got <value>"``.
@@ -76,7 +76,8 @@ def check_number(owner: str, name: str, value, low: float, high: float = float("
     if ok:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
     if not ok:
-        interval = (f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open or high == float('inf') else ']'}")
+        close = ")" if high_open or math.isinf(high) else "]"
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{close}"
         raise ValueError(f"{owner}.{name} must be a finite number in {interval}, got {value!r} "
                          f"({type(value).__name__})")
 

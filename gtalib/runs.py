@@ -509,6 +509,7 @@ def verify_metrics(cells, spec: RunSpec, path) -> None:
     if missing:
         raise _metrics_error(path, f"lacks the column(s) {missing} (has {list(cells.columns)})")
     val_cols = ["val_loss", *sorted(c for c in cells.columns if c.startswith("val_loss/"))]
+    n, every = spec.train.max_steps, spec.train.eval_every
     steps = []
     for i, rec in enumerate(cells.to_dict("records"), 1):
         step = None
@@ -535,7 +536,6 @@ def verify_metrics(cells, spec: RunSpec, path) -> None:
                 raise _metrics_error(path, f"{text!r} is not a number", col, i, step) from None
             if not (math.isfinite(v) and v >= 0):
                 raise _metrics_error(path, f"{text!r} is not a finite number >= 0", col, i, step)
-        n, every = spec.train.max_steps, spec.train.eval_every
         if step % every == 0 or step == n:
             if not rec["val_loss"].strip():
                 raise _metrics_error(path, f"empty val_loss on an eval step (every {every} steps "
@@ -544,7 +544,6 @@ def verify_metrics(cells, spec: RunSpec, path) -> None:
             for col in val_cols[1:]:
                 if not rec[col].strip():
                     raise _metrics_error(path, "empty cell on an eval step", col, i, step)
-    n = spec.train.max_steps
     if not steps or steps[-1] != n:
         last = steps[-1] if steps else None
         raise _metrics_error(path, f"truncated: last step {last}, the spec's max_steps is {n}")
