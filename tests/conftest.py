@@ -13,50 +13,17 @@ or data cache was added, removed or modified.
 """
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
-
-from gtalib.data.archives import ENV_DATA_DIR, default_data_dir
-from gtalib.runs import ENV_RUN_DIR, default_run_dir
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 torch.set_num_threads(1)
 
-#: Sub-folders of a data cache whose entries the tests may read but never write.
-SHARED_DATA = ("corpora", "archives", "tokenizers")
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """``relative path -> (size, mtime_ns)`` of every file and folder under ``root`` (symlinks not
-    followed); empty when ``root`` does not exist."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns)
-    return out
-
-
-def changes(before: dict, after: dict) -> list[str]:
-    """Paths added, removed or modified between two :func:`snapshot` results."""
-    return ([f"added {p}" for p in sorted(after.keys() - before.keys())]
-            + [f"removed {p}" for p in sorted(before.keys() - after.keys())]
-            + [f"modified {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]])
-
-
-def share_read_only(user: Path, private: Path) -> None:
-    """Symlink each entry of the user's ``corpora/``, ``archives/`` and ``tokenizers/`` into the
-    private cache; new files (a download, a corpus built by a test) land in the private cache."""
-    for sub in SHARED_DATA:
-        (private / sub).mkdir(parents=True, exist_ok=True)
-        if (user / sub).is_dir():
-            for entry in (user / sub).iterdir():
-                if not entry.name.startswith("."):
-                    (private / sub / entry.name).symlink_to(entry.resolve())
+from gtalib.data.archives import ENV_DATA_DIR, default_data_dir  # noqa: E402  (after TRITON_INTERPRET)
+from gtalib.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
+from store_guard import changes, share_read_only, snapshot  # noqa: E402  (tests/store_guard.py)
 
 
 @pytest.fixture(scope="session", autouse=True)

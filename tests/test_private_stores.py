@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import changes, share_read_only, snapshot
+from store_guard import changes, share_read_only, snapshot
 from gtalib.data.archives import default_data_dir
 from gtalib.runs import default_run_dir
 
