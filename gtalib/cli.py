@@ -1,6 +1,6 @@
 """The ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``).
 
-Subcommands: ``train`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.book.tables`),
+Subcommands: ``train`` and ``runs`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.book.tables`),
 ``book`` (:mod:`gtalib.book.job`). Each other part registers its own subcommand through an
 ``add_cli(subparsers)`` function that sets ``func`` on its leaf parsers; handlers are called as
 ``args.func(args)`` and return an exit status.
@@ -60,14 +60,34 @@ def _variant(name: str) -> str:
         raise argparse.ArgumentTypeError(exc.args[0]) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+def _int_at_least(minimum: int, what: str):
+    """An argparse ``type``: the text as an ``int`` >= ``minimum``, else an error saying ``what``
+    was expected and what was given (argparse prefixes the flag)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+_non_negative_int = _int_at_least(0, "a non-negative integer")
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help only where there is a default to show: not for
+    required options, flags (default False) or options whose default is decided later (None)."""
+
+    def _get_help_string(self, action):
+        if action.required or any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _devices(text: str):
@@ -94,15 +114,17 @@ def _add_train(sub) -> None:
                     "clip 1.0) at a preset size. The run lives in RUN_DIR/<run id>/ (metrics.csv, "
                     "card.json); the id hashes the full spec, so rerunning the same "
                     "command does nothing and an interrupted run resumes from its last checkpoint.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsFormatter,
     )
     p.add_argument("--variant", type=_variant, required=True,
                    help=f"attention variant: {', '.join(VARIANTS)} (any case, '_' or '-')")
     p.add_argument("--preset", choices=list(TRAIN_PRESETS), default="cpu",
                    help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
                         "GPU; paper: the paper's 2.9 B recipe)")
-    p.add_argument("--seed", type=int, default=0, help="model-initialisation seed")
-    p.add_argument("--run-dir", default="runs", help="run store folder (created if missing)")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="model-initialisation seed")
+    p.add_argument("--run-dir", default=None,
+                   help="run store folder, created if missing (default: $GTALIB_RUN_DIR, else runs/ "
+                        "at the repository root, the book's store)")
     g = p.add_argument_group("ablation options")
     g.add_argument("--init", choices=INIT_CHOICES, default="zero",
                    help="zero: W_O and W_down start at 0; normal: N(0, 0.02) like the rest")
@@ -116,11 +138,11 @@ def _add_train(sub) -> None:
                    help="optimizer steps; the warmup is rescaled to keep the preset's fraction "
                         "unless --warmup-steps is given")
     t.add_argument("--lr", type=_positive_float, help="peak learning rate")
-    t.add_argument("--warmup-steps", type=int, help="linear warmup steps")
+    t.add_argument("--warmup-steps", type=_non_negative_int, help="linear warmup steps")
     t.add_argument("--batch-size", type=_positive_int, help="sequences per optimizer step (global)")
     t.add_argument("--micro-batch-size", type=_positive_int, help="sequences per forward pass per device")
     t.add_argument("--eval-every", type=_positive_int, help="validation interval in steps")
-    t.add_argument("--data-seed", type=int, help="seed of the batch order")
+    t.add_argument("--data-seed", type=_non_negative_int, help="seed of the batch order")
     d = p.add_argument_group("data")
     d.add_argument("--corpus", default="default",
                    help="'default' (registry prose, built on first use) or a built corpus name such as "
@@ -209,8 +231,10 @@ def cmd_train(args) -> int:
     import torch
 
     from gtalib.presets import model_config, train_config
-    from gtalib.runs import RunSpec, ensure_run, is_done, load_metrics, make_datamodule, run_path
+    from gtalib.runs import (RunSpec, ensure_run, is_done, load_metrics, make_datamodule,
+                             resolve_run_dir, run_path)
 
+    args.run_dir = str(resolve_run_dir(args.run_dir))
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
@@ -262,6 +286,47 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _add_runs(sub) -> None:
+    p = sub.add_parser(
+        "runs", help="list the corrupt or incomplete runs of a run store (--remove: delete them)",
+        description="Check every run of a run store: a finished run whose files do not check out "
+                    "(metrics.csv cell of the wrong type, non-finite loss, truncated; bad JSON) is "
+                    "corrupt, a run without DONE is incomplete. Lists them (exit status 1 if any); "
+                    "with --remove deletes their folders, so the next `gtalib book` or `gtalib "
+                    "train` retrains them. Do not --remove while a build trains into the same store "
+                    "(its runs in progress are incomplete).",
+    )
+    p.add_argument("--run-dir", default=None,
+                   help="run store folder (default: $GTALIB_RUN_DIR, else runs/ at the repository root)")
+    p.add_argument("--remove", action="store_true",
+                   help="delete the corrupt and incomplete run folders (an interrupted run then "
+                        "restarts from step 0 instead of resuming)")
+    p.set_defaults(func=cmd_runs)
+
+
+def cmd_runs(args) -> int:
+    """Handler of ``gtalib runs``: one line per corrupt or incomplete run and a summary; 0 when the
+    store holds none (or they were removed), 1 otherwise."""
+    from gtalib.runs import check_store, remove_run, resolve_run_dir
+
+    run_dir = resolve_run_dir(args.run_dir)
+    if not run_dir.is_dir():
+        raise CliError(f"--run-dir {args.run_dir or run_dir}: "
+                       f"{'is not a folder' if run_dir.exists() else 'no such folder'}")
+    states = check_store(run_dir)
+    bad = [r for r in states if r.state != "done"]
+    for r in bad:
+        print(f"{r.run_id}  {r.state}: {r.detail}")
+        if args.remove:
+            remove_run(r.path)
+            print(f"{r.run_id}  removed")
+    counts = {k: sum(r.state == k for r in states) for k in ("done", "incomplete", "corrupt")}
+    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+    print(f"{len(states)} run{'' if len(states) == 1 else 's'} in {run_dir}: {summary}"
+          + (f"; removed {len(bad)}" if args.remove and bad else ""))
+    return 1 if bad and not args.remove else 0
+
+
 def _add_plugin(sub, module: str, command: str) -> None:
     try:
         mod = importlib.import_module(module)
@@ -290,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_train(sub)
+    _add_runs(sub)
     for module, command in _PLUGINS:
         _add_plugin(sub, module, command)
     return parser

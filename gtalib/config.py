@@ -38,6 +38,51 @@ LATENT_LAYOUT: dict[str, tuple[int, int, int]] = {
 }
 
 
+def check_int(owner: str, name: str, value, minimum: int, optional: bool = False) -> None:
+    """Accept only an ``int`` of at least ``minimum`` (``bool`` and ``float`` are refused), or
+    ``None`` when ``optional``.
+
+    Raises:
+        ValueError: ``"<owner>.<name> must be an integer >= <minimum>, got <value>"``.
+    """
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        what = f"an integer >= {minimum}" + (" or None" if optional else "")
+        raise ValueError(f"{owner}.{name} must be {what}, got {value!r} ({type(value).__name__})")
+
+
+def check_bool(owner: str, name: str, value) -> None:
+    """Refuse anything but ``True``/``False`` (``"yes"``, ``1`` and ``None`` included).
+
+    Raises:
+        ValueError: ``"<owner>.<name> must be True or False, got <value>"``.
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"{owner}.{name} must be True or False (a bool), got {value!r} "
+                         f"({type(value).__name__})")
+
+
+def check_number(owner: str, name: str, value, low: float, high: float = float("inf"),
+                 low_open: bool = False, high_open: bool = False) -> None:
+    """Refuse anything but a finite ``int``/``float`` (not ``bool``, not NaN) in the interval from
+    ``low`` to ``high`` (``*_open``: that end excluded).
+
+    Raises:
+        ValueError: naming ``<owner>.<name>``, the interval and the value.
+    """
+    import math
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        close = ")" if high_open or math.isinf(high) else "]"
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{close}"
+        raise ValueError(f"{owner}.{name} must be a finite number in {interval}, got {value!r} "
+                         f"({type(value).__name__})")
+
+
 def _round8(x: float) -> int:
     """Nearest multiple of 8, at least 8 (used for derived query ranks such as d_model/3)."""
     return max(8, 8 * int(x / 8 + 0.5))
@@ -111,6 +156,14 @@ class ModelConfig:
     Other:
         rope_theta: RoPE base (10000). init_std: σ = 0.02. attn_impl: ``"auto"`` (Triton on CUDA,
         PyTorch elsewhere), ``"torch"`` or ``"triton"``. tie_embeddings: always true in the paper.
+
+    Raises:
+        KeyError: unknown ``variant`` (lists the allowed names).
+        ValueError: naming the field: a size that is not a positive ``int`` (``bool``/``float``
+            refused; variant sizes and ``intermediate_size`` may be ``None``), ``gate`` or
+            ``latent_scale`` not a ``bool`` (``"yes"``, ``1`` refused), ``rope_theta``/``init_std``
+            not a finite positive number, ``init``/``attn_impl``/``head_multiplier`` not one of
+            the allowed values, ``latent_scale=False`` on a variant without latent scales.
     """
 
     variant: str = "mha"
@@ -143,13 +196,18 @@ class ModelConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "variant", canonical_variant(self.variant))
-        for name in ("n_layer", "d_model", "n_head", "head_dim", "vocab_size", "block_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        for name in ("n_layer", "d_model", "n_head", "head_dim", "vocab_size", "block_size",
+                     "gqa_group", "tpa_q_rank", "tpa_rank"):
+            check_int("ModelConfig", name, getattr(self, name), 1)
+        for name in ("intermediate_size", *VARIANT_SIZES):
+            check_int("ModelConfig", name, getattr(self, name), 1, optional=True)
+        for name in ("gate", "latent_scale"):
+            check_bool("ModelConfig", name, getattr(self, name))
+        check_number("ModelConfig", "rope_theta", self.rope_theta, 0, low_open=True)
+        check_number("ModelConfig", "init_std", self.init_std, 0, low_open=True)
         if self.init not in INIT_CHOICES:
             raise ValueError(f"init must be one of {INIT_CHOICES}, got {self.init!r}")
-        if self.head_multiplier not in (1, 2):
+        if self.head_multiplier not in (1, 2) or type(self.head_multiplier) is not int:
             raise ValueError(f"head_multiplier must be 1 or 2, got {self.head_multiplier!r}")
         if self.attn_impl not in ATTN_IMPLS:
             raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, got {self.attn_impl!r}")
@@ -158,8 +216,6 @@ class ModelConfig:
                 f"latent_scale=False only applies to {', '.join(LATENT_VARIANTS)}; "
                 f"variant {self.variant!r} has no latent scale"
             )
-        if self.intermediate_size is not None and self.intermediate_size <= 0:
-            raise ValueError(f"intermediate_size must be positive or None, got {self.intermediate_size}")
 
     # ------------------------------------------------------------------ derivation rules
     @property

@@ -46,8 +46,10 @@ class RoPE(nn.Module):
     """Rotary position embedding (Su et al. 2021, RoFormer, arXiv 2104.09864, eq. 34), half-split
     pairs ``(i, i+D/2)``: channel pair ``j`` at position ``p`` is rotated by ``p · θ^(-2j/D)``.
 
-    The cos/sin tables are built in fp32 for ``max_len`` positions and never stored in a lower
-    precision (a known trap: bf16 tables lose relative-position exactness).
+    The cos/sin tables (``(max_len, D/2)`` each) are fp32 values of the formula, computed in fp64
+    on the CPU, and rebuilt after every ``.to()``/``.half()``/``to_empty()``: a dtype cast never
+    rounds them (bf16 tables lose relative-position exactness) and a model built on the ``meta``
+    device gets exact tables once moved. They are not saved in ``state_dict``.
 
     Args:
         dim: rotated width D (even).
@@ -64,17 +66,34 @@ class RoPE(nn.Module):
             raise ValueError(f"RoPE dim must be a positive even number, got qk_rope_head_dim={dim}")
         if max_len <= 0:
             raise ValueError(f"RoPE max_len (block_size) must be positive, got {max_len}")
-        self.dim, self.max_len = dim, max_len
-        inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        angles = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)  # (L, D/2)
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        self.dim, self.max_len, self.theta = dim, max_len, theta
+        # on the default device: the meta device under deferred construction (filled by _apply)
+        cos, sin = self._tables(torch.empty(0).device)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def _tables(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos, sin`` of the angles ``p · θ^(-2j/D)``, ``(max_len, D/2)`` fp32 each, computed in
+        fp64 on the CPU (the same bits whatever the target device) and then moved to ``device``."""
+        j = torch.arange(0, self.dim, 2, dtype=torch.float64, device="cpu")
+        inv_freq = 1.0 / (self.theta ** (j / self.dim))
+        angles = torch.outer(torch.arange(self.max_len, dtype=torch.float64, device="cpu"), inv_freq)
+        return angles.cos().float().to(device), angles.sin().float().to(device)
 
     def _apply(self, fn, recurse=True):
-        # Keep the tables fp32 when the module is cast with .half()/.to(bfloat16).
+        # The tables are a function of (dim, max_len, theta), not state: whatever ``fn`` did to
+        # them (a bf16 cast that rounded them, ``to_empty`` that left them uninitialised, a device
+        # move), rebuild the exact fp32 values on the device they now live on.
         super()._apply(fn, recurse)
-        self.cos, self.sin = self.cos.float(), self.sin.float()
+        self.cos, self.sin = self._tables(self.cos.device)
         return self
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Rebuild the tables in place on their device (after ``to_empty``, like ``_apply``)."""
+        cos, sin = self._tables(self.cos.device)
+        self.cos.copy_(cos)
+        self.sin.copy_(sin)
 
     def forward(self, x: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
         """Rotate ``x`` of shape ``(B, T, H, D)`` at positions ``start_pos .. start_pos+T-1``.

@@ -13,7 +13,7 @@ from torch import nn
 
 from gtalib.attention import build_attention
 from gtalib.config import ModelConfig, residual_init_scale
-from gtalib.layers import RMSNorm, SwiGLU
+from gtalib.layers import RMSNorm, RoPE, SwiGLU
 
 
 class Block(nn.Module):
@@ -68,8 +68,12 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self) -> None:
-        """(Re)initialise every parameter per ``cfg.init`` (see the class docstring)."""
+        """(Re)initialise every parameter per ``cfg.init`` (see the class docstring) and rebuild
+        the RoPE tables from their formula (exact fp32, also after ``to_empty``)."""
         std = self.cfg.init_std
+        for mod in self.modules():
+            if isinstance(mod, RoPE):
+                mod.init_weights()
         nn.init.normal_(self.wte.weight, 0.0, std)
         nn.init.ones_(self.norm.weight)
         for blk in self.blocks:

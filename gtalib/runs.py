@@ -52,8 +52,18 @@ class RunIncompleteError(RuntimeError):
 
 class RunCorruptError(RunIncompleteError, ValueError):
     """A run folder's files are unreadable or inconsistent: ``spec.json``/``card.json`` not valid
-    JSON, or ``metrics.csv`` not reaching the spec's ``max_steps`` (truncated, gaps, no final eval)
-    although ``DONE`` exists. The message names the run folder/file and what is wrong."""
+    JSON, ``metrics.csv`` with a cell that does not parse to its column's type (a non-finite or
+    negative loss, an empty required cell) or not reaching the spec's ``max_steps`` (truncated,
+    gaps, no final eval) although ``DONE`` exists, or a checkpoint holding code.
+
+    The message names the run, the file and what is wrong; ``run_id``, ``file``, ``column`` and
+    ``row`` (1-based data row of ``metrics.csv``, the header not counted) hold what is known of
+    them (else ``None``)."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, file=None,
+                 column: str | None = None, row: int | None = None):
+        super().__init__(message)
+        self.run_id, self.file, self.column, self.row = run_id, file, column, row
 
 
 def _read_json(file: Path) -> dict:
@@ -258,6 +268,22 @@ def default_datamodule(spec: RunSpec, data_dir=None):
 # The store
 
 
+#: Environment variable naming the default run store.
+ENV_RUN_DIR = "GTALIB_RUN_DIR"
+
+
+def default_run_dir() -> Path:
+    """The default run store, shared by ``gtalib train``, ``gtalib runs`` and the book:
+    ``$GTALIB_RUN_DIR`` if set, else ``runs/`` at the repository root."""
+    env = os.environ.get(ENV_RUN_DIR)
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[1] / "runs"
+
+
+def resolve_run_dir(run_dir=None) -> Path:
+    """``run_dir`` (``None``: :func:`default_run_dir`) as an absolute path."""
+    return (Path(run_dir).expanduser() if run_dir is not None else default_run_dir()).resolve()
+
+
 def run_path(spec: RunSpec, run_dir) -> Path:
     """``run_dir / spec.run_id``."""
     return Path(run_dir) / spec.run_id
@@ -271,7 +297,17 @@ def is_done(path) -> bool:
 def _resume_checkpoint(path: Path) -> Path | None:
     """``checkpoints/last.ckpt`` if present and readable. An unreadable one (killed while writing
     outside Lightning's atomic save, disk full) is set aside as ``last.ckpt.corrupt`` and the run
-    restarts from scratch, with a warning."""
+    restarts from scratch, with a warning.
+
+    The check loads the archive with torch's weights-only unpickler (tensors, containers and
+    plain values only; no code from the file runs), as Lightning's resume then does (:func:`fit`).
+
+    Raises:
+        RunCorruptError: the checkpoint holds other objects (a pickled callable, a class
+            instance): it is left in place untouched and nothing in it was run.
+    """
+    import pickle
+
     import torch
 
     ckpt = path / "checkpoints" / "last.ckpt"
@@ -280,7 +316,14 @@ def _resume_checkpoint(path: Path) -> Path | None:
     if ckpt.is_dir():  # a sharded (FSDP) checkpoint: Lightning validates it when loading
         return ckpt
     try:
-        torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)  # lazy: checks the archive
+        torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # lazy: checks the archive
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
+        raise RunCorruptError(
+            f"run {path.name}: {ckpt} holds objects that are not tensors or plain data ({reason}); "
+            f"weights-only loading refused it and nothing in it was run. Our checkpoints never "
+            f"contain such objects: delete the file (the run restarts from step 0) or the run folder"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint means "start over"
         warnings.warn(f"run {path.name}: unreadable checkpoint {ckpt} ({exc}); restarting the run")
         os.replace(ckpt, ckpt.with_suffix(".ckpt.corrupt"))
@@ -319,7 +362,8 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
     Raises:
         FloatingPointError: the training loss became NaN/Inf (message names step and run id).
         ValueError: ``spec.json`` already in the folder describes a different spec.
-        RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated.
+        RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated, or its
+            checkpoint holds objects other than tensors and plain data (never unpickled).
     """
     import lightning as L
 
@@ -423,41 +467,102 @@ def _package_version() -> str | None:
         return None
 
 
-def verify_metrics(df, spec: RunSpec, path) -> None:
-    """Check that ``df`` (a run's ``metrics.csv``) is the whole run of ``spec``: steps exactly
-    ``1..max_steps`` in order (no truncation, gaps or repeats) and a ``val_loss`` on the last step
-    (the final evaluation, always logged; :mod:`gtalib.train_config` ``eval_every``).
+#: ``metrics.csv`` columns that every row fills: integers (``step``, ``tokens``) and finite,
+#: non-negative floats (``train_loss``, ``lr``). ``val_loss`` and ``val_loss/<source>`` are filled
+#: on eval steps only (every ``eval_every`` steps and the last), with finite non-negative floats.
+METRICS_INT_COLUMNS = ("step", "tokens")
+METRICS_FLOAT_COLUMNS = ("train_loss", "lr")
+METRICS_COLUMNS = ("step", "tokens", "train_loss", "val_loss", "lr")
+
+
+def _metrics_error(path: Path, what: str, column: str | None = None, row: int | None = None,
+                   step=None) -> RunCorruptError:
+    where = "" if column is None else f", column {column!r}" + (
+        "" if row is None else f", row {row}" + ("" if step is None else f" (step {step})"))
+    return RunCorruptError(
+        f"run {path.name}: {path / 'metrics.csv'}{where}: {what}; remove the run folder "
+        f"(gtalib runs --remove) to retrain it",
+        run_id=path.name, file=path / "metrics.csv", column=column, row=row)
+
+
+def verify_metrics(cells, spec: RunSpec, path) -> None:
+    """Check a run's ``metrics.csv``, read as text (``pandas.read_csv(file, dtype=str,
+    keep_default_na=False)``), against its spec:
+
+    * the columns :data:`METRICS_COLUMNS` exist;
+    * every cell parses to its column's type: ``step``, ``tokens`` integers >= 0 (``step`` > 0);
+      ``train_loss``, ``lr``, ``val_loss`` and ``val_loss/<source>`` finite floats >= 0 (losses
+      are cross-entropies in nats); ``step``, ``tokens``, ``train_loss``, ``lr`` in every row;
+    * steps are exactly ``1..max_steps`` in order (no truncation, gaps or repeats);
+    * every eval step (``step % eval_every == 0`` and the last) has its ``val_loss``, and every
+      row with a ``val_loss`` has each ``val_loss/<source>`` (the final evaluation is always
+      logged; :class:`gtalib.train_config.TrainConfig` ``eval_every``).
 
     Raises:
-        RunCorruptError: naming the run folder ``path`` and what is wrong.
+        RunCorruptError: naming the run id, the file and, for a bad cell, its column and 1-based
+            data row (with the step when it parsed).
     """
-    n = spec.train.max_steps
-    if "step" not in df.columns or "val_loss" not in df.columns:
-        raise RunCorruptError(f"run {path}: metrics.csv lacks the 'step'/'val_loss' columns "
-                              f"(has {list(df.columns)}); remove the folder to retrain")
-    steps = df["step"].tolist()
+    import math
+
+    path = Path(path)
+    missing = [c for c in METRICS_COLUMNS if c not in cells.columns]
+    if missing:
+        raise _metrics_error(path, f"lacks the column(s) {missing} (has {list(cells.columns)})")
+    val_cols = ["val_loss", *sorted(c for c in cells.columns if c.startswith("val_loss/"))]
+    n, every = spec.train.max_steps, spec.train.eval_every
+    steps = []
+    for i, rec in enumerate(cells.to_dict("records"), 1):
+        step = None
+        for col in METRICS_INT_COLUMNS:
+            text = rec[col].strip()
+            try:
+                v = int(text)
+            except ValueError:
+                raise _metrics_error(path, f"{text!r} is not an integer" if text else
+                                     "empty cell (an integer is required)", col, i, step) from None
+            if v < (1 if col == "step" else 0):
+                raise _metrics_error(path, f"{v} is out of range", col, i, step)
+            step = v if col == "step" else step
+        steps.append(step)
+        for col in (*METRICS_FLOAT_COLUMNS, *val_cols):
+            text = rec[col].strip()
+            if not text:
+                if col in METRICS_FLOAT_COLUMNS:
+                    raise _metrics_error(path, "empty cell (a number is required)", col, i, step)
+                continue
+            try:
+                v = float(text)
+            except ValueError:
+                raise _metrics_error(path, f"{text!r} is not a number", col, i, step) from None
+            if not (math.isfinite(v) and v >= 0):
+                raise _metrics_error(path, f"{text!r} is not a finite number >= 0", col, i, step)
+        if step % every == 0 or step == n:
+            if not rec["val_loss"].strip():
+                raise _metrics_error(path, f"empty val_loss on an eval step (every {every} steps "
+                                     f"and the last)", "val_loss", i, step)
+        if rec["val_loss"].strip():
+            for col in val_cols[1:]:
+                if not rec[col].strip():
+                    raise _metrics_error(path, "empty cell on an eval step", col, i, step)
     if not steps or steps[-1] != n:
         last = steps[-1] if steps else None
-        raise RunCorruptError(f"run {path}: metrics.csv is truncated: last step {last}, the spec's "
-                              f"max_steps is {n}; remove the folder to retrain")
+        raise _metrics_error(path, f"truncated: last step {last}, the spec's max_steps is {n}")
     if steps != list(range(1, n + 1)):
         missing = sorted(set(range(1, n + 1)) - set(steps))
-        raise RunCorruptError(f"run {path}: metrics.csv steps are not 1..{n} once each "
-                              f"({len(steps)} rows, missing {missing[:5]}); remove the folder to retrain")
-    if df["val_loss"].isna().iloc[-1]:
-        raise RunCorruptError(f"run {path}: metrics.csv has no final eval row (val_loss empty at "
-                              f"step {n}); remove the folder to retrain")
+        raise _metrics_error(path, f"steps are not 1..{n} once each ({len(steps)} rows, "
+                             f"missing {missing[:5]})", "step")
 
 
 def load_metrics(path):
     """The per-step metrics of a finished run as a ``pandas.DataFrame`` (columns of the module
-    docstring; ``val_loss*`` are NaN off eval steps), checked against the run's ``spec.json``
-    (:func:`verify_metrics`).
+    docstring; ``val_loss*`` are NaN off eval steps), every cell checked against the run's
+    ``spec.json`` (:func:`verify_metrics`).
 
     Raises:
         RunIncompleteError: ``path`` has no ``DONE`` (never trained, interrupted, or failed).
         RunCorruptError (a RunIncompleteError): ``DONE`` exists but ``spec.json`` or
-            ``metrics.csv`` is unreadable, or the metrics do not reach ``max_steps``.
+            ``metrics.csv`` is unreadable, a cell is not of its column's type, or the metrics do
+            not reach ``max_steps``; the message names run, file, column and row.
     """
     import pandas as pd
 
@@ -469,11 +574,13 @@ def load_metrics(path):
     spec = load_spec(path)
     file = path / "metrics.csv"
     try:
-        df = pd.read_csv(file)
+        cells = pd.read_csv(file, dtype=str, keep_default_na=False)
     except (OSError, ValueError, pd.errors.ParserError) as exc:  # missing, empty or garbled
-        raise RunCorruptError(f"run {path}: cannot read {file} ({exc}); remove the folder to retrain") from None
-    verify_metrics(df, spec, path)
-    return df
+        raise RunCorruptError(f"run {path.name}: cannot read {file} ({exc}); remove the run folder "
+                              f"(gtalib runs --remove) to retrain it",
+                              run_id=path.name, file=file) from None
+    verify_metrics(cells, spec, path)
+    return pd.read_csv(file)  # the checked text, parsed as it always was (int64 / float64, NaN)
 
 
 def load_spec(path) -> RunSpec:
@@ -504,6 +611,58 @@ def load_card(path) -> dict:
 def remove_run(path) -> None:
     """Delete a run folder (e.g. to retrain after a data change that kept the same identity)."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What :func:`check_store` found in one run folder.
+
+    Attributes:
+        run_id: the folder name. path: the folder.
+        state: ``"done"`` (finished, files check out), ``"incomplete"`` (no ``DONE``: being
+            trained, interrupted or failed) or ``"corrupt"`` (``DONE`` but a file does not check
+            out: :class:`RunCorruptError`).
+        detail: for ``incomplete``, whether a checkpoint to resume from exists; for ``corrupt``,
+            the error (run, file, column, row).
+    """
+
+    run_id: str
+    path: Path
+    state: str
+    detail: str = ""
+
+
+def check_store(run_dir) -> list[RunState]:
+    """The state of every run folder under ``run_dir`` (sub-folders not starting with ``.``),
+    sorted by id; a finished run is read fully (:func:`load_metrics`, :func:`load_card` when
+    present), so a ``done`` run is one the book can plot.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` is not a folder.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run store {run_dir} is not a folder")
+    out = []
+    for path in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not is_done(path):
+            ckpt = (path / "checkpoints" / "last.ckpt").exists()
+            out.append(RunState(path.name, path, "incomplete",
+                                "no DONE; resumes from checkpoints/last.ckpt when rerun" if ckpt
+                                else "no DONE and no checkpoint: retrained from step 0 when rerun"))
+            continue
+        try:
+            load_metrics(path)
+            if (path / "card.json").exists():
+                load_card(path)
+        except RunCorruptError as exc:
+            out.append(RunState(path.name, path, "corrupt", str(exc)))
+            continue
+        except FileNotFoundError as exc:  # DONE without spec.json
+            out.append(RunState(path.name, path, "corrupt", f"run {path.name}: {exc}"))
+            continue
+        out.append(RunState(path.name, path, "done"))
+    return out
 
 
 def ensure_runs(specs: Iterable[RunSpec], run_dir, *, progress: bool | Callable[[str], None] = True,

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gtalib.config import check_int, check_number
+
 #: TrainConfig fields that do not change a run's result (how often it is checkpointed); they
 #: are left out of the run hash (:mod:`gtalib.runs`).
 NON_RESULT_FIELDS: frozenset[str] = frozenset({"checkpoint_every"})
@@ -60,8 +62,11 @@ class TrainConfig:
         checkpoint_every: steps between checkpoints (resume points). Not part of the run hash.
 
     Raises:
-        ValueError: a non-positive size, an inconsistent warmup/eval/checkpoint interval, an
-            unknown precision (message names the field and the allowed values).
+        ValueError: a size that is not a positive ``int`` (``bool``/``float`` refused), a negative
+            ``data_seed``, ``warmup_steps`` outside ``[0, max_steps)``, a float field that is not a
+            finite number in its range (``lr``, ``eps``, ``grad_clip`` > 0; ``min_lr_ratio`` in
+            [0, 1]; ``weight_decay`` >= 0; ``beta1``, ``beta2`` in [0, 1)), an unknown precision
+            (the message names the field and the allowed values).
     """
 
     max_steps: int = 20
@@ -86,32 +91,25 @@ class TrainConfig:
     checkpoint_every: int = 10
 
     def __post_init__(self):
+        own = "TrainConfig"
         for name in ("max_steps", "batch_size", "seq_len", "eval_every", "eval_windows",
                      "checkpoint_every"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {v!r}")
-        if self.micro_batch_size is not None and (
-            not isinstance(self.micro_batch_size, int) or self.micro_batch_size <= 0
-        ):
-            raise ValueError(
-                f"TrainConfig.micro_batch_size must be None or a positive integer, "
-                f"got {self.micro_batch_size!r}"
-            )
-        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.max_steps:
+            check_int(own, name, getattr(self, name), 1)
+        check_int(own, "micro_batch_size", self.micro_batch_size, 1, optional=True)
+        check_int(own, "data_seed", self.data_seed, 0)  # numpy seeds are non-negative
+        check_int(own, "warmup_steps", self.warmup_steps, 0)
+        if self.warmup_steps >= self.max_steps:
             raise ValueError(
                 f"TrainConfig.warmup_steps must be an integer in [0, max_steps={self.max_steps}), "
                 f"got {self.warmup_steps!r}"
             )
-        if not self.lr > 0:
-            raise ValueError(f"TrainConfig.lr must be positive, got {self.lr!r}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"TrainConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        if self.weight_decay < 0 or self.grad_clip <= 0:
-            raise ValueError(
-                f"TrainConfig.weight_decay must be >= 0 and grad_clip > 0, "
-                f"got {self.weight_decay!r}, {self.grad_clip!r}"
-            )
+        check_number(own, "lr", self.lr, 0, low_open=True)
+        check_number(own, "min_lr_ratio", self.min_lr_ratio, 0, 1)
+        check_number(own, "weight_decay", self.weight_decay, 0)
+        check_number(own, "grad_clip", self.grad_clip, 0, low_open=True)
+        for name in ("beta1", "beta2"):  # torch.optim.AdamW's ranges
+            check_number(own, name, getattr(self, name), 0, 1, high_open=True)
+        check_number(own, "eps", self.eps, 0, low_open=True)
         if self.precision not in PRECISIONS:
             raise ValueError(f"TrainConfig.precision must be one of {PRECISIONS}, got {self.precision!r}")
 

@@ -315,7 +315,9 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     Checkpoints go to ``run_path/checkpoints`` (``last.ckpt`` every ``checkpoint_every`` steps
     and at the end); Lightning's CSV logs to ``run_path/logs/version_<attempt>/`` (and
     TensorBoard's, if installed, to ``run_path/tensorboard/``).
-    ``ckpt_path`` resumes from a checkpoint. Returns the finished ``Trainer``.
+    ``ckpt_path`` resumes from a checkpoint, loaded weights-only (torch's restricted unpickler:
+    tensors, containers and plain values; a file holding anything else raises
+    ``pickle.UnpicklingError`` before any of it runs). Returns the finished ``Trainer``.
     """
     from pathlib import Path
 
@@ -358,6 +360,8 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
                           rank=trainer.global_rank, world_size=world, accumulate=accumulate)
     # batches are memory-mapped slices: loader workers would only duplicate the iterable stream
     loader = DataLoader(batches, batch_size=None, num_workers=0)
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
-    trainer.save_checkpoint(run_path / "checkpoints" / "last.ckpt")
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path, weights_only=True)
+    # the full state (optimizer, loops, callbacks; still only tensors and plain data, so it loads
+    # weights-only), said explicitly: Lightning logs "`weights_only` was not set" otherwise
+    trainer.save_checkpoint(run_path / "checkpoints" / "last.ckpt", weights_only=False)
     return trainer

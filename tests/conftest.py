@@ -1,14 +1,46 @@
-"""Shared test setup: single-threaded torch, Triton's CPU interpreter when there is no GPU.
+"""Shared test setup: single-threaded torch, Triton's CPU interpreter when there is no GPU, and a
+private run store and data cache for the whole session.
 
 ``TRITON_INTERPRET`` must be set before any module decorates a function with ``@triton.jit``, so it
 is set here at import time (pytest imports conftest before collecting test modules). Importing
 torch does not import triton.
+
+Tests never touch the user's data: :func:`_private_stores` points ``$GTALIB_RUN_DIR`` and
+``$GTALIB_DATA_DIR`` at temporary folders before any test runs (subprocesses inherit them), shares
+the user's built corpora, archives and tokenizer files read-only (symlinks, so tests do not
+download or rebuild them), and at the end of the session fails if anything in the user's run store
+or data cache was added, removed or modified.
 """
 
 import os
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 torch.set_num_threads(1)
+
+from gtalib.data.archives import ENV_DATA_DIR, default_data_dir  # noqa: E402  (after TRITON_INTERPRET)
+from gtalib.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
+from store_guard import changes, share_read_only, snapshot  # noqa: E402  (tests/store_guard.py)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_stores(tmp_path_factory):
+    user_runs, user_data = default_run_dir().resolve(), default_data_dir()
+    before = {user_runs: snapshot(user_runs), user_data: snapshot(user_data)}
+    root = tmp_path_factory.mktemp("stores")
+    saved = {k: os.environ.get(k) for k in (ENV_RUN_DIR, ENV_DATA_DIR)}
+    os.environ[ENV_RUN_DIR] = str(root / "runs")
+    os.environ[ENV_DATA_DIR] = str(root / "data_cache")
+    share_read_only(user_data, root / "data_cache")
+    yield root
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    touched = {str(p): changes(b, snapshot(p)) for p, b in before.items()}
+    touched = {p: c for p, c in touched.items() if c}
+    assert not touched, f"the tests changed the user's data: {touched}"

@@ -158,3 +158,37 @@ def test_triton_attention_impl_matches_torch(variant):
     b = make(variant, attn_impl="triton")
     idx = torch.randint(0, 256, (1, 9))
     assert (a(idx)[0] - b(idx)[0]).abs().max() <= 1e-4
+
+
+def _bf16_exact(model):
+    """Round every parameter to a bf16-representable fp32 value (so a bf16 cast is lossless)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.bfloat16().float())
+    return model
+
+
+@pytest.mark.parametrize("variant", REGISTRY)
+def test_bf16_round_trip_gives_bit_identical_logits(variant):
+    """model.to(bfloat16).float() with bf16-exact weights changes nothing, the RoPE tables included."""
+    torch.manual_seed(0)
+    model = _bf16_exact(make(variant))
+    idx = torch.randint(0, 256, (2, 64))
+    ref = model(idx)[0]
+    model.to(torch.bfloat16).float()
+    assert torch.equal(model(idx)[0], ref)
+
+
+@pytest.mark.parametrize("variant", REGISTRY)
+def test_meta_device_construction_gives_same_logits(variant):
+    """Built on ``meta``, moved with ``to_empty`` and initialised, the model computes what a normally
+    built one with the same weights computes (RoPE tables are not in the state dict)."""
+    torch.manual_seed(0)
+    ref_model = make(variant)
+    with torch.device("meta"):
+        model = GPT(ref_model.cfg)
+    model.to_empty(device="cpu")
+    model.init_weights()
+    model.load_state_dict(ref_model.state_dict())
+    idx = torch.randint(0, 256, (2, 64))
+    assert torch.equal(model(idx)[0], ref_model(idx)[0])

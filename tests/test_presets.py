@@ -5,7 +5,7 @@ import pytest
 from attention.helpers import variant_options  # tests/attention/helpers.py
 from gtalib.config import VARIANTS, ModelConfig
 from gtalib.params import count_params
-from gtalib.presets import PRESETS, model_config
+from gtalib.presets import PRESETS, model_config, train_config
 
 
 def test_paper_shared_sizes():
@@ -68,3 +68,45 @@ def test_errors():
         model_config("ci", "flash")
     with pytest.raises(ValueError, match="latent_scale"):
         model_config("ci", "gqa", latent_scale=False)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("gate", "yes", "ModelConfig.gate must be True or False (a bool), got 'yes' (str)"),
+    ("gate", None, "ModelConfig.gate must be True or False (a bool), got None"),
+    ("latent_scale", 1, "ModelConfig.latent_scale must be True or False (a bool), got 1 (int)"),
+    ("latent_scale", "false", "ModelConfig.latent_scale must be True or False (a bool), got 'false'"),
+    ("n_layer", True, "ModelConfig.n_layer must be an integer >= 1, got True (bool)"),
+    ("d_model", 128.0, "ModelConfig.d_model must be an integer >= 1, got 128.0 (float)"),
+    ("kv_lora_rank", "64", "ModelConfig.kv_lora_rank must be an integer >= 1 or None, got '64'"),
+    ("intermediate_size", 0, "ModelConfig.intermediate_size must be an integer >= 1 or None, got 0"),
+    ("tpa_rank", 0, "ModelConfig.tpa_rank must be an integer >= 1, got 0"),
+    ("head_multiplier", True, "head_multiplier must be 1 or 2, got True"),
+    ("head_multiplier", 2.0, "head_multiplier must be 1 or 2, got 2.0"),
+    ("rope_theta", float("nan"), "ModelConfig.rope_theta must be a finite number in (0, inf), got nan"),
+    ("init_std", -0.02, "ModelConfig.init_std must be a finite number in (0, inf), got -0.02"),
+])
+def test_model_options_of_the_wrong_type_are_refused(field, value, needle):
+    import re
+
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        model_config("ci", "mla", **{field: value})
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("data_seed", -1, "TrainConfig.data_seed must be an integer >= 0, got -1"),
+    ("max_steps", True, "TrainConfig.max_steps must be an integer >= 1, got True (bool)"),
+    ("micro_batch_size", 2.0, "TrainConfig.micro_batch_size must be an integer >= 1 or None, got 2.0"),
+    ("warmup_steps", False, "TrainConfig.warmup_steps must be an integer >= 0, got False (bool)"),
+    ("lr", float("nan"), "TrainConfig.lr must be a finite number in (0, inf), got nan"),
+    ("lr", "1e-3", "TrainConfig.lr must be a finite number in (0, inf), got '1e-3' (str)"),
+    ("weight_decay", float("nan"), "TrainConfig.weight_decay must be a finite number in [0, inf), got nan"),
+    ("beta1", 1.0, "TrainConfig.beta1 must be a finite number in [0, 1), got 1.0"),
+    ("eps", 0, "TrainConfig.eps must be a finite number in (0, inf), got 0"),
+    ("min_lr_ratio", 1.5, "TrainConfig.min_lr_ratio must be a finite number in [0, 1], got 1.5"),
+])
+def test_train_options_of_the_wrong_type_are_refused(field, value, needle):
+    import re
+
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        train_config("ci", **{field: value})
+    train_config("ci")  # the preset itself passes

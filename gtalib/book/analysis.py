@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from gtalib.runs import resolve_run_dir
+
 VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
 
 
@@ -339,15 +341,6 @@ def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
 # Collecting runs from the run store
 # ---------------------------------------------------------------------------------------------
 
-def resolve_run_dir(run_dir=None) -> Path:
-    """The run store root as an absolute path: ``run_dir``, else ``$GTALIB_RUN_DIR``, else
-    ``<repo>/runs``."""
-    import os
-
-    if run_dir is None:
-        run_dir = os.environ.get("GTALIB_RUN_DIR", Path(__file__).resolve().parents[2] / "runs")
-    return Path(run_dir).resolve()
-
 
 @dataclass
 class Collected:
@@ -356,8 +349,10 @@ class Collected:
     Attributes:
         runs: runs frame of the runs that are complete (see module docstring).
         status: one row per required run: ``variant, arm, label, seed, run_id, state, detail,
-            source`` with ``state`` in ``done | missing | failed`` and ``source`` ``"local"`` or
-            the recorded run's provenance (:func:`gtalib.records.record_label`).
+            source`` with ``state`` in ``done | missing | failed | corrupt`` (``corrupt``: a
+            finished run whose files do not check out, ``detail`` naming run, file, column and
+            row) and ``source`` ``"local"`` or the recorded run's provenance
+            (:func:`gtalib.records.record_label`).
         cards: run cards (``card.json`` contents) of the complete runs.
     """
 
@@ -384,8 +379,9 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
         train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
         record_dir: recorded runs (default :func:`gtalib.records.default_record_dir`).
     Returns:
-        :class:`Collected`. A run that fails to train is reported ``failed`` with its error;
-        nothing is raised, so a figure can say on its page which runs it lacks.
+        :class:`Collected`. A run that fails to train is reported ``failed`` with its error, a
+        finished run whose files are corrupt ``corrupt`` (paths relative to the store); nothing
+        is raised, so a figure can say on its page which runs it lacks.
     """
     from gtalib import records, runs as store
 
@@ -408,9 +404,11 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
             elif not (path / "DONE").exists():
                 state, detail = "missing", "not trained yet"
             else:
-                # load_metrics refuses truncated or gappy metrics; a corrupt card names its file
+                # load_metrics checks every cell; a corrupt card names its file
                 df = store.load_metrics(path)
                 card = store.load_card(path) if (path / "card.json").exists() else None
+        except store.RunCorruptError as e:  # named on the page: run, file, column, row
+            state, detail = "corrupt", str(e).replace(f"{run_dir}/", "")
         except Exception as e:  # reported on the figure's page, never plotted silently
             state, detail = "failed", f"{type(e).__name__}: {e}"
         if state == "done":

@@ -31,6 +31,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
+from gtalib.runs import resolve_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
@@ -46,16 +47,6 @@ FIGURE_NOTEBOOKS = (
 
 class BookError(RuntimeError):
     """A step of the book build failed (message says which and where to look)."""
-
-
-def default_run_dir() -> Path:
-    """``$GTALIB_RUN_DIR`` or ``<repo>/runs``."""
-    return Path(os.environ.get("GTALIB_RUN_DIR", REPO / "runs"))
-
-
-def resolve_run_dir(run_dir) -> Path:
-    """``run_dir`` as an absolute path (``None`` → :func:`default_run_dir`)."""
-    return (Path(run_dir) if run_dir is not None else default_run_dir()).resolve()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,6 +420,13 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
             has an error output (the book is still built as far as possible first).
         KeyError: unknown preset or notebook.
     """
+    for name, value, optional in (("seeds", seeds, False), ("jobs", jobs, False),
+                                  ("threads", threads, True), ("max_steps", max_steps, True)):
+        if not (optional and value is None) and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{name} ({flag}) must be a positive integer"
+                             f"{' or None' if optional else ''}, got {value!r}")
     plan = make_plan(preset, seeds, max_steps, notebooks)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []

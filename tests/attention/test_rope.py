@@ -47,3 +47,31 @@ def test_errors():
         RoPE(15, 8)
     with pytest.raises(ValueError, match="block_size"):
         RoPE(16, 8)(torch.zeros(1, 5, 1, 16), start_pos=4)
+
+
+def _formula(D, L, theta=10000.0):
+    """The tables from the formula, written independently: angle(p, j) = p / theta^(2j/D) in fp64."""
+    ang = torch.tensor([[p / theta ** (2 * j / D) for j in range(D // 2)] for p in range(L)],
+                       dtype=torch.float64)
+    return ang.cos().float(), ang.sin().float()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_tables_exact_after_a_low_precision_round_trip(dtype):
+    cos, sin = _formula(16, 40)
+    rope = RoPE(16, 40).to(dtype).float()
+    assert torch.equal(rope.cos, cos) and torch.equal(rope.sin, sin)
+    # the stored values were really rounded before the fix (else this test could not fail)
+    assert not torch.equal(cos.to(dtype).float(), cos)
+
+
+def test_tables_exact_after_meta_construction_and_to_empty():
+    with torch.device("meta"):
+        rope = RoPE(16, 40)
+    assert rope.cos.is_meta
+    rope.to_empty(device="cpu")
+    cos, sin = _formula(16, 40)
+    assert torch.equal(rope.cos, cos) and torch.equal(rope.sin, sin)
+    rope.cos.zero_()  # init_weights rebuilds them in place as well
+    rope.init_weights()
+    assert torch.equal(rope.cos, cos)

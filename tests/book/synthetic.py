@@ -46,6 +46,7 @@ def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_ever
         df = pd.DataFrame({"step": steps, "tokens": steps * tokens_per_step, "train_loss": loss})
         on_eval = (steps % eval_every == 0) | (steps == max_steps)
         df["val_loss"] = np.where(on_eval, loss + 0.1, np.nan)
+        df["lr"] = 1e-3  # the store's column order: step, tokens, train_loss, val_loss, lr, val_loss/*
         for i, s in enumerate(SOURCES):
             df[f"val_loss/{s}"] = np.where(on_eval, loss + 0.05 * (i + 1), np.nan)
         df.to_csv(path / "metrics.csv", index=False)

@@ -207,14 +207,47 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     assert r2.complete == ["gqa"] and r2.incomplete == ["mla"]
     assert set(r2.curves["variant"]) == {"gqa"} and list(r2.final.index) == ["gqa"]
     assert r2.collected.incomplete["state"].tolist() == ["missing"]
-    # a finished run whose metrics were truncated is reported failed, never plotted
+    # a finished run whose metrics were truncated is reported corrupt, never plotted
     cut = r.collected.status.query("variant == 'gqa' and arm == 'rec' and seed == 0")
     metrics = tmp_path / cut["run_id"].iloc[0] / "metrics.csv"
     metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:11]))  # steps 1-10
     r3 = A.ablation_result("init", "ci", 2, tmp_path)
     assert r3.complete == [] and sorted(r3.incomplete) == ["gqa", "mla"]
-    failed = r3.collected.incomplete.query("state == 'failed'")
+    failed = r3.collected.incomplete.query("state == 'corrupt'")
     assert len(failed) == 1 and "truncated" in failed["detail"].iloc[0]
+
+
+@pytest.mark.parametrize("row, text, needle", [
+    (7, "5.6x", "'5.6x' is not a number"), (3, "", "empty cell"), (20, "inf", "not a finite number")])
+def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, monkeypatch, row,
+                                                                     text, needle):
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import synthetic
+
+    from gtalib.book import figures, plotting
+
+    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
+    status = A.ablation_result("init", "ci", 2, tmp_path).collected.status
+    rid = status.query("variant == 'mla' and arm == 'alt' and seed == 1")["run_id"].iloc[0]
+    cells = pd.read_csv(tmp_path / rid / "metrics.csv", dtype=str, keep_default_na=False)
+    cells.loc[row - 1, "train_loss"] = text
+    cells.to_csv(tmp_path / rid / "metrics.csv", index=False)
+    r = A.ablation_result("init", "ci", 2, tmp_path)
+    assert r.complete == ["gqa"] and r.incomplete == ["mla"]  # gqa still plots
+    assert set(r.curves["variant"]) == {"gqa"}
+    bad = r.collected.incomplete
+    assert bad["state"].tolist() == ["corrupt"] and bad["run_id"].tolist() == [rid]
+    want = f"run {rid}: {rid}/metrics.csv, column 'train_loss', row {row} (step {row}): "
+    assert bad["detail"].iloc[0].startswith(want) and needle in bad["detail"].iloc[0]
+    assert str(tmp_path) not in bad["detail"].iloc[0]  # no machine path on the page
+    notice = plotting.missing_notice(r.collected)
+    assert f"`{rid}`): corrupt — {want}" in notice
 
 
 @pytest.mark.parametrize("variant,blocks", [("mla", 1), ("gla-2", 2), ("mlra-4", 4)])

@@ -1,8 +1,8 @@
 """End to end at the ci preset: train (or reuse) the tiny run set, execute every notebook with
 papermill, build the HTML with Jupyter Book and check it as CI does.
 
-Slow (about 2-3 minutes on 2 cores the first time, ~1 minute with the runs cached in the run
-store, $GTALIB_RUN_DIR or <repo>/runs): marked ``slow``; the README's test command includes it.
+Slow (about 2-3 minutes on 2 cores: the runs are trained into the session's private run store,
+see tests/conftest.py, never the user's): marked ``slow``; the README's test command includes it.
 """
 
 import importlib.util

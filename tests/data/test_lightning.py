@@ -58,5 +58,5 @@ def test_resumed_fit_continues_the_batch_order(tmp_path):
     ckpt = tmp_path / "two.ckpt"
     first.save_checkpoint(ckpt)
     resumed, d = _Recorder(), dm()
-    L.Trainer(max_steps=4, **kw).fit(resumed, d, ckpt_path=ckpt)
+    L.Trainer(max_steps=4, **kw).fit(resumed, d, ckpt_path=ckpt, weights_only=True)
     assert [x.tolist() for x in resumed.seen] == [d.train_batch(i)[0].tolist() for i in (2, 3)]

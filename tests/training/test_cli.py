@@ -55,6 +55,12 @@ def test_help_lists_every_command(capsys):
     (["train", "--variant", "mha", "--max-steps", "0"], "expected a positive integer"),
     (["train", "--variant", "mha", "--strategy", "magic"], "invalid choice: 'magic'"),
     (["train", "--variant", "mha", "--devices", "two"], "expected a positive integer, got 'two'"),
+    (["train", "--variant", "mha", "--seed", "-1"], "argument --seed: expected a non-negative integer, got -1"),
+    (["train", "--variant", "mha", "--data-seed", "-3"],
+     "argument --data-seed: expected a non-negative integer, got -3"),
+    (["train", "--variant", "mha", "--warmup-steps", "-1"],
+     "argument --warmup-steps: expected a non-negative integer, got -1"),
+    (["runs", "--remove", "yes"], "unrecognized arguments: yes"),
 ])
 def test_bad_arguments_are_clear(argv, needle, capsys):
     with pytest.raises(SystemExit) as e:
@@ -140,6 +146,12 @@ def test_config_errors_name_the_flag(data_dir, tmp_path, capsys):
     assert str(_name_flag(ValueError("micro_batch_size=3 must divide batch_size=4"))).startswith(
         "--micro-batch-size: ")
     assert str(_name_flag(ValueError("head_multiplier must be 1 or 2"))).startswith("--double-heads: ")
+    # a value argparse lets through but the config refuses names its flag too
+    assert _train(tmp_path, data_dir, "--lr", "inf") == 2
+    assert "error: --lr: TrainConfig.lr must be a finite number in (0, inf), got inf" in capsys.readouterr().err
+    assert _train(tmp_path, data_dir, "--warmup-steps", "30", "--max-steps", "30") == 2
+    assert "error: --warmup-steps: TrainConfig.warmup_steps must be an integer in [0, max_steps=30)" \
+        in capsys.readouterr().err
 
 
 def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
@@ -178,3 +190,11 @@ def test_help_texts(capsys):
     help_part = out.split("hardware", 1)[1]  # past the usage line
     assert "(default: auto)" in help_part.split("--accelerator", 1)[1].split("--devices")[0]
     assert "machines taking part" in out
+    # defaults shown where there is one; none for required options, flags or later-decided ones
+    assert "(default: None)" not in out and "(default: False)" not in out
+    assert "(default" not in out.split("--variant VARIANT", 2)[2].split("--preset")[0]
+    assert "(default: 0)" in out.split("--seed SEED", 2)[2].split("--run-dir")[0]
+    for cmd in ("runs", "book", "data"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        assert "(default: None)" not in capsys.readouterr().out

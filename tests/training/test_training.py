@@ -233,7 +233,7 @@ def test_kill_and_resume_equals_uninterrupted(baseline, tmp_path):
     assert not is_done(path) and not (path / "metrics.csv").exists()
     with pytest.raises(RunIncompleteError, match="not finished"):
         load_metrics(path)
-    ck = torch.load(path / "checkpoints" / "last.ckpt", weights_only=False)
+    ck = torch.load(path / "checkpoints" / "last.ckpt", weights_only=True)  # plain data only
     assert ck["global_step"] == 10 and len(ck["gtalib_history"]) == 10
     done = ensure_run(s, tmp_path, datamodule=data_for(s))
     pd.testing.assert_frame_equal(load_metrics(done), ref)
@@ -290,7 +290,7 @@ def _copy_run(path, tmp_path):
     (lambda df: df[df["step"] <= 10], "truncated: last step 10, the spec's max_steps is 20"),
     (lambda df: df[df["step"] != 5], "missing [5]"),
     (lambda df: df.assign(val_loss=df["val_loss"].where(df["step"] < df["step"].max())),
-     "no final eval row"),
+     "column 'val_loss', row 20 (step 20): empty val_loss on an eval step"),
 ])
 def test_done_run_with_bad_metrics_is_refused(baseline, tmp_path, cut, needle):
     from gtalib.runs import RunCorruptError
@@ -305,6 +305,37 @@ def test_done_run_with_bad_metrics_is_refused(baseline, tmp_path, cut, needle):
     # ensure_run does not pass it off as finished either
     with pytest.raises(RunCorruptError):
         ensure_run(s, tmp_path, datamodule=data_for(s))
+
+
+@pytest.mark.parametrize("column, row, text, needle", [
+    ("train_loss", 7, "5.6x", "'5.6x' is not a number"),  # the issue's case
+    ("train_loss", 3, "", "empty cell (a number is required)"),
+    ("train_loss", 12, "nan", "'nan' is not a finite number >= 0"),
+    ("val_loss", 10, "inf", "'inf' is not a finite number >= 0"),
+    ("val_loss/a", 20, "", "empty cell on an eval step"),
+    ("val_loss", 10, "", "empty val_loss on an eval step"),
+    ("lr", 5, "-0.001", "'-0.001' is not a finite number >= 0"),
+    ("step", 4, "4.0", "'4.0' is not an integer"),
+    ("tokens", 9, "", "empty cell (an integer is required)"),
+])
+def test_done_run_with_a_bad_cell_names_run_file_column_and_row(baseline, tmp_path, column, row,
+                                                                 text, needle):
+    from gtalib.runs import RunCorruptError
+
+    s, path, _df = baseline
+    run = _copy_run(path, tmp_path)
+    cells = pd.read_csv(run / "metrics.csv", dtype=str, keep_default_na=False)
+    cells.loc[row - 1, column] = text  # data row ``row`` (1-based, header not counted)
+    cells.to_csv(run / "metrics.csv", index=False)
+    step = "" if column == "step" else f" (step {row})"
+    want = f"run {run.name}: {run / 'metrics.csv'}, column {column!r}, row {row}{step}: {needle}"
+    with pytest.raises(RunCorruptError, match=re_escape(want)) as e:
+        load_metrics(run)
+    assert (e.value.run_id, e.value.file, e.value.column, e.value.row) == (
+        run.name, run / "metrics.csv", column, row)
+    # an untouched copy loads (the edit above is what is refused)
+    pd.read_csv(path / "metrics.csv", dtype=str, keep_default_na=False).to_csv(run / "metrics.csv", index=False)
+    pd.testing.assert_frame_equal(load_metrics(run), _df)
 
 
 def re_escape(text):
@@ -341,3 +372,129 @@ def test_failed_start_leaves_no_run_folder(tmp_path):
     with pytest.raises(ValueError):
         ensure_run(s, tmp_path, datamodule=None, data_dir=tmp_path)  # s.data has no corpus
     assert not (tmp_path / s.run_id).exists()
+
+
+# ------------------------------------------------------------------ no code from a checkpoint
+
+
+class _Payload:
+    """Unpickling this object runs code that writes ``marker`` (what a crafted checkpoint does)."""
+
+    def __init__(self, marker, kind):
+        self.marker, self.kind = str(marker), kind
+
+    def __reduce__(self):
+        import os
+        import pathlib
+
+        if self.kind == "exec":
+            return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+        if self.kind == "system":
+            return os.system, (f"touch {self.marker}",)
+        return pathlib.Path.touch, (pathlib.Path(self.marker),)
+
+
+def _crafted_checkpoint(file, marker, kind, where):
+    """A torch.save'd checkpoint-shaped dict with a payload at a top-level key, inside the metrics
+    history, or inside the state dict."""
+    ck = {"global_step": 10, "state_dict": {"w": torch.zeros(2)}, "gtalib_history": [{"step": 1}]}
+    payload = _Payload(marker, kind)
+    if where == "top":
+        ck["extra"] = payload
+    elif where == "history":
+        ck["gtalib_history"].append(payload)
+    else:
+        ck["state_dict"]["w"] = payload
+    file.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(ck, file)
+
+
+CRAFTED = [("exec", "top"), ("system", "history"), ("touch", "state_dict")]
+
+
+@pytest.mark.parametrize("kind, where", CRAFTED)
+def test_resume_refuses_a_checkpoint_with_code(tmp_path, kind, where):
+    from gtalib.runs import RunCorruptError
+
+    s, marker = spec(max_steps=4), tmp_path / "marker"
+    ckpt = tmp_path / "store" / s.run_id / "checkpoints" / "last.ckpt"
+    _crafted_checkpoint(ckpt, marker, kind, where)
+    with pytest.raises(RunCorruptError, match=r"weights-only loading refused it and nothing in it was run"):
+        ensure_run(s, tmp_path / "store", datamodule=data_for(s))
+    assert not marker.exists()
+    assert ckpt.exists() and not is_done(ckpt.parent.parent)  # left for inspection, nothing trained
+
+
+@pytest.mark.parametrize("kind, where", CRAFTED)
+def test_lightning_resume_is_weights_only(tmp_path, kind, where):
+    """Lightning's own restore (``fit(ckpt_path=...)``) refuses it too, before any of it runs."""
+    import pickle
+
+    from gtalib.training import fit
+
+    s, marker, ckpt = spec(max_steps=4), tmp_path / "marker", tmp_path / "crafted.ckpt"
+    _crafted_checkpoint(ckpt, marker, kind, where)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        fit(LitGPT(s.model, s.train), data_for(s), tmp_path / "run", ckpt_path=ckpt)
+    assert not marker.exists()
+
+
+def test_no_weights_only_message_when_saving(tmp_path, caplog):
+    """Lightning logs "`weights_only` was not set" when a checkpoint is saved without saying
+    which kind; ours are full checkpoints, said explicitly."""
+    import logging
+
+    s = spec(max_steps=2)
+    caplog.set_level(logging.INFO)
+    ensure_run(s, tmp_path, datamodule=data_for(s), progress=True, keep_checkpoint=True)
+    assert "GPU available" in caplog.text  # Lightning's INFO lines are seen (else this could not fail)
+    assert "weights_only" not in caplog.text
+    torch.load(tmp_path / s.run_id / "checkpoints" / "last.ckpt", weights_only=True)
+
+
+def test_runs_command_lists_and_removes_corrupt_and_incomplete_runs(baseline, tmp_path, capsys):
+    """`gtalib runs` names the bad runs (exit 1); --remove deletes them and the next ensure_run
+    retrains the corrupt one to the same metrics."""
+    import shutil
+
+    from gtalib.cli import main
+
+    s, path, ref = baseline
+    store = tmp_path / "store"
+    bad_cell = _copy_run(path, store)  # the real run id: the next ensure_run retrains it
+    cells = pd.read_csv(bad_cell / "metrics.csv", dtype=str, keep_default_na=False)
+    cells.loc[6, "train_loss"] = "5.6x"
+    cells.to_csv(bad_cell / "metrics.csv", index=False)
+    good = shutil.copytree(path, store / "0000000000000001")
+    bad_card = shutil.copytree(path, store / "0000000000000002")
+    (bad_card / "card.json").write_text("{")
+    empty_loss = shutil.copytree(path, store / "0000000000000003")
+    cells = pd.read_csv(empty_loss / "metrics.csv", dtype=str, keep_default_na=False)
+    cells.loc[2, "train_loss"] = ""
+    cells.to_csv(empty_loss / "metrics.csv", index=False)
+    interrupted = shutil.copytree(path, store / "0000000000000004")
+    (interrupted / "DONE").unlink()
+
+    assert main(["runs", "--run-dir", str(store)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert f"{bad_cell.name}  corrupt: run {bad_cell.name}: {bad_cell / 'metrics.csv'}, column " \
+           f"'train_loss', row 7 (step 7): '5.6x' is not a number" in "\n".join(out)
+    assert any(line.startswith(f"{bad_card.name}  corrupt: ") and "card.json is not valid JSON" in line
+               for line in out)
+    assert any(line.startswith(f"{empty_loss.name}  corrupt: ") and "row 3 (step 3): empty cell" in line
+               for line in out)
+    assert any(line.startswith(f"{interrupted.name}  incomplete: no DONE") for line in out)
+    assert not any(good.name in line for line in out)
+    assert out[-1] == f"5 runs in {store}: 1 done, 1 incomplete, 3 corrupt"
+    assert all(p.exists() for p in (bad_cell, bad_card, empty_loss, interrupted))  # listing only
+
+    assert main(["runs", "--run-dir", str(store), "--remove"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        f"5 runs in {store}: 1 done, 1 incomplete, 3 corrupt; removed 4"
+    assert sorted(p.name for p in store.iterdir()) == [good.name]
+    assert main(["runs", "--run-dir", str(store)]) == 0
+    assert capsys.readouterr().out.strip() == f"1 run in {store}: 1 done, 0 incomplete, 0 corrupt"
+    pd.testing.assert_frame_equal(load_metrics(ensure_run(s, store, datamodule=data_for(s))), ref)
+
+    assert main(["runs", "--run-dir", str(tmp_path / "nowhere")]) == 2
+    assert "--run-dir" in capsys.readouterr().err
