@@ -169,40 +169,129 @@ def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
 # 3. notebooks
 
 
-def notebook_parameters(preset: str, seeds: int, run_dir: Path, max_steps=None) -> dict:
-    """The parameters injected into every notebook (names of their ``parameters`` cells)."""
-    return {"preset": preset, "seeds": seeds, "max_steps": max_steps, "run_dir": str(run_dir),
-            "train": False}
+def notebook_parameters(preset: str, seeds: int, run_dir=None, max_steps=None) -> dict:
+    """The parameters injected into every notebook (names of their ``parameters`` cells).
+    ``run_dir=None`` means the default store, which the notebook resolves itself."""
+    return {"preset": preset, "seeds": seeds, "max_steps": max_steps,
+            "run_dir": None if run_dir is None else str(run_dir), "train": False}
 
 
-def execute_notebook(name: str, params: dict, out_dir: Path) -> float:
-    """Execute ``notebooks/<name>.ipynb`` with papermill into ``out_dir``; returns seconds.
-    Parameters are injected only into notebooks with a ``parameters`` cell (the tables need
-    none).
+#: Seconds a notebook cell may run, by preset (the job trains first, so a cell only reads runs
+#: and plots; the gpu/paper presets read longer metrics files). ``gtalib book
+#: --cell-timeout`` overrides it.
+CELL_TIMEOUT_S = {"ci": 300, "cpu": 600, "gpu": 1200, "paper": 1800}
+
+
+class NotebookTimeout(BookError):
+    """A notebook cell ran past the execution time limit."""
+
+
+def _hide_injected_parameters(path: Path) -> None:
+    """Tag papermill's injected-parameters cell ``remove-cell`` in the executed copy: it holds
+    the builder's values verbatim (paths of the build machine); the page shows the validated
+    parameters as a table instead (:class:`gtalib.book.params.NotebookParams`)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(nb, path)
+
+
+def _kernel_manager_class():
+    """The jupyter_client kernel manager the job's notebooks run under: jupyter_client's
+    ``AsyncKernelManager`` (what nbclient uses) with two settings of our own.
+
+    - IPC transport on POSIX: over TCP, ipykernel 7.4 logs "Kernel is running over TCP without
+      encryption" at every start; the kernel only talks to this process on this machine, so
+      Unix sockets (files in Jupyter's runtime folder, removed at shutdown) are the fitting
+      transport and the warning's own advice.
+    - No SIGINT on shutdown: jupyter_client 8.x interrupts a kernel before asking it to shut
+      down, even when it is idle after the last cell; a signal that lands while ipykernel
+      handles a message is logged as "ERROR | KeyboardInterrupt caught in kernel" although
+      nothing failed. The shutdown request alone ends an idle kernel; one that does not stop
+      is still sent SIGTERM and then SIGKILL by ``finish_shutdown``.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class BookKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            if os.name == "posix":
+                kwargs.setdefault("transport", "ipc")
+            super().__init__(**kwargs)
+
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+    return BookKernelManager
+
+
+def execute_notebook(name: str, params: dict, out_dir: Path, timeout: float | None = None,
+                     notebook_dir: Path = NOTEBOOK_DIR) -> float:
+    """Execute ``<notebook_dir>/<name>.ipynb`` with papermill into ``out_dir``; returns
+    seconds. Parameters are injected only into notebooks with a ``parameters`` cell (the tables
+    need none).
+
+    Args:
+        timeout: seconds any one cell may run (papermill's ``execution_timeout``; default
+            :data:`CELL_TIMEOUT_S` of ``params["preset"]``, else of ``cpu``).
 
     Raises:
-        KeyError: no such notebook. papermill's ``PapermillExecutionError``: a cell raised (the
-            executed copy, with the error, is still written).
+        KeyError: no such notebook. NotebookTimeout: a cell ran past ``timeout`` (the message
+            names the notebook and the cell). papermill's ``PapermillExecutionError``: a cell
+            raised (the executed copy, with the error, is still written).
     """
     import nbformat
     import papermill as pm
+    from nbclient.exceptions import CellTimeoutError
 
-    src = NOTEBOOK_DIR / f"{name}.ipynb"
+    src = Path(notebook_dir) / f"{name}.ipynb"
     if not src.exists():
         raise KeyError(f"no notebook {src}; known: {', '.join(NOTEBOOKS)}")
-    has_params = any("parameters" in c.get("metadata", {}).get("tags", [])
-                     for c in nbformat.read(src, as_version=4).cells)
+    cells = nbformat.read(src, as_version=4).cells
+    has_params = any("parameters" in c.get("metadata", {}).get("tags", []) for c in cells)
+    if timeout is None:
+        timeout = CELL_TIMEOUT_S.get(params.get("preset"), CELL_TIMEOUT_S["cpu"])
+    dest = Path(out_dir) / src.name
     t0 = time.perf_counter()
-    pm.execute_notebook(str(src), str(Path(out_dir) / src.name),
-                        parameters=params if has_params else None, kernel_name="python3",
-                        progress_bar=False, cwd=str(NOTEBOOK_DIR))
+    try:
+        pm.execute_notebook(str(src), str(dest), parameters=params if has_params else None,
+                            kernel_name="python3", progress_bar=False, cwd=str(src.parent),
+                            execution_timeout=timeout,
+                            kernel_manager_class=_kernel_manager_class())
+    except CellTimeoutError:
+        raise NotebookTimeout(f"notebook {name}: {_running_cell(dest)} ran past the "
+                              f"{timeout:g} s limit per cell and was stopped (raise it with "
+                              f"gtalib book --cell-timeout)") from None
+    _hide_injected_parameters(dest)
     return time.perf_counter() - t0
 
 
+def _running_cell(path: Path) -> str:
+    """``"cell N (first line)"`` of the cell a timeout stopped: the last cell of the executed
+    copy that papermill started (N counts the source notebook's cells, from 0)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    source_cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    started = [i for i, c in enumerate(source_cells)
+               if c.metadata.get("papermill", {}).get("start_time")]
+    if not started:
+        return "a cell"
+    cell = source_cells[started[-1]]
+    first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+    return f"cell {started[-1]} ({first.strip()[:60]!r})"
+
+
 def execute_notebooks(params: dict, names=NOTEBOOKS, out_dir: Path | None = None, jobs: int = 1,
-                      log=print) -> list[str]:
+                      log=print, timeout: float | None = None,
+                      notebook_dir: Path = NOTEBOOK_DIR) -> list[str]:
     """Run the notebooks ``names`` with papermill into ``out_dir`` (default ``book/generated``),
-    ``jobs`` at a time (each in its own kernel process).
+    ``jobs`` at a time (each in its own kernel process), each cell under ``timeout`` seconds
+    (:func:`execute_notebook`).
 
     Returns:
         messages of notebooks that raised (their executed copy, with the error, is still written).
@@ -212,15 +301,20 @@ def execute_notebooks(params: dict, names=NOTEBOOKS, out_dir: Path | None = None
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
-        if not (NOTEBOOK_DIR / f"{name}.ipynb").exists():
+        if not (Path(notebook_dir) / f"{name}.ipynb").exists():
             raise KeyError(f"no notebook {name!r}; known: {', '.join(NOTEBOOKS)}")
     failures = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futures = {ex.submit(execute_notebook, n, params, out_dir): n for n in names}
+        futures = {ex.submit(execute_notebook, n, params, out_dir, timeout, notebook_dir): n
+                   for n in names}
         for i, fut in enumerate(as_completed(futures), 1):
             name = futures[fut]
             try:
                 log(f"[{i}/{len(names)}] notebook {name}: {fut.result():.1f} s")
+            except NotebookTimeout as e:
+                msg = str(e)
+                failures.append(msg)
+                log(f"[{i}/{len(names)}] {msg}")
             except Exception as e:  # noqa: BLE001 - collected, the build fails at the end
                 last = (str(e).strip().splitlines() or [""])[-1]
                 msg = f"notebook {name} raised {type(e).__name__}: {last}"
@@ -421,13 +515,15 @@ def html_error_outputs(html_dir: Path) -> list[str]:
 def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 1,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
-               accelerator: str = "auto", log=print) -> dict:
+               accelerator: str = "auto", cell_timeout: float | None = None, log=print) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
         book_dir: Jupyter Book source folder (``_config.yml``, ``_toc.yml``, chapters); the
             executed notebooks go to ``<book_dir>/generated``, the HTML to
             ``<book_dir>/_build/html``.
+        cell_timeout: seconds a notebook cell may run (default :data:`CELL_TIMEOUT_S` of the
+            preset); a cell past it fails the job, naming the notebook and the cell.
 
     Raises:
         BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
@@ -441,6 +537,9 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     if not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise ValueError(f"cell_timeout must be a positive number of seconds, got {cell_timeout!r}")
+    nb_run_dir = None if run_dir is None else resolve_run_dir(run_dir)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
     t_all = t0 = time.perf_counter()
@@ -457,10 +556,10 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
     times["train_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    params = notebook_parameters(preset, seeds, run_dir, max_steps)
+    params = notebook_parameters(preset, seeds, nb_run_dir, max_steps)
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
-    problems += execute_notebooks(params, notebooks, nb_dir, jobs, log)
+    problems += execute_notebooks(params, notebooks, nb_dir, jobs, log, cell_timeout)
     problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
     times["notebooks_s"] = time.perf_counter() - t0
 
@@ -523,6 +622,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--only", default=None,
                    help="comma-separated notebooks to execute (default: all of "
                         + ", ".join(NOTEBOOKS) + ")")
+    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                   help="time limit per notebook cell (default by preset: " + ", ".join(
+                       f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
     p.set_defaults(func=_run_cli)
@@ -534,7 +636,7 @@ def _run_cli(args) -> int:
     try:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
-                   accelerator=args.accelerator)
+                   accelerator=args.accelerator, cell_timeout=args.cell_timeout)
     except BookError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
