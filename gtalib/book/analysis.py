@@ -537,6 +537,26 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
     return MainResult(preset, seeds, confidence, col, ppl, ppl_ci, loss, gap)
 
 
+def aggregate_verdicts(verdicts) -> str:
+    """The verdict of a claim that covers several variants, from their own verdicts: the common
+    verdict when every variant has the same one, else ``"mixed: "`` with the count of each
+    (most frequent first), e.g. ``"mixed: within noise 4/5, differs 1/5"``. The one rule for
+    every claim of the claims chapter.
+
+    Raises:
+        ValueError: no verdict, or one outside :data:`VERDICTS`.
+    """
+    verdicts = list(verdicts)
+    unknown = sorted(set(verdicts) - set(VERDICTS))
+    if not verdicts or unknown:
+        raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}; got {verdicts!r}")
+    counts = sorted(((verdicts.count(v), v) for v in VERDICTS if v in verdicts),
+                    key=lambda cv: -cv[0])  # stable: ties keep the order of VERDICTS
+    if len(counts) == 1:
+        return verdicts[0]
+    return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)
+
+
 def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[str, str]:
     """(ours, verdict) of an ablation claim from its final ΔL table."""
     from gtalib.book.figures import display_name
@@ -544,15 +564,7 @@ def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[s
     if final.empty:
         return "no complete runs", "not measured"
     ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
-    counts = final["verdict"].value_counts()
-    if set(counts.index) == {"agrees"}:
-        verdict_ = "agrees"
-    elif "differs" in counts and "agrees" not in counts:
-        verdict_ = "differs"
-    elif set(counts.index) <= {"within noise", "undetermined (1 seed)"}:
-        verdict_ = "within noise"
-    else:
-        verdict_ = "mixed: " + ", ".join(f"{k} {n}/{len(final)}" for k, n in counts.items())
+    verdict_ = aggregate_verdicts(final["verdict"])
     if paper_largest is not None and len(final) > 1:
         top = final["ΔL"].idxmax()
         ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
@@ -634,9 +646,8 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                  ) -> pd.DataFrame:
     """Every claim of :data:`gtalib.book.figures.CLAIMS` with the paper's value, ours and a verdict.
 
-    Ablation claims aggregate the per-variant verdicts of their figure ("agrees" only if every
-    variant agrees, "differs" if some differ and none agrees, "within noise" if none is
-    resolved, else "mixed" with counts). Claims 1–2 are computed exactly from
+    Ablation claims aggregate the per-variant verdicts of their figure by
+    :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are computed exactly from
     :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on freshly initialised
     paper-width layers (:func:`key_variance_ratio`); claim 9 is compared with the analytic memory-bound model
     only (no GPU measurement in this book).
