@@ -449,6 +449,8 @@ class AblationResult:
     final: pd.DataFrame
     curve_column: str = "train_loss"
     final_column: str = "val_loss"
+    #: the variants the page asked for (complete or not), in the figure's order
+    variants: tuple = ()
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -488,7 +490,8 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
                               final_column) if len(runs) else pd.DataFrame()
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column)
+                          final, curve_column, final_column,
+                          tuple(dict.fromkeys(r.variant for r in refs)))
 
 
 def corpus_entropy(preset: str) -> float:
