@@ -366,6 +366,42 @@ def presets_markdown() -> str:
     return _md_table(df) + "\n"
 
 
+def recipe_markdown() -> str:
+    """The training recipe sentence of the methods chapter, from the presets' training settings
+    (every preset shares it; a preset that does not is named with its own values)."""
+    from gtalib.presets import PRESETS, train_config
+
+    def recipe(t):
+        return (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
+                f"gradient-norm clip {t.grad_clip}, linear warmup then cosine decay to "
+                f"{t.min_lr_ratio}× the peak learning rate")
+
+    by_recipe: dict[str, list[str]] = {}
+    for name in PRESETS:
+        by_recipe.setdefault(recipe(train_config(name)), []).append(name)
+    if len(by_recipe) == 1:
+        return f"Same recipe at every preset ({next(iter(by_recipe))}); the presets change the sizes:\n"
+    return ("The recipe by preset: " + "; ".join(
+        f"{', '.join(f'`{n}`' for n in names)}: {r}" for r, names in by_recipe.items())
+        + ". The sizes:\n")
+
+
+def statistics_markdown(seeds: int, confidence: float = 0.95) -> str:
+    """What this build's seed count means for its intervals (methods chapter): the Student-t
+    factor at ``seeds − 1`` degrees of freedom, from :func:`gtalib.book.analysis.t_critical`."""
+    from gtalib.book.analysis import t_critical
+    from gtalib.book.plotting import plural
+
+    if seeds < 2:
+        return (f"This build trains {plural(seeds, 'seed')} per configuration: there is no "
+                f"interval, and every verdict is *undetermined (1 seed)*.\n")
+    t = t_critical(confidence, seeds - 1)
+    q = 0.5 + confidence / 2
+    return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
+            f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
+            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds.\n")
+
+
 def provenance_markdown(preset: str) -> str:
     """The corpus's ``PROVENANCE.md`` (data part) with its title demoted to bold text, so it can
     be included under a section of the methods chapter."""
@@ -424,11 +460,14 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
 
 
 def write_chapter_snippets(summary: dict, run_dir: Path, out_dir: Path | None = None) -> None:
-    """Write ``presets.md``, ``provenance.md`` and ``build_info.md`` into ``book/generated/``
-    (included by the methods and reproduction chapters)."""
+    """Write ``presets.md``, ``recipe.md``, ``statistics.md``, ``provenance.md`` and
+    ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
+    chapters: numbers in their prose come from the configuration and this build)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "presets.md").write_text(presets_markdown())
+    (out_dir / "recipe.md").write_text(recipe_markdown())
+    (out_dir / "statistics.md").write_text(statistics_markdown(summary["seeds"]))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, run_dir))
 

@@ -142,3 +142,25 @@ def test_table_claims_are_computed_from_the_package():
     assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
     ours, verdict = analysis._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
+
+
+def test_methods_prose_takes_its_numbers_from_the_configuration():
+    """The seed count and the recipe are generated from this build and the presets, not typed
+    into book/methods.md (it once said "with two seeds" while the default was three)."""
+    import re
+
+    from gtalib.presets import train_config
+
+    methods = (REPO / "book" / "methods.md").read_text()
+    assert "{include} generated/statistics.md" in methods
+    assert "{include} generated/recipe.md" in methods
+    assert not re.search(r"\b(one|two|three|four|five|\d+) seeds\b", methods)
+    assert "0.95)" not in methods and "clip 1.0" not in methods  # recipe values: generated
+    three = book.statistics_markdown(3)
+    assert "3 seeds per configuration" in three and "t_{0.975,\\,2} = 4.3$" in three
+    two = book.statistics_markdown(2, confidence=0.9)
+    assert "2 seeds" in two and "t_{0.95,\\,1} = 6.31$" in two
+    assert "undetermined (1 seed)" in book.statistics_markdown(1)
+    t = train_config("cpu")
+    assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
+            f"gradient-norm clip {t.grad_clip}") in book.recipe_markdown()
