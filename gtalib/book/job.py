@@ -19,6 +19,7 @@ Exit status 0 only if every run trained, every notebook executed and the HTML is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import json
 import os
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -186,10 +188,12 @@ class NotebookTimeout(BookError):
     """A notebook cell ran past the execution time limit."""
 
 
-def _hide_injected_parameters(path: Path) -> None:
-    """Tag papermill's injected-parameters cell ``remove-cell`` in the executed copy: it holds
-    the builder's values verbatim (paths of the build machine); the page shows the validated
-    parameters as a table instead (:class:`gtalib.book.params.NotebookParams`)."""
+def _clean_executed_copy(path: Path, name: str) -> None:
+    """Make an executed copy fit for the book: papermill's injected-parameters cell is tagged
+    ``remove-cell`` (the page shows the validated parameters as a table instead,
+    :class:`gtalib.book.params.NotebookParams`), and papermill's record of the input and output
+    paths names the notebook, not the build machine's folders (the copy is published as the
+    page's source)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -197,7 +201,27 @@ def _hide_injected_parameters(path: Path) -> None:
         tags = cell.metadata.get("tags", [])
         if "injected-parameters" in tags and "remove-cell" not in tags:
             cell.metadata["tags"] = [*tags, "remove-cell"]
+    record = nb.metadata.get("papermill", {})
+    if "input_path" in record:
+        record["input_path"] = f"notebooks/{name}.ipynb"
+    if "output_path" in record:
+        record["output_path"] = f"{name}.ipynb"
     nbformat.write(nb, path)
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    """Set environment variables (inherited by the kernels started meanwhile), then restore."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _kernel_manager_class():
@@ -206,8 +230,10 @@ def _kernel_manager_class():
 
     - IPC transport on POSIX: over TCP, ipykernel 7.4 logs "Kernel is running over TCP without
       encryption" at every start; the kernel only talks to this process on this machine, so
-      Unix sockets (files in Jupyter's runtime folder, removed at shutdown) are the fitting
-      transport and the warning's own advice.
+      Unix sockets are the fitting transport and the warning's own advice. Each kernel gets its
+      own private temporary folder for its socket files (jupyter_client 8.10 would otherwise
+      name them ``kernel-ipc-<n>`` in the working folder, and kernels started at the same time
+      would pick the same names), removed at shutdown.
     - No SIGINT on shutdown: jupyter_client 8.x interrupts a kernel before asking it to shut
       down, even when it is idle after the last cell; a signal that lands while ipykernel
       handles a message is logged as "ERROR | KeyboardInterrupt caught in kernel" although
@@ -218,13 +244,21 @@ def _kernel_manager_class():
 
     class BookKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
+            self._socket_dir = None
             if os.name == "posix":
+                self._socket_dir = tempfile.mkdtemp(prefix="gtalib-kernel-")
                 kwargs.setdefault("transport", "ipc")
+                kwargs.setdefault("ip", os.path.join(self._socket_dir, "socket"))
             super().__init__(**kwargs)
 
         async def _async_interrupt_kernel(self) -> None:
             if not self.shutting_down:
                 await super()._async_interrupt_kernel()
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if self._socket_dir and not restart:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
 
     return BookKernelManager
 
@@ -266,7 +300,7 @@ def execute_notebook(name: str, params: dict, out_dir: Path, timeout: float | No
         raise NotebookTimeout(f"notebook {name}: {_running_cell(dest)} ran past the "
                               f"{timeout:g} s limit per cell and was stopped (raise it with "
                               f"gtalib book --cell-timeout)") from None
-    _hide_injected_parameters(dest)
+    _clean_executed_copy(dest, name)
     return time.perf_counter() - t0
 
 
@@ -347,7 +381,8 @@ def _md_table(df) -> str:
 
 
 def presets_markdown() -> str:
-    """Markdown table of every preset's model sizes and training settings (from the code)."""
+    """Markdown table of every preset's model sizes and training settings (from the code), one
+    column per preset so that it fits the text column."""
     import pandas as pd
 
     from gtalib.presets import PRESETS, train_config
@@ -358,10 +393,10 @@ def presets_markdown() -> str:
         rows[name] = {
             "layers": p["n_layer"], "d_model": p["d_model"],
             "heads × d_h": f"{p['n_head']} × {p['head_dim']}", "vocab": p["vocab_size"],
-            "steps": t.max_steps, "tokens/run": f"{t.max_steps * t.tokens_per_step:,}",
-            "peak LR": t.lr, "warmup": t.warmup_steps,
+            "steps": f"{t.max_steps:,}", "tokens/run": f"{t.max_steps * t.tokens_per_step:,}",
+            "peak LR": t.lr, "warmup steps": f"{t.warmup_steps:,}",
         }
-    df = pd.DataFrame(rows).T
+    df = pd.DataFrame(rows)
     df.index.name = "preset"
     return _md_table(df) + "\n"
 
@@ -402,22 +437,57 @@ def statistics_markdown(seeds: int, confidence: float = 0.95) -> str:
             f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds.\n")
 
 
+def short_hash(value, n: int = 12) -> str:
+    """A hash shown by its first ``n`` characters with the full value in a tooltip (inline HTML
+    for the Markdown snippets); empty for a missing value."""
+    value = str(value or "")
+    if len(value) <= n:
+        return f"<code>{html.escape(value)}</code>" if value else ""
+    return f'<code title="{html.escape(value)}">{html.escape(value[:n])}…</code>'
+
+
 def provenance_markdown(preset: str) -> str:
-    """The corpus's ``PROVENANCE.md`` (data part) with its title demoted to bold text, so it can
-    be included under a section of the methods chapter."""
+    """The provenance of the preset's corpus for the methods chapter, from its ``manifest.json``
+    (:mod:`gtalib.data.build`; the same facts as its ``PROVENANCE.md``): the split rule, then two
+    tables that fit the text column, the archives (sha256 shortened, full value in a tooltip)
+    and the split sizes per source."""
+    import pandas as pd
+
     from gtalib import data as gdata
     from gtalib.book import figures
 
-    path = gdata.corpus_dir("default", figures.preset_tokenizer(preset)) / "PROVENANCE.md"
-    if not path.exists():
-        return f"*(corpus not built: no {path.name} at {path.parent})*\n"
-    lines = path.read_text().splitlines()
-    return "\n".join(re.sub(r"^#+\s*(.*)$", r"**\1**", ln) if ln.startswith("#") else ln
-                     for ln in lines) + "\n"
+    folder = gdata.corpus_dir("default", figures.preset_tokenizer(preset))
+    if not (folder / "manifest.json").exists():
+        return f"*(corpus not built: run `gtalib data build` for the {preset} preset)*\n"
+    m = gdata.load_manifest(folder)
+    tok, sources = m["tokenizer"], m["sources"]
+    archives = pd.DataFrame([{
+        "source": s["name"], "package": s.get("package"), "version": s.get("version"),
+        "sha256": short_hash(s.get("sha256")), "licence (as stated)": s.get("licence"),
+    } for s in sources]).set_index("source")
+    sizes = pd.DataFrame([{
+        "source": s["name"], "duplicates dropped": s["duplicates_dropped"],
+        "train docs": f"{s['train']['documents']:,}", "train tokens": f"{s['train']['tokens']:,}",
+        "val docs": f"{s['val']['documents']:,}", "val tokens": f"{s['val']['tokens']:,}",
+        "unigram entropy (nats)": f"{s['train']['unigram_entropy_nats']:.4f}",
+    } for s in sources]).set_index("source")
+    n_tr = sum(s["train"]["tokens"] for s in sources)
+    n_va = sum(s["val"]["tokens"] for s in sources)
+    return "\n".join([
+        f"**Corpus `{m['corpus']}`, tokenizer `{tok['name']}`** (vocabulary {tok['vocab_size']}, "
+        f"end-of-text id {tok['eot']}). Split rule: {m['split_rule']}.", "",
+        "Archives (sha256 of each archive, shortened; hover for the full value):", "",
+        _md_table(archives), "",
+        "Documents and tokens per split (entropy of the training split):", "",
+        _md_table(sizes), "",
+        f"Total: {n_tr:,} training tokens, {n_va:,} validation tokens; unigram entropy of the "
+        f"training split {m['train_unigram_entropy_nats']:.4f} nats/token.", ""])
 
 
 def build_info_markdown(summary: dict, run_dir: Path) -> str:
-    """This build's settings, environment and the run cards of its runs."""
+    """This build's settings, environment and the run cards of its runs: values every run
+    shares (device, threads, git commit) stated once, then one row per configuration with each
+    seed's run id (shortened, full value in a tooltip) and the mean wall time and throughput."""
     import platform
 
     import pandas as pd
@@ -443,7 +513,6 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
         "- versions: " + ", ".join(f"{p} {ver(p)}" for p in pkgs),
         "- time of this build: " + ", ".join(
             f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
-        "",
     ]
     data = figures.data_spec(summary["preset"], summary["max_steps"])
     rows = []
@@ -451,12 +520,26 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
         spec = figures.run_spec(ref, summary["preset"], summary["max_steps"], data)
         card = run_dir / spec.run_id / "card.json"
         c = json.loads(card.read_text()) if card.exists() else {}
-        rows.append({"configuration": ref.label, "seed": ref.seed, "run": f"`{spec.run_id}`",
+        rows.append({"configuration": ref.label, "seed": ref.seed, "run": spec.run_id,
                      "device": c.get("device", "missing"), "threads": c.get("threads", ""),
-                     "wall s": c.get("wall_time_s", ""), "tokens/s": c.get("tokens_per_s", ""),
-                     "git": str(c.get("git_commit") or "")[:10]})
-    df = pd.DataFrame(rows).set_index("configuration")
-    return "\n".join(lines) + "\n" + _md_table(df) + "\n"
+                     "git": str(c.get("git_commit") or "")[:12],
+                     "wall s": c.get("wall_time_s"), "tokens/s": c.get("tokens_per_s")})
+    runs = pd.DataFrame(rows)
+    for k in ("wall s", "tokens/s"):
+        runs[k] = pd.to_numeric(runs[k], errors="coerce")
+    shared = {k: runs[k].iloc[0] for k in ("device", "threads", "git") if runs[k].nunique() == 1}
+    if shared:
+        lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()))
+    table = runs.pivot(index="configuration", columns="seed", values="run").map(short_hash)
+    table = table.loc[list(dict.fromkeys(runs["configuration"]))]
+    table.columns = [f"seed {c}" for c in table.columns]
+    grouped = runs.groupby("configuration", sort=False)
+    for k in ("device", "threads", "git"):
+        if k not in shared:
+            table[k] = grouped[k].agg(lambda v: " / ".join(map(str, dict.fromkeys(v))))
+    for k in ("wall s", "tokens/s"):
+        table[f"{k} (mean)"] = grouped[k].mean().map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
+    return "\n".join(lines) + "\n\n" + _md_table(table) + "\n"
 
 
 def write_chapter_snippets(summary: dict, run_dir: Path, out_dir: Path | None = None) -> None:
@@ -547,6 +630,36 @@ def html_error_outputs(html_dir: Path) -> list[str]:
     return found
 
 
+def machine_paths(html_dir: Path, paths) -> list[str]:
+    """Files of a built book that name a folder of the build machine: ``"<file>: <path>"`` for
+    every text file under ``html_dir`` (pages, their published sources, the search index) that
+    contains one of ``paths`` as a whole path component (``/tmp`` matches ``/tmp/x``, not
+    ``/tmpx``). A reader needs the parameters and the results, not the builder's file system."""
+    needles = sorted({str(Path(p)).rstrip("/") for p in paths if str(p).strip("/")}, key=len,
+                     reverse=True)
+    pattern = re.compile("|".join(re.escape(n) + r"(?![\w.-])" for n in needles))
+    found = []
+    for f in sorted(Path(html_dir).rglob("*")):
+        if f.suffix not in (".html", ".ipynb", ".md", ".txt", ".js", ".json") or not f.is_file():
+            continue
+        if "mathjax" in f.parts:
+            continue
+        for m in sorted(set(pattern.findall(f.read_text(errors="replace")))):
+            found.append(f"{f.relative_to(html_dir)}: {m}")
+    return found
+
+
+def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
+    """Folders whose paths must not appear in the book: the repository, the home and temporary
+    folders, the run store, the book sources and the data cache."""
+    import tempfile
+
+    from gtalib.data.archives import default_data_dir
+
+    return [REPO, Path.home(), Path(tempfile.gettempdir()), Path(run_dir),
+            Path(book_dir).resolve(), default_data_dir()]
+
+
 # ---------------------------------------------------------------------------------------------
 # The job
 
@@ -578,7 +691,6 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     if cell_timeout is not None and not cell_timeout > 0:
         raise ValueError(f"cell_timeout must be a positive number of seconds, got {cell_timeout!r}")
-    nb_run_dir = None if run_dir is None else resolve_run_dir(run_dir)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
     t_all = t0 = time.perf_counter()
@@ -595,10 +707,13 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
     times["train_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    params = notebook_parameters(preset, seeds, nb_run_dir, max_steps)
+    # run_dir=None: the notebooks resolve the store from $GTALIB_RUN_DIR, set for their kernels,
+    # so no path of this machine is written into the executed notebooks
+    params = notebook_parameters(preset, seeds, None, max_steps)
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
-    problems += execute_notebooks(params, notebooks, nb_dir, jobs, log, cell_timeout)
+    with _environment(GTALIB_RUN_DIR=str(run_dir)):
+        problems += execute_notebooks(params, notebooks, nb_dir, jobs, log, cell_timeout)
     problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
     times["notebooks_s"] = time.perf_counter() - t0
 
@@ -610,6 +725,8 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
         try:
             html_dir = build_html(book_dir, log=log)
             problems += [f"error output in {e}" for e in html_error_outputs(html_dir)]
+            problems += [f"machine-specific path in {e}" for e in machine_paths(
+                html_dir, build_machine_folders(run_dir, book_dir))]
             log(f"book: {html_dir / 'index.html'}")
         except BookError as e:
             problems.append(str(e))

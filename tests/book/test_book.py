@@ -84,9 +84,13 @@ def test_presets_markdown_reports_the_presets():
     from gtalib.presets import train_config
 
     md = book.presets_markdown()
-    cpu = train_config("cpu")
-    row = next(line for line in md.splitlines() if line.startswith("| cpu |"))
-    assert f"| {cpu.max_steps} |" in row and f"{cpu.max_steps * cpu.tokens_per_step:,}" in row
+    cpu, paper = train_config("cpu"), train_config("paper")
+    lines = md.splitlines()
+    assert lines[0] == "| preset | paper | gpu | cpu | ci |"
+    steps = next(line for line in lines if line.startswith("| steps |")).split(" | ")
+    tokens = next(line for line in lines if line.startswith("| tokens/run |")).split(" | ")
+    assert steps[3] == f"{cpu.max_steps:,}" and steps[1] == f"{paper.max_steps:,}"
+    assert tokens[3] == f"{cpu.max_steps * cpu.tokens_per_step:,}"
 
 
 def test_cli_registers_book():
@@ -138,7 +142,7 @@ def test_table_claims_are_computed_from_the_package():
     from gtalib.book import analysis
 
     ours, verdict = analysis._table_claim(1)
-    # variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
+    # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
     assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
     ours, verdict = analysis._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
@@ -164,3 +168,18 @@ def test_methods_prose_takes_its_numbers_from_the_configuration():
     t = train_config("cpu")
     assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
             f"gradient-norm clip {t.grad_clip}") in book.recipe_markdown()
+
+
+def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
+    html = tmp_path / "html"
+    (html / "_sources" / "generated").mkdir(parents=True)
+    (html / "_static" / "mathjax").mkdir(parents=True)
+    (html / "ok.html").write_text("<p>run store: runs (default); /tmpfile is not a folder</p>")
+    (html / "page.html").write_text('<td><code>/home/someone/gtalib/runs/abc</code></td>')
+    (html / "_sources" / "generated" / "x.ipynb").write_text('{"run_dir": "/scratch/t1"}')
+    (html / "_static" / "mathjax" / "tex.js").write_text("/scratch/t1")  # vendored: not ours
+    (html / "fig.png").write_bytes(b"/scratch/t1")  # binary files are not pages
+    found = book.machine_paths(html, ["/home/someone", "/scratch/t1", "/tmp", "/nowhere/"])
+    assert found == ["_sources/generated/x.ipynb: /scratch/t1", "page.html: /home/someone"]
+    folders = [str(f) for f in book.build_machine_folders(tmp_path / "runs", tmp_path / "book")]
+    assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders

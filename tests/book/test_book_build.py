@@ -66,3 +66,15 @@ def test_missing_runs_are_reported_on_the_page(built, tmp_path):
     text = _outputs_text(tmp_path / "init_ablation.ipynb")
     assert "Incomplete: 8 of 8 runs are missing or failed" in text
     assert "not trained yet" in text
+
+
+def test_pages_carry_no_machine_paths_and_show_their_parameters(built):
+    """No page or published source names the repository, home, temporary folders, run store or
+    data cache of the build machine; each chapter shows its parameters as a small table."""
+    dst, _ = built
+    html = dst / "_build" / "html"
+    folders = book.build_machine_folders(book.resolve_run_dir(None), dst)
+    assert book.machine_paths(html, folders) == []
+    page = (html / "generated" / "gating_ablation.html").read_text()
+    assert "Parameters of this page" in page and "injected-parameters" not in page
+    assert "<th>train</th><td><code>False</code>" in page

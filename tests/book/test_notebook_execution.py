@@ -104,3 +104,28 @@ def test_papermill_bad_parameter_fails_before_training(tmp_path):
     assert "ParameterError: notebook parameter 'train' = 'maybe' (str): expected a boolean" in (
         r.stderr + r.stdout)
     assert not store.exists()
+
+
+def test_concurrent_kernels_run_over_private_sockets_and_leave_nothing(tmp_path, capfd):
+    """Notebooks executed at once each get their own kernel sockets (a shared name once crossed
+    their messages: "Invalid Signature"); no TCP warning, no interrupt at shutdown, no files
+    left behind."""
+    import tempfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    names = [f"nb{i}" for i in range(3)]
+    for i, name in enumerate(names):
+        _notebook(src / f"{name}.ipynb", "import time\ntime.sleep(0.3)", f"print({i} * 7)")
+    before = set(Path(tempfile.gettempdir()).glob("gtalib-kernel-*"))
+    failures = book.execute_notebooks({}, names, tmp_path / "out", jobs=3, log=lambda m: None,
+                                      timeout=60, notebook_dir=src)
+    assert failures == []
+    for i, name in enumerate(names):
+        nb = nbformat.read(tmp_path / "out" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[-1].outputs[0]["text"] == f"{i * 7}\n"
+    assert sorted(p.name for p in src.iterdir()) == [f"{n}.ipynb" for n in names]
+    assert set(Path(tempfile.gettempdir()).glob("gtalib-kernel-*")) == before
+    err = capfd.readouterr().err
+    for message in ("without encryption", "KeyboardInterrupt caught", "Invalid Signature"):
+        assert message not in err
