@@ -8,7 +8,8 @@ configuration the paper argues against), ``"rec"`` (the one it recommends) or ``
 Conventions (stated in every caption the book prints):
 
 - ΔL = L(alt) − L(rec) per seed, from paired runs (same data order, same seed) on the steps both
-  runs logged; positive ⇒ the paper's recommended choice is better (paper.md, ablation figures).
+  runs logged; positive ⇒ the paper's recommended choice is better (docs/paper_values.md, "The
+  ablation figures").
 - Curves: the training loss by default (paired runs see the same batch at every step, so the
   per-step ΔL is dense and the batch difficulty cancels), each seed's ΔL smoothed by a trailing
   mean over ``smoothing`` logged points before averaging over seeds (``smoothing=1``: none;
@@ -19,8 +20,9 @@ Conventions (stated in every caption the book prints):
   seeds of the variant logged.
 - Verdict against the paper's claim (sign of the paper's ΔL): "within noise" when the CI covers 0
   or |ΔL| is not larger than the same-configuration seed spread (max − min of the final
-  validation loss over seeds, the larger of the two arms; pilot.md), else "agrees" when the sign
-  matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single seed.
+  validation loss over seeds, the larger of the two arms; docs/cpu_regime.md), else "agrees" when
+  the sign matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single
+  seed.
 """
 
 from __future__ import annotations
@@ -243,12 +245,12 @@ def final_delta_table(
 
 
 # ---------------------------------------------------------------------------------------------
-# Plateau escape and the unigram entropy (pilot.md)
+# Plateau escape and the unigram entropy (docs/cpu_regime.md)
 # ---------------------------------------------------------------------------------------------
 
 def plateau_escape(runs: pd.DataFrame, entropy: float, margin: float = 0.1, window: int = 10
                    ) -> pd.DataFrame:
-    """Step at which each run leaves the unigram plateau (pilot.md: zero-initialised output
+    """Step at which each run leaves the unigram plateau (docs/cpu_regime.md: zero-initialised output
     projections start every block at a saddle where the loss sits near the unigram entropy).
 
     Escape step = first step at which the training loss, smoothed by a trailing mean over
@@ -581,7 +583,7 @@ def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_
     The layer sees ``tokens`` unit-RMS random inputs (what the pre-attention RMSNorm hands it);
     the RoPE key is a direct projection of the d_model-wide input (variance ``d σ²``), each NoPE
     key an up-projection of a unit-RMS latent block of width w (``w σ²``) unless the latent scale
-    ``α_kv = sqrt(d / w)`` lifts it (variants.md, "Scale constants ... Why").
+    ``α_kv = sqrt(d / w)`` lifts it (docs/variants.md, "Scale constants ... Why").
 
     Returns:
         ``(measured, expected)`` with expected ``d_model / w`` without the scale and 1 with it.

@@ -347,7 +347,7 @@ def plot_decode(paper_us: pd.DataFrame, model_us: pd.DataFrame | None = None) ->
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:
-    """Display the plateau-escape step of every run of an ablation (pilot.md): first step at
+    """Display the plateau-escape step of every run of an ablation (docs/cpu_regime.md): first step at
     which the training loss (trailing mean over ``window`` steps) falls below the corpus's
     unigram entropy minus ``margin`` nats."""
     from IPython.display import Markdown, display
