@@ -652,10 +652,10 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
     """Every claim of :data:`gtalib.book.figures.CLAIMS` with the paper's value, ours and a verdict.
 
     Ablation claims aggregate the per-variant verdicts of their figure by
-    :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are computed exactly from
-    :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on freshly initialised
-    paper-width layers (:func:`key_variance_ratio`); claim 9 is compared with the analytic memory-bound model
-    only (no GPU measurement in this book).
+    :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
+    computed exactly from :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on
+    freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 is compared with
+    the analytic memory-bound model only (no GPU measurement in this book).
     """
     from gtalib.book import figures
 
