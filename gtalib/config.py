@@ -4,7 +4,7 @@ One frozen dataclass, :class:`ModelConfig`, describes a model. Variant-specific 
 latent ranks, RoPE width, TPA ranks, MFA head width) are derived from the paper's ratios by
 :meth:`ModelConfig.resolved` unless given explicitly, so a preset only types the shared sizes.
 
-Sources: ``../shared/design/variants.md`` (MLRA paper, arXiv 2603.02188, Sec. 4 and App. B; the
+Sources: ``docs/variants.md`` (MLRA paper, arXiv 2603.02188, Sec. 4 and App. B; the
 authors' released configuration).
 """
 
@@ -31,7 +31,7 @@ ATTN_IMPLS = ("auto", "torch", "triton")
 
 
 #: Latent layout per variant: (latent blocks, softmax branches, disjoint query-head groups).
-#: variants.md: GLA-2 block j feeds heads [jH/2, (j+1)H/2); MLRA-2 branch A uses blocks 0/1 for
+#: docs/variants.md: GLA-2 block j feeds heads [jH/2, (j+1)H/2); MLRA-2 branch A uses blocks 0/1 for
 #: the two head halves, branch B blocks 2/3; MLRA-4 every block feeds all heads.
 LATENT_LAYOUT: dict[str, tuple[int, int, int]] = {
     "mla": (1, 1, 1), "gla-2": (2, 1, 2), "gla-4": (4, 1, 4), "mlra-2": (4, 2, 2), "mlra-4": (4, 4, 1),
@@ -143,7 +143,7 @@ class ModelConfig:
         v_head_dim: value width per head (paper: ``head_dim``; MFA: ``2 * head_dim``).
         tpa_q_rank, tpa_rank: TPA's ``R_q`` and ``R`` (paper: 6 and 2).
 
-    Ablation options (variants.md, "Ablation switches"):
+    Ablation options (docs/variants.md, "Ablation switches"):
         init: ``"zero"`` (W_O and W_down exactly zero), ``"normal"`` (N(0, init_std)) or
             ``"scaled"`` (W_O and W_down N(0, init_std/√(2·n_layer)), GPT-2's residual scaling,
             Radford et al. 2019, §2.3: 1/√N for N = 2·n_layer residual branches).
@@ -239,7 +239,7 @@ class ModelConfig:
         """Fill every size the variant uses from the paper's ratios; validate; fold the head
         multiplier into ``n_head``.
 
-        Rules (variants.md, "The eleven variants" and "Ablation switches"; sizes typed explicitly
+        Rules (docs/variants.md, "The eleven variants" and "Ablation switches"; sizes typed explicitly
         are kept, then validated):
 
         - Double heads: ``n_head ← n_head · head_multiplier`` with per-head dims unchanged; the

@@ -1,7 +1,7 @@
 """Analytic KV-cache accounting: elements and bytes per token, in total and per device under
 tensor parallelism (TP), for every variant, from a :class:`~gtalib.config.ModelConfig`.
 
-Everything here is a closed form of the configuration (variants.md, "Parameter matching and paper
+Everything here is a closed form of the configuration (docs/variants.md, "Parameter matching and paper
 sizes" and "KV cache per device under tensor parallelism"; MLRA paper, arXiv 2603.02188, Table 1).
 The attention modules' caches (``Attention.new_cache``) must hold exactly
 :func:`kv_elems_per_token` elements per token; ``tests/test_kvcache.py`` checks both against each
@@ -82,7 +82,7 @@ def kv_elems_per_token(cfg: ModelConfig) -> int:
         cfg: any :class:`ModelConfig` (resolved here).
     Returns:
         Elements (not bytes). Paper size: MHA 6144, MQA 256, GQA 1536, GTA 832, MFA 512, TPA 608,
-        MLA/GLA/MLRA 576 (variants.md table).
+        MLA/GLA/MLRA 576 (docs/variants.md table).
     Raises:
         ValueError: from ``cfg.resolved()`` for an invalid configuration.
     """

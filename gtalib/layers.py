@@ -1,6 +1,6 @@
 """Building blocks shared by every variant: RMSNorm, rotary position embedding, SwiGLU.
 
-Semantics follow ``../shared/design/variants.md`` ("Shared model"): RMSNorm in fp32 with eps 1e-6,
+Semantics follow ``docs/variants.md`` ("Shared model"): RMSNorm in fp32 with eps 1e-6,
 RoPE with half-split pairs ``(i, i + D/2)`` and base 10000 computed in fp32, SwiGLU MLP, no biases.
 """
 

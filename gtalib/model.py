@@ -1,4 +1,4 @@
-"""The GPT every attention variant plugs into (variants.md, "Shared model").
+"""The GPT every attention variant plugs into (docs/variants.md, "Shared model").
 
 Pre-norm blocks ``h ← h + Attn(RMSNorm(h))``, ``h ← h + MLP(RMSNorm(h))``, final RMSNorm, SwiGLU
 MLP, token embedding tied with the LM head, no biases, no dropout, no position embedding (RoPE
@@ -44,7 +44,7 @@ class GPT(nn.Module):
         ValueError: ``cfg.intermediate_size`` is ``None``, or any error of
             :meth:`ModelConfig.resolved` / the variant's module.
 
-    Initialisation (variants.md, "Initialisation"): embedding and every projection N(0, σ), RMSNorm
+    Initialisation (docs/variants.md, "Initialisation"): embedding and every projection N(0, σ), RMSNorm
     gains 1; ``W_O`` and the MLP ``W_down`` exactly zero under ``init="zero"`` (every block is then
     the identity at step 0), N(0, σ) under ``"normal"``, N(0, σ/√(2·n_layer)) under ``"scaled"``
     (GPT-2's residual scaling, :func:`gtalib.config.residual_init_scale`); TPA's factor projections Xavier-uniform.
@@ -96,7 +96,7 @@ class GPT(nn.Module):
             raise ValueError(f"sequence of {end} positions exceeds block_size={self.cfg.block_size}")
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:
-        # Logits in fp32 whatever the autocast dtype (variants.md: loss on fp32 logits).
+        # Logits in fp32 whatever the autocast dtype (docs/variants.md: loss on fp32 logits).
         return F.linear(self.norm(h).float(), self.wte.weight.float())  # (B, T, V)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):

@@ -1,6 +1,6 @@
 """Parameter counting and the FFN-width rule that matches every variant to the MHA baseline.
 
-variants.md, "Parameter matching and paper sizes": all variants are matched at about 2.87 B
+docs/variants.md, "Parameter matching and paper sizes": all variants are matched at about 2.87 B
 parameters by changing only the SwiGLU width F. A SwiGLU layer has ``3·d·F`` parameters, so the
 matched width solves ``3·d·n_layer·F = P_ref − P_variant(F = 0)`` exactly, then rounds.
 

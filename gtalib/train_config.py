@@ -1,11 +1,11 @@
 """Training settings: the frozen :class:`TrainConfig` and the named training presets.
 
 The optimiser, clipping and schedule follow the paper's recipe (MLRA, arXiv 2603.02188, App. B;
-``../shared/design/variants.md``, "Training recipe"): AdamW β = (0.9, 0.95), ε = 1e-8, weight
+``docs/variants.md``, "Training recipe"): AdamW β = (0.9, 0.95), ε = 1e-8, weight
 decay 0.1, gradient-norm clip 1.0, linear warmup then cosine decay to 0.1 × the peak learning
 rate. The ``paper`` preset uses the paper's sizes; the smaller presets keep the recipe and change
 only the sizes, the learning rate and the warmup fraction (sized by measurement, see
-``benchmarks/train_cpu.md`` and ``../shared/design/pilot.md``).
+``benchmarks/train_cpu.md`` and ``docs/cpu_regime.md``).
 
 ``gtalib.presets.train_config`` re-exports :func:`train_config`.
 """
@@ -129,13 +129,13 @@ class TrainConfig:
 
 #: Named training presets. ``ci``: seconds, for tests. ``cpu``: the book's default workload on a
 #: 2-core machine (byte-level text, sized by ``benchmarks/train_cpu.py``). ``gpu``: one GPU in
-#: minutes. ``paper``: the paper's recipe (variants.md, "Training recipe").
+#: minutes. ``paper``: the paper's recipe (docs/variants.md, "Training recipe").
 TRAIN_PRESETS: dict[str, TrainConfig] = {
     "ci": TrainConfig(
         max_steps=20, batch_size=4, seq_len=64, lr=1e-3, warmup_steps=2,
         eval_every=10, eval_windows=4, checkpoint_every=10,
     ),
-    # Pilot (pilot.md): LR 1e-3 keeps the zero-init arm 3-25x less noisy than 3e-3, and a 2 %
+    # Pilot (docs/cpu_regime.md): LR 1e-3 keeps the zero-init arm 3-25x less noisy than 3e-3, and a 2 %
     # warmup hurt every run, so warmup is 10 % here. 250 steps: benchmarks/train_cpu.md puts a
     # 300-step run at ~30 s mean over the variants on an idle 2-core machine (MLRA-4 ~2x that),
     # over the book's ~25 s budget per run; a 300-step MHA run was past the unigram plateau by

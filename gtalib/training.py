@@ -1,6 +1,6 @@
 """Lightning training of a :class:`gtalib.model.GPT`: optimiser, schedule, data order, evaluation.
 
-The recipe is the paper's (MLRA, arXiv 2603.02188, App. B; ``variants.md``, "Training recipe"):
+The recipe is the paper's (MLRA, arXiv 2603.02188, App. B; ``docs/variants.md``, "Training recipe"):
 AdamW β = (0.9, 0.95), ε = 1e-8, weight decay 0.1, gradient-norm clip 1.0, linear warmup then a
 cosine to 0.1 × the peak LR, fp32 on CPU and bf16 autocast on GPU.
 

@@ -9,7 +9,7 @@ head tile (FlashAttention-2's online softmax, shared with :mod:`gtalib.kernels.f
 
 Two entry points share one kernel:
 
-* :func:`latent_decode`: MLA / GLA / MLRA decode with weight absorption (variants.md, "Decoding
+* :func:`latent_decode`: MLA / GLA / MLRA decode with weight absorption (docs/variants.md, "Decoding
   with a cache"): scores ``τ(q̃_n·c + q_r·k_r)`` over the latent cache ``c`` plus the single RoPE key,
   value = the latent itself (read once, used for both products), output in the latent space.
 * :func:`gqa_decode`: MHA/MQA/GQA decode over ``(S, Hkv, D)`` caches.
@@ -232,7 +232,7 @@ def latent_decode(q_lat: torch.Tensor, q_rope: torch.Tensor, c_cache: torch.Tens
     """Absorbed latent decode: ``out = softmax(scale·(q_lat·c + q_rope·k_r)) c`` over the cache.
 
     Args:
-        q_lat: ``(B, H, Dc)`` absorbed NoPE query ``q_n W_UK[b]ᵀ`` (variants.md), one new token.
+        q_lat: ``(B, H, Dc)`` absorbed NoPE query ``q_n W_UK[b]ᵀ`` (docs/variants.md), one new token.
         q_rope: ``(B, H, Dr)`` RoPE part of the query (rotated at its position).
         c_cache: latent cache ``(B, S, Dc)``, or paged ``(num_pages, page_size, Dc)``; any strides
             (a block ``c[..., j*128:(j+1)*128]`` of a wider cache works without a copy).

@@ -2,12 +2,13 @@
 
 At batch 1 a decode step of one attention layer reads the whole KV cache once and does little
 arithmetic per byte, so its latency is bounded below by ``bytes of cache read / HBM bandwidth``
-(paper.md, "Decoding speed": "decode at batch 1 is bound by the bytes of KV cache read").
+(docs/paper_values.md, "Physical limits").
 The model counts only the cache (the query, the output and the launch overhead are left out, so
 real kernels are slower, most visibly at short context).
 
-Per-device shards of the paper's decode benchmark (paper.md; 64 query heads, d_h 128, RoPE 64;
-elements per token per device as in variants.md, "KV cache per device under tensor parallelism"):
+Per-device shards of the paper's decode benchmark (docs/paper_values.md; 64 query heads, d_h 128,
+RoPE 64; elements per token per device as in docs/variants.md, "KV cache per device under tensor
+parallelism"):
 
 =============  ==========  =====  ====================================  =============
 shard          parallel    heads  cache per token                        elements
@@ -24,14 +25,14 @@ only split that gives the paper's 1.5 d_h per device. GLA-2 at TP 2 shards by he
 per block).
 
 Context lengths are in binary K: "128K" is 131,072 tokens (an assumption; the paper's figure says
-"K tokens"). Bandwidths: the vendor datasheets' HBM peaks (paper.md).
+"K tokens"). Bandwidths: the vendor datasheets' HBM peaks (docs/paper_values.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: HBM peak bandwidth in bytes/s (vendor datasheets, as quoted in paper.md).
+#: HBM peak bandwidth in bytes/s (vendor datasheets, as quoted in docs/paper_values.md).
 HBM_BANDWIDTH: dict[str, float] = {"H100": 3.35e12, "H200": 4.8e12}
 
 #: Context lengths of the paper's decode figure, in K (= 1024) tokens.
@@ -74,7 +75,7 @@ class DecodeShard:
         return 2 * self.n_kv_head * self.head_dim
 
 
-#: The paper's four decode shards (paper.md, "Decoding speed"), keyed by variant.
+#: The paper's four decode shards (docs/paper_values.md, "Decoding speed"), keyed by variant.
 PAPER_SHARDS: dict[str, DecodeShard] = {
     "gqa": DecodeShard("GQA (TP 8)", "gqa", "TP 8", n_head=8, n_kv_head=1, head_dim=128),
     "mla": DecodeShard("MLA (DP)", "mla", "DP", n_head=64, n_kv_head=1, kv_lora_rank=512, qk_rope_head_dim=64),
@@ -84,7 +85,8 @@ PAPER_SHARDS: dict[str, DecodeShard] = {
                           qk_rope_head_dim=64),
 }
 
-#: Paper's measured latency (µs, one H100, one layer, batch 1), read off its figure (paper.md).
+#: Paper's measured latency (µs, one H100, one layer, batch 1), read off its figure
+#: (docs/paper_values.md).
 PAPER_LATENCY_US: dict[str, tuple[float, ...]] = {
     "gqa": (50.8, 75.8, 120.4, 208.4, 386.5),
     "mla": (136.0, 188.6, 293.0, 490.7, 874.2),

@@ -333,7 +333,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
         q: ``(B, T, H, Dqk)`` queries; any strides.
         k: ``(B, S, Hkv, Dqk)`` keys, ``H % Hkv == 0``; query head ``h`` reads KV head ``h // (H//Hkv)``.
         v: ``(B, S, Hkv, Dv)`` values; ``Dv`` may differ from ``Dqk`` (128 vs 192 for the latent family).
-        scale: softmax scale (variants.md: ``1/sqrt(Dqk)``), applied to ``q·k``.
+        scale: softmax scale (docs/variants.md: ``1/sqrt(Dqk)``), applied to ``q·k``.
         start_pos: absolute position of query 0; query ``i`` sees keys ``j ≤ start_pos + i``.
             Keys at ``j ≥ start_pos + T`` are never read (a preallocated cache may be passed whole;
             their gradients are 0).

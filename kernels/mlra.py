@@ -1,4 +1,5 @@
-"""Multi-branch MLRA attention in one launch (variants.md, MLRA-2/4; paper eq. for ``y = α_o Σ_b y_b``).
+"""Multi-branch MLRA attention in one launch (docs/variants.md, MLRA-2/4; paper eq. for
+``y = α_o Σ_b y_b``).
 
 Each branch ``b`` is a causal attention with its own keys ``[k_nope_b ; k_rope]`` and values ``v_b``,
 sharing the query and the single RoPE key; each branch has its own softmax, and the outputs are
@@ -213,8 +214,8 @@ def mlra_attention(q: torch.Tensor, k_nope: torch.Tensor, k_rope: torch.Tensor, 
             ``(B, S, NB, H, Dn)`` tensor permuted to this order works without a copy.
         k_rope: ``(B, S, 1, Dr)`` the single RoPE key shared by all heads and branches.
         v: ``(NB, B, S, H, Dv)`` per-branch values.
-        scale: softmax scale (variants.md: ``1/sqrt(Dn + Dr)``).
-        alpha_o: branch-sum scale (variants.md: ``1/sqrt(NB)``, 1 with latent scaling off).
+        scale: softmax scale (docs/variants.md: ``1/sqrt(Dn + Dr)``).
+        alpha_o: branch-sum scale (docs/variants.md: ``1/sqrt(NB)``, 1 with latent scaling off).
         start_pos: absolute position of query 0 (causal offset, as in :func:`flash_attention`;
             keys at ``j ≥ start_pos + T`` are never read).
 

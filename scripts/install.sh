@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv and install gtalib with its pinned dependencies (one pip call, see
-# ../shared/design/environment.md). Idempotent: a second run only checks.
+# docs/environment.md). Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -1,4 +1,4 @@
-"""KV-cache accounting against the paper's numbers (variants.md; MLRA paper Table 1) and against
+"""KV-cache accounting against the paper's numbers (docs/variants.md; MLRA paper Table 1) and against
 what the modules actually allocate."""
 
 import pytest
@@ -19,11 +19,11 @@ torch.set_num_threads(1)
 
 PAPER = dict(n_layer=24, d_model=3072, n_head=24, head_dim=128, vocab_size=50304, block_size=2048)
 
-# variants.md, "Parameter matching and paper sizes": KV elements / token / layer.
+# docs/variants.md, "Parameter matching and paper sizes": KV elements / token / layer.
 PAPER_KV = {"mha": 6144, "mqa": 256, "gqa": 1536, "gta": 832, "mfa": 512, "tpa": 608,
             "mla": 576, "gla-2": 576, "gla-4": 576, "mlra-2": 576, "mlra-4": 576}
 
-# variants.md, "KV cache per device under tensor parallelism", units of d_h at TP 1/2/4/8.
+# docs/variants.md, "KV cache per device under tensor parallelism", units of d_h at TP 1/2/4/8.
 # MLRA-2 beyond TP 2: our documented choice (shard by head group and branch) -> 1.5.
 # GTA, MFA, TPA: derived rules of gtalib.kvcache (no paper values).
 TABLE1_DH = {
@@ -70,7 +70,7 @@ def test_table1_paper_claims():
 
 
 def test_double_heads_keep_the_cache():
-    # variants.md "Double heads": latents and GQA's KV heads unchanged, so the cache is unchanged.
+    # docs/variants.md "Double heads": latents and GQA's KV heads unchanged, so the cache is unchanged.
     for v in ("gqa", "mla", "gla-2"):
         one = ModelConfig(variant=v, **PAPER)
         two = one.replace(head_multiplier=2)
@@ -100,7 +100,7 @@ def test_unknown_variant():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_module_cache_matches_accounting(variant):
     """The cache a module allocates holds exactly the analytic number of elements per token
-    (variants.md: only what the variant needs — never expanded heads)."""
+    (docs/variants.md: only what the variant needs — never expanded heads)."""
     cfg = ModelConfig(variant=variant, d_model=64, n_head=8, head_dim=16, block_size=32)
     attn = build_attention(cfg)
     cache = attn.new_cache(batch_size=3, max_len=5)

@@ -121,7 +121,7 @@ def test_missing_intermediate_size_raises():
 
 
 def test_normal_init_statistics():
-    """variants.md "Initialisation": W_down N(0, σ) under normal, exactly 0 under zero."""
+    """docs/variants.md "Initialisation": W_down N(0, σ) under normal, exactly 0 under zero."""
     assert make("gqa", init="zero").blocks[1].mlp.w_down.weight.abs().max() == 0
     w = make("gqa", init="normal").blocks[1].mlp.w_down.weight
     assert abs(w.std().item() - 0.02) < 0.002

@@ -1,4 +1,4 @@
-"""Parameter counts at paper size (variants.md, "Parameter matching and paper sizes") and the
+"""Parameter counts at paper size (docs/variants.md, "Parameter matching and paper sizes") and the
 FFN-matching rule at every preset."""
 
 import pytest
@@ -7,7 +7,7 @@ from gtalib.config import VARIANTS
 from gtalib.params import count_params, match_intermediate_size
 from gtalib.presets import PRESETS, model_config
 
-# variants.md table: total parameters, attention params per layer, published FFN width F.
+# docs/variants.md table: total parameters, attention params per layer, published FFN width F.
 PAPER = {
     "mha": (2_872_593_408, 37_748_736, 8192),
     "mqa": (2_872_003_584, 19_660_800, 10152),
@@ -45,7 +45,7 @@ def test_paper_preset_counts_exactly(variant):
 
 @pytest.mark.parametrize("variant", ["gqa", "mla", "gla-2", "mlra-2", "mlra-4"])
 def test_paper_gate_shrinks_F_by_exactly_1024(variant):
-    """W_g adds d·(H·d_v) = 3072² per layer = 3·3072·1024 (variants.md, "Output gate")."""
+    """W_g adds d·(H·d_v) = 3072² per layer = 3·3072·1024 (docs/variants.md, "Output gate")."""
     total, attn, F = PAPER[variant]
     cfg = model_config("paper", variant, gate=True)
     assert cfg.intermediate_size == F - 1024

@@ -15,7 +15,7 @@ def test_paper_shared_sizes():
 
 
 def test_paper_derived_sizes():
-    """variants.md notation: d_c 512, d_r 64, d_n 128, d_q 1024 (1536 for MLA), MFA 2048 / 256,
+    """docs/variants.md notation: d_c 512, d_r 64, d_n 128, d_q 1024 (1536 for MLA), MFA 2048 / 256,
     GQA 6 KV heads, GTA 6 groups with 64 + 64 split."""
     mla, gla, mfa = (model_config("paper", v) for v in ("mla", "gla-2", "mfa"))
     assert (mla.kv_lora_rank, mla.qk_rope_head_dim, mla.qk_nope_head_dim, mla.q_lora_rank) == (

@@ -1,4 +1,4 @@
-"""The parameter and KV tables against variants.md's numbers and closed forms, and the CLI."""
+"""The parameter and KV tables against docs/variants.md's numbers and closed forms, and the CLI."""
 
 import argparse
 import io
@@ -20,7 +20,7 @@ from gtalib.book.tables import (
 
 torch.set_num_threads(1)
 
-# variants.md, "Parameter matching and paper sizes".
+# docs/variants.md, "Parameter matching and paper sizes".
 PAPER = {  # variant: (total parameters, attention params / layer, KV elements / token / layer)
     "mha": (2_872_593_408, 37_748_736, 6144),
     "mqa": (2_872_003_584, 19_660_800, 256),
@@ -43,7 +43,7 @@ def paper_total(attn_per_layer: int, F: int) -> int:
 
 
 def double_heads_attn(variant: str) -> int:
-    """Attention parameters at H = 48 (variants.md "Double heads"), written out by hand."""
+    """Attention parameters at H = 48 (docs/variants.md "Double heads"), written out by hand."""
     H, dv = 48, dh
     if variant == "gqa":  # 6 KV heads kept
         return d * H * dh + 2 * d * 6 * dh + H * dv * d
@@ -73,7 +73,7 @@ def test_paper_rows(paper_table, variant):
 
 
 def test_paper_mha_closed_form():
-    # the table's MHA row is the plain arithmetic of variants.md's sizes with F = 8192
+    # the table's MHA row is the plain arithmetic of docs/variants.md's sizes with F = 8192
     assert paper_total(4 * d * d, 8192) == PAPER["mha"][0]
 
 
@@ -89,7 +89,7 @@ def test_gate_rows(paper_table, variant):
 
 @pytest.mark.parametrize("variant,F", [("gqa", 7680), ("mla", 7320), ("gla-2", 8344)])
 def test_double_heads_rows(paper_table, variant, F):
-    """H = 48, F re-matched to the paper's widths (variants.md: 7680 / 7320 / 8344); cache
+    """H = 48, F re-matched to the paper's widths (docs/variants.md: 7680 / 7320 / 8344); cache
     unchanged."""
     row = paper_table.loc[f"{variant}+2xheads"]
     assert row.attn_params_per_layer == double_heads_attn(variant)
@@ -108,7 +108,7 @@ def test_kv_table():
     assert list(df.columns) == KV_COLUMNS
     assert len(df) == 4 * len(VARIANTS)
     got = {(r.variant, r.tp): r.kv_elems_per_device for r in df.itertuples()}
-    # variants.md Table-1 values in units of d_h = 128 (MLRA-2 beyond TP 2: documented choice)
+    # docs/variants.md Table-1 values in units of d_h = 128 (MLRA-2 beyond TP 2: documented choice)
     spec = {"mha": (128, 64, 32, 16), "gqa": (16, 8, 4, 2), "mqa": (2, 2, 2, 2),
             "mla": (4.5,) * 4, "gla-2": (4.5, 2.5, 2.5, 2.5), "gla-4": (4.5, 2.5, 1.5, 1.5),
             "mlra-4": (4.5, 2.5, 1.5, 1.5), "mlra-2": (4.5, 2.5, 1.5, 1.5)}

@@ -5,7 +5,7 @@ Conventions shared by all variants (``gtalib/attention/*.py``):
 - ``forward(x, cache=None)``: ``x`` is ``(B, T, d_model)``, the block input after the
   pre-attention RMSNorm; returns ``(B, T, d_model)`` after ``W_O``.
 - A cache is a ``dict`` from :meth:`Attention.new_cache`: preallocated tensors of ``max_len``
-  positions holding only what the variant needs to decode (variants.md, "Decoding with a cache"),
+  positions holding only what the variant needs to decode (docs/variants.md, "Decoding with a cache"),
   plus ``"len"`` (int, positions already written). The T new tokens sit at positions
   ``start_pos .. start_pos+T-1`` with ``start_pos = cache["len"]``; the module writes their
   entries at those positions and attends over ``[0, start_pos + T)``. It does **not** advance
@@ -88,7 +88,7 @@ class Attention(nn.Module):
         self.g_proj = nn.Linear(d, n_head * v_head_dim, bias=False) if self.cfg.gate else None
 
     def project_out(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``out = (g ⊙ concat_h y_h) W_O`` with ``g = sigmoid(x W_g)`` when gated (variants.md,
+        """``out = (g ⊙ concat_h y_h) W_O`` with ``g = sigmoid(x W_g)`` when gated (docs/variants.md,
         "Output gate": element-wise per head and channel, after any branch sum, before W_O).
 
         Args:
@@ -105,7 +105,7 @@ class Attention(nn.Module):
     # ------------------------------------------------------------------ initialisation
     @torch.no_grad()
     def init_weights(self) -> None:
-        """variants.md "Initialisation": every ``nn.Linear`` N(0, σ=init_std), RMSNorm gains 1,
+        """docs/variants.md "Initialisation": every ``nn.Linear`` N(0, σ=init_std), RMSNorm gains 1,
         ``W_O`` zero under ``init="zero"`` (N(0, σ) under ``"normal"``, N(0, σ/√(2·n_layer))
         under ``"scaled"``); then :meth:`init_special` for variant-specific exceptions."""
         std = self.cfg.init_std

@@ -3,7 +3,7 @@
 Sources: MHA (Vaswani et al. 2017), MQA (Shazeer 2019, arXiv 1911.02150), GQA (Ainslie et al. 2023,
 arXiv 2305.13245), as configured in the MLRA paper (arXiv 2603.02188; GQA group 4 = 6 KV heads).
 
-variants.md: ``q, k, v = x̃ W_{Q,K,V}``, H query heads and ``n_kv_head`` KV heads of ``head_dim``
+docs/variants.md: ``q, k, v = x̃ W_{Q,K,V}``, H query heads and ``n_kv_head`` KV heads of ``head_dim``
 (MHA ``n_kv_head = H``, MQA 1, GQA ``H / g``), full-width RoPE on q and k, softmax scale
 ``1/sqrt(head_dim)``; query head ``i`` reads KV head ``i // g``. The cache holds the
 ``n_kv_head`` KV heads, never the expanded ones.

@@ -40,7 +40,7 @@ def resolve_impl(impl: str, x: torch.Tensor) -> str:
 
     ``"auto"`` gives ``"triton"`` when ``x`` is a CUDA tensor of a kernel dtype (fp32/fp16/bf16)
     and ``gtalib.kernels`` imports, ``"torch"`` otherwise (on CPU the kernels only run in Triton's
-    interpreter, 300–1000× slower: environment.md). ``"triton"`` is honoured on any device (CPU
+    interpreter, 300–1000× slower: docs/environment.md). ``"triton"`` is honoured on any device (CPU
     needs ``TRITON_INTERPRET=1``, which the kernels check).
 
     Raises:
@@ -105,7 +105,7 @@ def attend(
         k: ``(B, S, Hkv, Dqk)`` keys at positions ``0 .. S-1`` (``S >= start_pos + T``; keys past
             a query's position are masked, so a preallocated cache may be passed whole).
         v: ``(B, S, Hkv, Dv)`` values.
-        scale: softmax temperature, ``1/sqrt(D_qk)`` of the training model (variants.md, "Shared
+        scale: softmax temperature, ``1/sqrt(D_qk)`` of the training model (docs/variants.md, "Shared
             model"; absorbed latent decode passes the training ``1/sqrt(d_n + d_r)``).
         start_pos: absolute position of the first query (cache length before this call).
         impl: ``"torch"`` (PyTorch SDPA, the reference), ``"triton"``
@@ -161,7 +161,7 @@ def attend_branches(
 ) -> torch.Tensor:
     """Multi-branch causal attention of the latent family, ``α_o Σ_b attend(q, [k_n^b; k_r], v_b)``.
 
-    Each branch has its own softmax (MLRA, arXiv 2603.02188, Sec. 4; variants.md "The eleven
+    Each branch has its own softmax (MLRA, arXiv 2603.02188, Sec. 4; docs/variants.md "The eleven
     variants": ``y = α_o Σ_b y_b``); MLA/GLA are the one-branch case. All branches share the query
     and the single RoPE key.
 
@@ -209,7 +209,7 @@ def attend_latent(
     start_pos: int = 0,
     impl: str = "torch",
 ) -> torch.Tensor:
-    """Absorbed attention over latent blocks (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2; variants.md
+    """Absorbed attention over latent blocks (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1.2; docs/variants.md
     "Decoding with a cache"): each of the ``G`` blocks is one KV head with key ``[c_j; k_r]`` and
     value ``c_j``; query head ``h`` reads block ``h // (H / G)``.
 

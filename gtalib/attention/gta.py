@@ -1,7 +1,7 @@
 """Grouped-tied attention (GTA, Zadouri et al. 2025, "Hardware-Efficient Attention for Fast
 Decoding", arXiv 2505.21487) as configured in the MLRA paper.
 
-variants.md: query heads of ``head_dim`` split into ``d_n = head_dim − d_r`` NoPE and ``d_r``
+docs/variants.md: query heads of ``head_dim`` split into ``d_n = head_dim − d_r`` NoPE and ``d_r``
 RoPE channels; per KV group one tied state ``s = x̃ W_KV`` of ``head_dim`` split
 ``[s_t (d_n) ; s_v (d_r)]``; one single-head RoPE key ``k_r = RoPE(x̃ W_KR)`` (``d_r``) shared by
 all heads; head ``i`` of group ``j = i // g`` uses ``k = [s_t^j ; k_r]`` and ``v = s^j``.

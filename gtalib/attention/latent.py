@@ -2,7 +2,7 @@
 
 Sources: MLA (DeepSeek-V2, arXiv 2405.04434, Sec. 2.1), GLA (Zadouri et al. 2025, arXiv
 2505.21487), MLRA (Liu et al., arXiv 2603.02188). All five variants share one data path
-(variants.md, "The eleven variants"; MLRA paper Sec. 3-4) and differ only in three numbers from
+(docs/variants.md, "The eleven variants"; MLRA paper Sec. 3-4) and differ only in three numbers from
 :data:`gtalib.config.LATENT_LAYOUT`:
 
 - ``n_blocks``: the KV latent ``c`` (width ``d_c``) is split into blocks of width
@@ -93,7 +93,7 @@ class LatentAttention(Attention):
         self.block_width = self.d_c // self.n_blocks  # w
         self.heads_per_group = H // self.n_groups  # heads fed by one block within a branch
 
-        # Scale constants (variants.md, "Scale constants"): a unit-RMS latent of width r projects to
+        # Scale constants (docs/variants.md, "Scale constants"): a unit-RMS latent of width r projects to
         # keys of variance r σ², a direct projection of x̃ to d σ²; sqrt(d/r) equalises them. Summing
         # n roughly independent branches multiplies the variance by n, hence 1/sqrt(n).
         on = r.latent_scale
@@ -229,7 +229,7 @@ class LatentAttention(Attention):
     def new_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> dict:
         """Empty cache: ``latent (B, max_len, d_c)`` — the normed-and-scaled blocks side by side —
         and ``k_rope (B, max_len, d_r)``, the rotated shared RoPE key; ``"len": 0``. Nothing per
-        head: ``d_c + d_r`` elements per token (variants.md, "Decoding with a cache")."""
+        head: ``d_c + d_r`` elements per token (docs/variants.md, "Decoding with a cache")."""
         z = dict(device=device, dtype=dtype)
         return {
             "latent": torch.zeros(batch_size, max_len, self.d_c, **z),

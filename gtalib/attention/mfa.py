@@ -1,7 +1,7 @@
 """Multi-matrix factorisation attention (MFA, Hu et al. 2024, arXiv 2412.19255) as configured in
 the MLRA paper.
 
-variants.md: the query goes through a low-rank bottleneck ``c = RMSNorm(x̃ W_qa)`` (rank
+docs/variants.md: the query goes through a low-rank bottleneck ``c = RMSNorm(x̃ W_qa)`` (rank
 ``q_lora_rank`` = 2048 at paper size, no latent scale), ``q = c W_qb``; H heads of width
 ``v_head_dim = 2·head_dim`` (256); **one** KV head of the same width broadcast to every head;
 full-width RoPE; softmax scale ``1/sqrt(256)``. The cache holds the single KV head.

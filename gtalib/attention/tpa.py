@@ -1,7 +1,7 @@
 """Tensor product attention (TPA, Zhang et al. 2025, "Tensor Product Attention Is All You Need",
 arXiv 2501.06425).
 
-variants.md: per token, head factors ``A_q (H, R_q)``, ``A_k, A_v (H, R)`` and token factors
+docs/variants.md: per token, head factors ``A_q (H, R_q)``, ``A_k, A_v (H, R)`` and token factors
 ``B_q (R_q, d_h)``, ``B_k, B_v (R, d_h)``, each a linear map of ``x̃``;
 ``q_h = (1/R_q) Σ_r A_q[h, r] B_q[r]`` and the same for k, v with ``1/R``. RoPE rotates the B
 factors of q and k (equivalent to rotating q, k since RoPE is linear at a fixed position).
@@ -45,7 +45,7 @@ class TPAttention(Attention):
 
     @torch.no_grad()
     def init_special(self) -> None:
-        """Xavier-uniform factor projections under both inits (variants.md, "Initialisation":
+        """Xavier-uniform factor projections under both inits (docs/variants.md, "Initialisation":
         the MLRA reference keeps TPA's own init)."""
         for lin in (self.a_q, self.b_q, self.a_k, self.b_k, self.a_v, self.b_v):
             nn.init.xavier_uniform_(lin.weight)

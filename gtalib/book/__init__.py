@@ -7,6 +7,7 @@ module             what
 ``analysis``       paired ΔL, t-intervals, verdicts, collected runs, the claims table
 ``plotting``       seaborn/matplotlib figures and styled tables for the notebooks
 ``tables``         the parameter and per-device KV tables (``gtalib tables``)
+``params``         the notebooks' parameters, validated in one place
 ``job``            the main job: corpus → runs → papermill notebooks → Jupyter Book HTML
 =================  ===========================================================================
 

@@ -8,7 +8,8 @@ configuration the paper argues against), ``"rec"`` (the one it recommends) or ``
 Conventions (stated in every caption the book prints):
 
 - ΔL = L(alt) − L(rec) per seed, from paired runs (same data order, same seed) on the steps both
-  runs logged; positive ⇒ the paper's recommended choice is better (paper.md, ablation figures).
+  runs logged; positive ⇒ the paper's recommended choice is better (docs/paper_values.md, "The
+  ablation figures").
 - Curves: the training loss by default (paired runs see the same batch at every step, so the
   per-step ΔL is dense and the batch difficulty cancels), each seed's ΔL smoothed by a trailing
   mean over ``smoothing`` logged points before averaging over seeds (``smoothing=1``: none;
@@ -19,8 +20,9 @@ Conventions (stated in every caption the book prints):
   seeds of the variant logged.
 - Verdict against the paper's claim (sign of the paper's ΔL): "within noise" when the CI covers 0
   or |ΔL| is not larger than the same-configuration seed spread (max − min of the final
-  validation loss over seeds, the larger of the two arms; pilot.md), else "agrees" when the sign
-  matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single seed.
+  validation loss over seeds, the larger of the two arms; docs/cpu_regime.md), else "agrees" when
+  the sign matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single
+  seed.
 """
 
 from __future__ import annotations
@@ -245,12 +247,12 @@ def final_delta_table(
 
 
 # ---------------------------------------------------------------------------------------------
-# Plateau escape and the unigram entropy (pilot.md)
+# Plateau escape and the unigram entropy (docs/cpu_regime.md)
 # ---------------------------------------------------------------------------------------------
 
 def plateau_escape(runs: pd.DataFrame, entropy: float, margin: float = 0.1, window: int = 10
                    ) -> pd.DataFrame:
-    """Step at which each run leaves the unigram plateau (pilot.md: zero-initialised output
+    """Step at which each run leaves the unigram plateau (docs/cpu_regime.md: zero-initialised output
     projections start every block at a saddle where the loss sits near the unigram entropy).
 
     Escape step = first step at which the training loss, smoothed by a trailing mean over
@@ -460,6 +462,8 @@ class AblationResult:
     final: pd.DataFrame
     curve_column: str = "train_loss"
     final_column: str = "val_loss"
+    #: the variants the page asked for (complete or not), in the figure's order
+    variants: tuple = ()
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -500,7 +504,8 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
                               final_column) if len(runs) else pd.DataFrame()
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column)
+                          final, curve_column, final_column,
+                          tuple(dict.fromkeys(r.variant for r in refs)))
 
 
 def corpus_entropy(preset: str) -> float:
@@ -550,6 +555,26 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
     return MainResult(preset, seeds, confidence, col, ppl, ppl_ci, loss, gap)
 
 
+def aggregate_verdicts(verdicts) -> str:
+    """The verdict of a claim that covers several variants, from their own verdicts: the common
+    verdict when every variant has the same one, else ``"mixed: "`` with the count of each
+    (most frequent first), e.g. ``"mixed: within noise 4/5, differs 1/5"``. The one rule for
+    every claim of the claims chapter.
+
+    Raises:
+        ValueError: no verdict, or one outside :data:`VERDICTS`.
+    """
+    verdicts = list(verdicts)
+    unknown = sorted(set(verdicts) - set(VERDICTS))
+    if not verdicts or unknown:
+        raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}; got {verdicts!r}")
+    counts = sorted(((verdicts.count(v), v) for v in VERDICTS if v in verdicts),
+                    key=lambda cv: -cv[0])  # stable: ties keep the order of VERDICTS
+    if len(counts) == 1:
+        return verdicts[0]
+    return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)
+
+
 def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[str, str]:
     """(ours, verdict) of an ablation claim from its final ΔL table."""
     from gtalib.book.figures import display_name
@@ -557,15 +582,7 @@ def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[s
     if final.empty:
         return "no complete runs", "not measured"
     ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
-    counts = final["verdict"].value_counts()
-    if set(counts.index) == {"agrees"}:
-        verdict_ = "agrees"
-    elif "differs" in counts and "agrees" not in counts:
-        verdict_ = "differs"
-    elif set(counts.index) <= {"within noise", "undetermined (1 seed)"}:
-        verdict_ = "within noise"
-    else:
-        verdict_ = "mixed: " + ", ".join(f"{k} {n}/{len(final)}" for k, n in counts.items())
+    verdict_ = aggregate_verdicts(final["verdict"])
     if paper_largest is not None and len(final) > 1:
         top = final["ΔL"].idxmax()
         ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
@@ -579,7 +596,7 @@ def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_
     The layer sees ``tokens`` unit-RMS random inputs (what the pre-attention RMSNorm hands it);
     the RoPE key is a direct projection of the d_model-wide input (variance ``d σ²``), each NoPE
     key an up-projection of a unit-RMS latent block of width w (``w σ²``) unless the latent scale
-    ``α_kv = sqrt(d / w)`` lifts it (variants.md, "Scale constants ... Why").
+    ``α_kv = sqrt(d / w)`` lifts it (docs/variants.md, "Scale constants ... Why").
 
     Returns:
         ``(measured, expected)`` with expected ``d_model / w`` without the scale and 1 with it.
@@ -647,12 +664,11 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                  ) -> pd.DataFrame:
     """Every claim of :data:`gtalib.book.figures.CLAIMS` with the paper's value, ours and a verdict.
 
-    Ablation claims aggregate the per-variant verdicts of their figure ("agrees" only if every
-    variant agrees, "differs" if some differ and none agrees, "within noise" if none is
-    resolved, else "mixed" with counts). Claims 1–2 are computed exactly from
-    :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on freshly initialised
-    paper-width layers (:func:`key_variance_ratio`); claim 9 is compared with the analytic memory-bound model
-    only (no GPU measurement in this book).
+    Ablation claims aggregate the per-variant verdicts of their figure by
+    :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
+    computed exactly from :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on
+    freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 is compared with
+    the analytic memory-bound model only (no GPU measurement in this book).
     """
     from gtalib.book import figures
 

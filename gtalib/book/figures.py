@@ -1,7 +1,7 @@
 """Each paper figure and table as data: which runs, which difference, the paper's reference values.
 
 Everything shown as "paper" in the book comes from this module, and every value here is taken
-from ``../shared/design/paper.md`` (facts from *Multi-Head Low-Rank Attention*, arXiv 2603.02188:
+from ``docs/paper_values.md`` (facts from *Multi-Head Low-Rank Attention*, arXiv 2603.02188:
 its tables, its figures read by eye (marked ≈), and the authors' released configuration).
 
 An ablation figure compares two *arms* of the same variant: ``alt`` (the configuration the paper
@@ -20,17 +20,17 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 # ---------------------------------------------------------------------------------------------
-# Paper colours (paper.md, "The ablation figures"); matplotlib colour names.
+# Paper colours (docs/paper_values.md, "The ablation figures"); matplotlib colour names.
 # ---------------------------------------------------------------------------------------------
 
-#: Colours of the initialisation figure (paper.md: MHA purple, MQA brown, GQA teal, MLA blue,
+#: Colours of the initialisation figure (docs/paper_values.md: MHA purple, MQA brown, GQA teal, MLA blue,
 #: MFA pink, TPA orange, GLA-2 gray, GLA-4 light blue, GTA green).
 INIT_COLORS: dict[str, str] = {
     "mha": "tab:purple", "mqa": "tab:brown", "gqa": "teal", "mla": "tab:blue",
     "mfa": "tab:pink", "tpa": "tab:orange", "gla-2": "tab:gray", "gla-4": "lightskyblue",
     "gta": "tab:green",
 }
-#: Colours of the gating figure (paper.md: GQA teal, MLA blue, GLA-2 gray, MLRA-2 orange,
+#: Colours of the gating figure (docs/paper_values.md: GQA teal, MLA blue, GLA-2 gray, MLRA-2 orange,
 #: MLRA-4 red); reused by the latent-scaling and double-heads figures, whose colours the paper
 #: text does not list.
 GATE_COLORS: dict[str, str] = {
@@ -68,8 +68,8 @@ def display_name(variant: str) -> str:
 #: The seven held-out validation sets of the paper's main table, in its column order.
 PAPER_SOURCES = ("Wikipedia", "C4", "Pile", "RefinedWeb", "Cosmopedia", "FineWeb", "FineWeb-Edu")
 
-#: Paper main table: validation perplexity, 7 sets and their average (paper.md "Main results",
-#: 2.9 B parameters, 98.3 B tokens, zero init, no gate).
+#: Paper main table: validation perplexity, 7 sets and their average (docs/paper_values.md,
+#: "Main results", 2.9 B parameters, 98.3 B tokens, zero init, no gate).
 PAPER_MAIN_PPL = pd.DataFrame(
     [
         ("mha", 14.624, 16.575, 12.929, 18.698, 9.102, 15.656, 9.434, 13.860),
@@ -87,17 +87,17 @@ PAPER_MAIN_PPL = pd.DataFrame(
     columns=["variant", *PAPER_SOURCES, "avg"],
 ).set_index("variant")
 
-#: Paper: gated MLRA-4, average perplexity over the 7 sets (paper.md, gating table).
+#: Paper: gated MLRA-4, average perplexity over the 7 sets (docs/paper_values.md, gating table).
 PAPER_MLRA4_GATED_AVG_PPL = 13.621
 
-#: Paper zero-shot average accuracy over 7 tasks (%), paper.md "Main results".
+#: Paper zero-shot average accuracy over 7 tasks (%), docs/paper_values.md "Main results".
 PAPER_ZERO_SHOT = {
     "mlra-4": 58.84, "mla": 58.75, "mlra-2": 58.68, "mfa": 58.53, "gla-2": 58.30,
     "gla-4": 58.19, "gqa": 57.89, "tpa": 57.87, "mha": 57.81, "gta": 57.80, "mqa": 57.55,
 }
 
 #: Paper decode latency of one attention layer, batch 1, one H100, in µs (≈, read off the
-#: figure; paper.md "Decoding speed"). Columns: context length in K tokens.
+#: figure; docs/paper_values.md "Decoding speed"). Columns: context length in K tokens.
 PAPER_DECODE_US = pd.DataFrame(
     {
         "GQA (TP 8)": [50.8, 75.8, 120.4, 208.4, 386.5],
@@ -107,7 +107,7 @@ PAPER_DECODE_US = pd.DataFrame(
     },
     index=pd.Index([128, 256, 512, 1024, 2048], name="context (K tokens)"),
 ).T
-#: Bandwidth of the paper's GPU (H100 HBM, bytes/s; paper.md "Physical limits").
+#: Bandwidth of the paper's GPU (H100 HBM, bytes/s; docs/paper_values.md "Physical limits").
 H100_HBM_BYTES_PER_S = 3.35e12
 
 
@@ -153,7 +153,7 @@ class Ablation:
         """Paper's final ΔL for ``variant`` in nats: ``ln(PPL_alt / PPL_rec)`` of the 7-set
         average perplexities when the paper gives them, else the curve's value at 100 B tokens
         (≈), else NaN. The ln-ratio of averaged perplexities approximates the averaged loss
-        difference (paper.md: ln(14.094/13.860) = 0.017 for MHA's init ablation)."""
+        difference (docs/paper_values.md: ln(14.094/13.860) = 0.017 for MHA's init ablation)."""
         if variant in self.paper_ppl:
             alt, rec = self.paper_ppl[variant]
             return math.log(alt / rec)
@@ -273,7 +273,7 @@ def ablation(key: str) -> Ablation:
 
 
 #: The main-results table: all eleven variants at the default options (zero init, no gate,
-#: latent scale on, 1× heads), plus gated MLRA-4 (paper.md "Main results" and gating table).
+#: latent scale on, 1× heads), plus gated MLRA-4 (docs/paper_values.md "Main results" and gating table).
 MAIN_CONFIGS: tuple[tuple[str, dict], ...] = tuple(
     (v, {}) for v in PAPER_MAIN_PPL.index
 ) + (("mlra-4", {"gate": True}),)
@@ -330,7 +330,7 @@ def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Claims (paper.md "Claims a reproduction checks")
+# Claims (docs/paper_values.md "Claims a reproduction checks")
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -501,7 +501,7 @@ def ladder_runs(preset: str, seeds: int, part: str | None = None) -> list[RunRef
     ]
 
 
-#: Option defaults of ``gtalib.presets.model_config`` (variants.md "Ablation switches").
+#: Option defaults of ``gtalib.presets.model_config`` (docs/variants.md "Ablation switches").
 OPTION_DEFAULTS = {"init": "zero", "gate": False, "latent_scale": True, "head_multiplier": 1}
 
 

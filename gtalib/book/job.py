@@ -19,6 +19,7 @@ Exit status 0 only if every run trained, every notebook executed and the HTML is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import json
 import os
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -155,40 +157,160 @@ def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
 # 3. notebooks
 
 
-def notebook_parameters(preset: str, seeds: int, run_dir: Path, max_steps=None) -> dict:
-    """The parameters injected into every notebook (names of their ``parameters`` cells)."""
-    return {"preset": preset, "seeds": seeds, "max_steps": max_steps, "run_dir": str(run_dir),
-            "train": False}
+def notebook_parameters(preset: str, seeds: int, run_dir=None, max_steps=None) -> dict:
+    """The parameters injected into every notebook (names of their ``parameters`` cells).
+    ``run_dir=None`` means the default store, which the notebook resolves itself."""
+    return {"preset": preset, "seeds": seeds, "max_steps": max_steps,
+            "run_dir": None if run_dir is None else str(run_dir), "train": False}
 
 
-def execute_notebook(name: str, params: dict, out_dir: Path) -> float:
-    """Execute ``notebooks/<name>.ipynb`` with papermill into ``out_dir``; returns seconds.
-    Only the parameters its ``parameters`` cell declares are injected.
+#: Seconds a notebook cell may run, by preset (the job trains first, so a cell only reads runs
+#: and plots; the gpu/paper presets read longer metrics files). ``gtalib book
+#: --cell-timeout`` overrides it.
+CELL_TIMEOUT_S = {"ci": 300, "cpu": 600, "gpu": 1200, "paper": 1800}
+
+
+class NotebookTimeout(BookError):
+    """A notebook cell ran past the execution time limit."""
+
+
+def _clean_executed_copy(path: Path, name: str) -> None:
+    """Make an executed copy fit for the book: papermill's injected-parameters cell is tagged
+    ``remove-cell`` (the page shows the validated parameters as a table instead,
+    :class:`gtalib.book.params.NotebookParams`), and papermill's record of the input and output
+    paths names the notebook, not the build machine's folders (the copy is published as the
+    page's source)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    record = nb.metadata.get("papermill", {})
+    if "input_path" in record:
+        record["input_path"] = f"notebooks/{name}.ipynb"
+    if "output_path" in record:
+        record["output_path"] = f"{name}.ipynb"
+    nbformat.write(nb, path)
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    """Set environment variables (inherited by the kernels started meanwhile), then restore."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _kernel_manager_class():
+    """The jupyter_client kernel manager the job's notebooks run under: jupyter_client's
+    ``AsyncKernelManager`` (what nbclient uses) with two settings of our own.
+
+    - IPC transport on POSIX: over TCP, ipykernel 7.4 logs "Kernel is running over TCP without
+      encryption" at every start; the kernel only talks to this process on this machine, so
+      Unix sockets are the fitting transport and the warning's own advice. Each kernel gets its
+      own private temporary folder for its socket files (jupyter_client 8.10 would otherwise
+      name them ``kernel-ipc-<n>`` in the working folder, and kernels started at the same time
+      would pick the same names), removed at shutdown.
+    - No SIGINT on shutdown: jupyter_client 8.x interrupts a kernel before asking it to shut
+      down, even when it is idle after the last cell; a signal that lands while ipykernel
+      handles a message is logged as "ERROR | KeyboardInterrupt caught in kernel" although
+      nothing failed. The shutdown request alone ends an idle kernel; one that does not stop
+      is still sent SIGTERM and then SIGKILL by ``finish_shutdown``.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class BookKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            self._socket_dir = None
+            if os.name == "posix":
+                self._socket_dir = tempfile.mkdtemp(prefix="gtalib-kernel-")
+                kwargs.setdefault("transport", "ipc")
+                kwargs.setdefault("ip", os.path.join(self._socket_dir, "socket"))
+            super().__init__(**kwargs)
+
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if self._socket_dir and not restart:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+    return BookKernelManager
+
+
+def execute_notebook(name: str, params: dict, out_dir: Path, timeout: float | None = None,
+                     notebook_dir: Path = NOTEBOOK_DIR) -> float:
+    """Execute ``<notebook_dir>/<name>.ipynb`` with papermill into ``out_dir``; returns
+    seconds. Only the parameters its ``parameters`` cell declares are injected.
+
+    Args:
+        timeout: seconds any one cell may run (papermill's ``execution_timeout``; default
+            :data:`CELL_TIMEOUT_S` of ``params["preset"]``, else of ``cpu``).
 
     Raises:
-        KeyError: no such notebook. papermill's ``PapermillExecutionError``: a cell raised (the
-            executed copy, with the error, is still written).
+        KeyError: no such notebook. NotebookTimeout: a cell ran past ``timeout`` (the message
+            names the notebook and the cell). papermill's ``PapermillExecutionError``: a cell
+            raised (the executed copy, with the error, is still written).
     """
     import papermill as pm
+    from nbclient.exceptions import CellTimeoutError
 
-    src = NOTEBOOK_DIR / f"{name}.ipynb"
+    src = Path(notebook_dir) / f"{name}.ipynb"
     if not src.exists():
         raise KeyError(f"no notebook {src}; known: {', '.join(NOTEBOOKS)}")
     # inject only what the notebook's parameters cell declares (the ladder takes no max_steps,
     # the tables take nothing)
     declared = pm.inspect_notebook(str(src))
+    if timeout is None:
+        timeout = CELL_TIMEOUT_S.get(params.get("preset"), CELL_TIMEOUT_S["cpu"])
+    dest = Path(out_dir) / src.name
     t0 = time.perf_counter()
-    pm.execute_notebook(str(src), str(Path(out_dir) / src.name),
-                        parameters={k: v for k, v in params.items() if k in declared} or None,
-                        kernel_name="python3",
-                        progress_bar=False, cwd=str(NOTEBOOK_DIR))
+    try:
+        pm.execute_notebook(str(src), str(dest), parameters={k: v for k, v in params.items() if k in declared} or None,
+                            kernel_name="python3", progress_bar=False, cwd=str(src.parent),
+                            execution_timeout=timeout,
+                            kernel_manager_class=_kernel_manager_class())
+    except CellTimeoutError:
+        raise NotebookTimeout(f"notebook {name}: {_running_cell(dest)} ran past the "
+                              f"{timeout:g} s limit per cell and was stopped (raise it with "
+                              f"gtalib book --cell-timeout)") from None
+    _clean_executed_copy(dest, name)
     return time.perf_counter() - t0
 
 
+def _running_cell(path: Path) -> str:
+    """``"cell N (first line)"`` of the cell a timeout stopped: the last cell of the executed
+    copy that papermill started (N counts the source notebook's cells, from 0)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    source_cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    started = [i for i, c in enumerate(source_cells)
+               if c.metadata.get("papermill", {}).get("start_time")]
+    if not started:
+        return "a cell"
+    cell = source_cells[started[-1]]
+    first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+    return f"cell {started[-1]} ({first.strip()[:60]!r})"
+
+
 def execute_notebooks(params: dict, names=NOTEBOOKS, out_dir: Path | None = None, jobs: int = 1,
-                      log=print) -> list[str]:
+                      log=print, timeout: float | None = None,
+                      notebook_dir: Path = NOTEBOOK_DIR) -> list[str]:
     """Run the notebooks ``names`` with papermill into ``out_dir`` (default ``book/generated``),
-    ``jobs`` at a time (each in its own kernel process).
+    ``jobs`` at a time (each in its own kernel process), each cell under ``timeout`` seconds
+    (:func:`execute_notebook`).
 
     Returns:
         messages of notebooks that raised (their executed copy, with the error, is still written).
@@ -198,15 +320,20 @@ def execute_notebooks(params: dict, names=NOTEBOOKS, out_dir: Path | None = None
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
-        if not (NOTEBOOK_DIR / f"{name}.ipynb").exists():
+        if not (Path(notebook_dir) / f"{name}.ipynb").exists():
             raise KeyError(f"no notebook {name!r}; known: {', '.join(NOTEBOOKS)}")
     failures = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futures = {ex.submit(execute_notebook, n, params, out_dir): n for n in names}
+        futures = {ex.submit(execute_notebook, n, params, out_dir, timeout, notebook_dir): n
+                   for n in names}
         for i, fut in enumerate(as_completed(futures), 1):
             name = futures[fut]
             try:
                 log(f"[{i}/{len(names)}] notebook {name}: {fut.result():.1f} s")
+            except NotebookTimeout as e:
+                msg = str(e)
+                failures.append(msg)
+                log(f"[{i}/{len(names)}] {msg}")
             except Exception as e:  # noqa: BLE001 - collected, the build fails at the end
                 last = (str(e).strip().splitlines() or [""])[-1]
                 msg = f"notebook {name} raised {type(e).__name__}: {last}"
@@ -239,7 +366,8 @@ def _md_table(df) -> str:
 
 
 def presets_markdown() -> str:
-    """Markdown table of every preset's model sizes and training settings (from the code)."""
+    """Markdown table of every preset's model sizes and training settings (from the code), one
+    column per preset so that it fits the text column."""
     import pandas as pd
 
     from gtalib.presets import PRESETS, train_config
@@ -250,36 +378,106 @@ def presets_markdown() -> str:
         rows[name] = {
             "layers": p["n_layer"], "d_model": p["d_model"],
             "heads × d_h": f"{p['n_head']} × {p['head_dim']}", "vocab": p["vocab_size"],
-            "steps": t.max_steps, "tokens/run": f"{t.max_steps * t.tokens_per_step:,}",
-            "peak LR": t.lr, "warmup": t.warmup_steps,
+            "steps": f"{t.max_steps:,}", "tokens/run": f"{t.max_steps * t.tokens_per_step:,}",
+            "peak LR": t.lr, "warmup steps": f"{t.warmup_steps:,}",
         }
-    df = pd.DataFrame(rows).T
+    df = pd.DataFrame(rows)
     df.index.name = "preset"
     return _md_table(df) + "\n"
 
 
+def recipe_markdown() -> str:
+    """The training recipe sentence of the methods chapter, from the presets' training settings
+    (every preset shares it; a preset that does not is named with its own values)."""
+    from gtalib.presets import PRESETS, train_config
+
+    def recipe(t):
+        return (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
+                f"gradient-norm clip {t.grad_clip}, linear warmup then cosine decay to "
+                f"{t.min_lr_ratio}× the peak learning rate")
+
+    by_recipe: dict[str, list[str]] = {}
+    for name in PRESETS:
+        by_recipe.setdefault(recipe(train_config(name)), []).append(name)
+    if len(by_recipe) == 1:
+        return (f"Same recipe at every preset ({next(iter(by_recipe))}); the presets change the "
+                "sizes:\n")
+    return ("The recipe by preset: " + "; ".join(
+        f"{', '.join(f'`{n}`' for n in names)}: {r}" for r, names in by_recipe.items())
+        + ". The sizes:\n")
+
+
+def statistics_markdown(seeds: int, confidence: float = 0.95) -> str:
+    """What this build's seed count means for its intervals (methods chapter): the Student-t
+    factor at ``seeds − 1`` degrees of freedom, from :func:`gtalib.book.analysis.t_critical`."""
+    from gtalib.book.analysis import t_critical
+    from gtalib.book.plotting import plural
+
+    if seeds < 2:
+        return (f"This build trains {plural(seeds, 'seed')} per configuration: there is no "
+                f"interval, and every verdict is *undetermined (1 seed)*.\n")
+    t = t_critical(confidence, seeds - 1)
+    q = 0.5 + confidence / 2
+    return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
+            f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
+            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds.\n")
+
+
+def short_hash(value, n: int = 12) -> str:
+    """A hash shown by its first ``n`` characters with the full value in a tooltip (inline HTML
+    for the Markdown snippets); empty for a missing value."""
+    value = str(value or "")
+    if len(value) <= n:
+        return f"<code>{html.escape(value)}</code>" if value else ""
+    return f'<code title="{html.escape(value)}">{html.escape(value[:n])}…</code>'
+
+
 def provenance_markdown(preset: str) -> str:
-    """The corpus's ``PROVENANCE.md`` (data part) with its title demoted to bold text, so it can
-    be included under a section of the methods chapter."""
+    """The provenance of the preset's corpus for the methods chapter, from its ``manifest.json``
+    (:mod:`gtalib.data.build`; the same facts as its ``PROVENANCE.md``): the split rule, then two
+    tables that fit the text column, the archives (sha256 shortened, full value in a tooltip)
+    and the split sizes per source."""
+    import pandas as pd
+
     from gtalib import data as gdata
     from gtalib.book import figures
 
-    path = gdata.corpus_dir("default", figures.preset_tokenizer(preset)) / "PROVENANCE.md"
-    if not path.exists():
-        return f"*(corpus not built: no {path.name} at {path.parent})*\n"
-    lines = path.read_text().splitlines()
-    return "\n".join(re.sub(r"^#+\s*(.*)$", r"**\1**", ln) if ln.startswith("#") else ln
-                     for ln in lines) + "\n"
+    folder = gdata.corpus_dir("default", figures.preset_tokenizer(preset))
+    if not (folder / "manifest.json").exists():
+        return f"*(corpus not built: run `gtalib data build` for the {preset} preset)*\n"
+    m = gdata.load_manifest(folder)
+    tok, sources = m["tokenizer"], m["sources"]
+    archives = pd.DataFrame([{
+        "source": s["name"], "package": s.get("package"), "version": s.get("version"),
+        "sha256": short_hash(s.get("sha256")), "licence (as stated)": s.get("licence"),
+    } for s in sources]).set_index("source")
+    sizes = pd.DataFrame([{
+        "source": s["name"], "duplicates dropped": s["duplicates_dropped"],
+        "train docs": f"{s['train']['documents']:,}", "train tokens": f"{s['train']['tokens']:,}",
+        "val docs": f"{s['val']['documents']:,}", "val tokens": f"{s['val']['tokens']:,}",
+        "unigram entropy (nats)": f"{s['train']['unigram_entropy_nats']:.4f}",
+    } for s in sources]).set_index("source")
+    n_tr = sum(s["train"]["tokens"] for s in sources)
+    n_va = sum(s["val"]["tokens"] for s in sources)
+    return "\n".join([
+        f"**Corpus `{m['corpus']}`, tokenizer `{tok['name']}`** (vocabulary {tok['vocab_size']}, "
+        f"end-of-text id {tok['eot']}). Split rule: {m['split_rule']}.", "",
+        "Archives (sha256 of each archive, shortened; hover for the full value):", "",
+        _md_table(archives), "",
+        "Documents and tokens per split (entropy of the training split):", "",
+        _md_table(sizes), "",
+        f"Total: {n_tr:,} training tokens, {n_va:,} validation tokens; unigram entropy of the "
+        f"training split {m['train_unigram_entropy_nats']:.4f} nats/token.", ""])
 
 
 def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
-    """This build's settings, environment and the run cards of its runs."""
+    """This build's settings, environment and the run cards of its runs: values every run
+    shares (device, threads, git commit) stated once, then one row per configuration with each
+    seed's run id (shortened, full value in a tooltip) and the mean wall time and throughput."""
     import platform
 
     import pandas as pd
     import torch
-
-    from gtalib.book import figures
 
     from importlib.metadata import PackageNotFoundError, version
 
@@ -299,28 +497,45 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
         "- versions: " + ", ".join(f"{p} {ver(p)}" for p in pkgs),
         "- time of this build: " + ", ".join(
             f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
-        "",
     ]
     rows = []
     for ref in plan.runs:
         spec = plan.spec(ref)
         card = run_dir / spec.run_id / "card.json"
         c = json.loads(card.read_text()) if card.exists() else {}
-        rows.append({"configuration": ref.label, "seed": ref.seed, "run": f"`{spec.run_id}`",
+        rows.append({"configuration": ref.label, "seed": ref.seed, "run": spec.run_id,
                      "device": c.get("device", "missing"), "threads": c.get("threads", ""),
-                     "wall s": c.get("wall_time_s", ""), "tokens/s": c.get("tokens_per_s", ""),
-                     "git": str(c.get("git_commit") or "")[:10]})
-    df = pd.DataFrame(rows).set_index("configuration")
-    return "\n".join(lines) + "\n" + _md_table(df) + "\n"
+                     "git": str(c.get("git_commit") or "")[:12],
+                     "wall s": c.get("wall_time_s"), "tokens/s": c.get("tokens_per_s")})
+    runs = pd.DataFrame(rows)
+    for k in ("wall s", "tokens/s"):
+        runs[k] = pd.to_numeric(runs[k], errors="coerce")
+    shared = {k: runs[k].iloc[0] for k in ("device", "threads", "git") if runs[k].nunique() == 1}
+    if any(str(v) for v in shared.values()):
+        lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()
+                                                 if str(v)))
+    table = runs.pivot(index="configuration", columns="seed", values="run").map(short_hash)
+    table = table.loc[list(dict.fromkeys(runs["configuration"]))]
+    table.columns = [f"seed {c}" for c in table.columns]
+    grouped = runs.groupby("configuration", sort=False)
+    for k in ("device", "threads", "git"):
+        if k not in shared:
+            table[k] = grouped[k].agg(lambda v: " / ".join(map(str, dict.fromkeys(v))))
+    for k in ("wall s", "tokens/s"):
+        table[f"{k} (mean)"] = grouped[k].mean().map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
+    return "\n".join(lines) + "\n\n" + _md_table(table) + "\n"
 
 
 def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None
                            ) -> None:
-    """Write ``presets.md``, ``provenance.md`` and ``build_info.md`` into ``book/generated/``
-    (included by the methods and reproduction chapters)."""
+    """Write ``presets.md``, ``recipe.md``, ``statistics.md``, ``provenance.md`` and
+    ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
+    chapters: numbers in their prose come from the configuration and this build)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "presets.md").write_text(presets_markdown())
+    (out_dir / "recipe.md").write_text(recipe_markdown())
+    (out_dir / "statistics.md").write_text(statistics_markdown(summary["seeds"]))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
 
@@ -400,6 +615,36 @@ def html_error_outputs(html_dir: Path) -> list[str]:
     return found
 
 
+def machine_paths(html_dir: Path, paths) -> list[str]:
+    """Files of a built book that name a folder of the build machine: ``"<file>: <path>"`` for
+    every text file under ``html_dir`` (pages, their published sources, the search index) that
+    contains one of ``paths`` as a whole path component (``/tmp`` matches ``/tmp/x``, not
+    ``/tmpx``). A reader needs the parameters and the results, not the builder's file system."""
+    needles = sorted({str(Path(p)).rstrip("/") for p in paths if str(p).strip("/")}, key=len,
+                     reverse=True)
+    pattern = re.compile("|".join(re.escape(n) + r"(?![\w.-])" for n in needles))
+    found = []
+    for f in sorted(Path(html_dir).rglob("*")):
+        if f.suffix not in (".html", ".ipynb", ".md", ".txt", ".js", ".json") or not f.is_file():
+            continue
+        if "mathjax" in f.parts:
+            continue
+        for m in sorted(set(pattern.findall(f.read_text(errors="replace")))):
+            found.append(f"{f.relative_to(html_dir)}: {m}")
+    return found
+
+
+def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
+    """Folders whose paths must not appear in the book: the repository, the home and temporary
+    folders, the run store, the book sources and the data cache."""
+    import tempfile
+
+    from gtalib.data.archives import default_data_dir
+
+    return [REPO, Path.home(), Path(tempfile.gettempdir()), Path(run_dir),
+            Path(book_dir).resolve(), default_data_dir()]
+
+
 # ---------------------------------------------------------------------------------------------
 # The job
 
@@ -407,13 +652,15 @@ def html_error_outputs(html_dir: Path) -> list[str]:
 def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 1,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
-               accelerator: str = "auto", log=print) -> dict:
+               accelerator: str = "auto", cell_timeout: float | None = None, log=print) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
         book_dir: Jupyter Book source folder (``_config.yml``, ``_toc.yml``, chapters); the
             executed notebooks go to ``<book_dir>/generated``, the HTML to
             ``<book_dir>/_build/html``.
+        cell_timeout: seconds a notebook cell may run (default :data:`CELL_TIMEOUT_S` of the
+            preset); a cell past it fails the job, naming the notebook and the cell.
 
     Raises:
         BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
@@ -427,6 +674,8 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
             flag = "--" + name.replace("_", "-")
             raise ValueError(f"{name} ({flag}) must be a positive integer"
                              f"{' or None' if optional else ''}, got {value!r}")
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise ValueError(f"cell_timeout must be a positive number of seconds, got {cell_timeout!r}")
     plan = make_plan(preset, seeds, max_steps, notebooks)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
@@ -441,10 +690,13 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
     times["train_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    params = notebook_parameters(preset, seeds, run_dir, max_steps)
+    # run_dir=None: the notebooks resolve the store from $GTALIB_RUN_DIR, set for their kernels,
+    # so no path of this machine is written into the executed notebooks
+    params = notebook_parameters(preset, seeds, None, max_steps)
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
-    problems += execute_notebooks(params, plan.notebooks, nb_dir, jobs, log)
+    with _environment(GTALIB_RUN_DIR=str(run_dir)):
+        problems += execute_notebooks(params, plan.notebooks, nb_dir, jobs, log, cell_timeout)
     problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
     times["notebooks_s"] = time.perf_counter() - t0
 
@@ -456,6 +708,8 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
         try:
             html_dir = build_html(book_dir, log=log)
             problems += [f"error output in {e}" for e in html_error_outputs(html_dir)]
+            problems += [f"machine-specific path in {e}" for e in machine_paths(
+                html_dir, build_machine_folders(run_dir, book_dir))]
             log(f"book: {html_dir / 'index.html'}")
         except BookError as e:
             problems.append(str(e))
@@ -507,6 +761,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--only", default=None,
                    help="comma-separated notebooks to execute (default: all of "
                         + ", ".join(NOTEBOOKS) + ")")
+    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+                   help="time limit per notebook cell (default by preset: " + ", ".join(
+                       f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
     p.set_defaults(func=_run_cli)
@@ -518,7 +775,7 @@ def _run_cli(args) -> int:
     try:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
-                   accelerator=args.accelerator)
+                   accelerator=args.accelerator, cell_timeout=args.cell_timeout)
     except BookError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

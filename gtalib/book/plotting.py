@@ -98,20 +98,26 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
     else:
         ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
                      va="center", transform=ax_ours.transAxes, color="crimson")
-    plot_paper_reference(fig_spec, ax_paper)
+    plot_paper_reference(fig_spec, ax_paper, result.variants or None)
     fig.tight_layout()
     return fig
 
 
-def plot_paper_reference(fig_spec, ax) -> None:
+def plot_paper_reference(fig_spec, ax, variants=None) -> None:
     """The paper's curves of ``fig_spec`` (dashed, ≈) on its 0–100 B token axis; markers at
     100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities.
+
+    Args:
+        variants: the variants to draw (those the page asked for; default all of the paper's),
+            in the paper's legend order.
 
     The y-range covers every plotted paper value, 0 and the figure's ``paper_ylim``, plus a 10 %
     margin, so that no curve start or marker touches the frame."""
     curves = fig_spec.paper_curve_frame()
     values = [0.0, *(fig_spec.paper_ylim or ())]
-    for v in fig_spec.variants:
+    shown = fig_spec.variants if variants is None else [
+        v for v in fig_spec.variants if v in set(variants)]
+    for v in shown:
         color = fig_spec.colors[v]
         marker, dash = _variant_style(fig_spec, v)
         c = curves[curves["variant"] == v]
@@ -341,7 +347,7 @@ def plot_decode(paper_us: pd.DataFrame, model_us: pd.DataFrame | None = None) ->
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:
-    """Display the plateau-escape step of every run of an ablation (pilot.md): first step at
+    """Display the plateau-escape step of every run of an ablation (docs/cpu_regime.md): first step at
     which the training loss (trailing mean over ``window`` steps) falls below the corpus's
     unigram entropy minus ``margin`` nats."""
     from IPython.display import Markdown, display

@@ -2,9 +2,9 @@
 
 - :func:`params_table`: parameter totals, attention parameters per layer and KV-cache elements per
   token per layer for every variant of a preset, plus the gated and double-heads configurations
-  the paper trained (variants.md, "Parameter matching and paper sizes" and "Ablation switches").
+  the paper trained (docs/variants.md, "Parameter matching and paper sizes" and "Ablation switches").
 - :func:`kv_table`: KV-cache elements per token per layer per device at TP 1/2/4/8 in the
-  paper's Table-1 setting (variants.md, "KV cache per device under tensor parallelism").
+  paper's Table-1 setting (docs/variants.md, "KV cache per device under tensor parallelism").
 
 Command line (wired in :mod:`gtalib.cli` with one call to :func:`add_cli`)::
 
@@ -21,9 +21,9 @@ import pandas as pd
 from gtalib.config import VARIANTS
 from gtalib.kvcache import TP_DEGREES, kv_elems_per_device, kv_elems_per_token, table1_config
 
-#: Variants the paper trained with the output gate (variants.md, "Output gate": figure variants).
+#: Variants the paper trained with the output gate (docs/variants.md, "Output gate": figure variants).
 GATE_RUNS: tuple[str, ...] = ("gqa", "mla", "gla-2", "mlra-2", "mlra-4")
-#: Variants the paper trained with doubled query heads (variants.md, "Double heads").
+#: Variants the paper trained with doubled query heads (docs/variants.md, "Double heads").
 DOUBLE_HEAD_RUNS: tuple[str, ...] = ("gqa", "mla", "gla-2")
 
 PARAMS_COLUMNS = ["variant", "total_params", "attn_params_per_layer", "kv_elems_per_token_layer"]
@@ -49,7 +49,7 @@ def params_table(preset: str = "paper") -> pd.DataFrame:
         ``gqa+2xheads``), ``total_params`` (tied embedding counted once), ``attn_params_per_layer``
         (the attention module incl. its internal norms and gate), ``kv_elems_per_token_layer``
         (:func:`gtalib.kvcache.kv_elems_per_token`). At ``preset="paper"`` the plain rows are the
-        variants.md table (MHA 2,872,593,408 / 37,748,736 / 6144, ...).
+        docs/variants.md table (MHA 2,872,593,408 / 37,748,736 / 6144, ...).
     Raises:
         KeyError: unknown preset (lists the allowed names).
     """

@@ -3,7 +3,7 @@
 Each :class:`Source` names one pinned :class:`~gtalib.data.archives.Archive` and a reader that yields
 ``(doc_id, text)`` from it without importing or installing the package. :func:`clean_text` is applied
 to every document of every source (FineWeb-Edu included). The table of sources, their sizes and
-licences is in ``design/environment.md``; the built corpus records its own in ``manifest.json``.
+licences is in ``docs/environment.md``; the built corpus records its own in ``manifest.json``.
 """
 from __future__ import annotations
 

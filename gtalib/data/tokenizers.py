@@ -9,9 +9,9 @@ encoding offline, checking those hashes itself.
 
 ``get_tokenizer("bytes")`` maps text to its UTF-8 bytes: vocabulary 256, end-of-text id 0 (NUL).
 The corpus cleaner removes NUL and other control characters, so id 0 never occurs inside a
-document. It is the CPU preset's tokenizer: in the CPU pilot (``design/pilot.md``) a byte-level
+document. It is the CPU preset's tokenizer: in the CPU pilot (``docs/cpu_regime.md``) a byte-level
 model left the unigram plateau within ~40 s on 2 cores while a 4k BPE was still near 6 nats after
-200 steps, and a 50k vocabulary makes a tiny model ~3.5x slower per step (``environment.md``).
+200 steps, and a 50k vocabulary makes a tiny model ~3.5x slower per step (``docs/environment.md``).
 """
 from __future__ import annotations
 

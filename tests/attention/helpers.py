@@ -34,7 +34,7 @@ def naive_attention(q, k, v, scale, start_pos=0):
 
 
 def variant_options(variant: str):
-    """The ablation options ``variant`` accepts (variants.md "Ablation switches"), one at a time:
+    """The ablation options ``variant`` accepts (docs/variants.md "Ablation switches"), one at a time:
     none, the gate, double heads (not MHA/TPA, whose cache grows with the heads), latent scale off
     (latent family only)."""
     yield {}

@@ -1,5 +1,5 @@
 """MHA / MQA / GQA: equalities between the three, the head-to-KV-head map, and an independent
-re-implementation of the formula (variants.md rows MHA, MQA, GQA)."""
+re-implementation of the formula (docs/variants.md rows MHA, MQA, GQA)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""MFA, GTA and TPA against float64 re-implementations of their variants.md formulas, from the
+"""MFA, GTA and TPA against float64 re-implementations of their docs/variants.md formulas, from the
 modules' own weights, plus their cache layouts."""
 
 import torch

@@ -1,5 +1,5 @@
 """The latent family (MLA, GLA-2/4, MLRA-2/4) against a plain-torch second implementation written
-from variants.md, plus the properties the spec names: block-to-head routing, branch sums, scale
+from docs/variants.md, plus the properties the spec names: block-to-head routing, branch sums, scale
 constants, key-variance ratios, absorbed decode with the training softmax scale, and errors."""
 
 import math
@@ -18,7 +18,7 @@ H = 8  # query heads of the small test configs
 
 
 def assignment(variant: str, n_head: int = H) -> list[list[int]]:
-    """Block read by head h in branch b, typed from variants.md's prose (not from the module)."""
+    """Block read by head h in branch b, typed from docs/variants.md's prose (not from the module)."""
     half, quarter = n_head // 2, n_head // 4
     return {
         "mla": [[0] * n_head],
@@ -61,7 +61,7 @@ def ref_rms(z, g):
 
 
 def ref_rope(x, start=0, theta=10000.0):
-    """Half-split RoPE of ``x (B, T, h, D)`` at positions start.. (variants.md "Shared model")."""
+    """Half-split RoPE of ``x (B, T, h, D)`` at positions start.. (docs/variants.md "Shared model")."""
     D, T = x.shape[-1], x.shape[1]
     inv = theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
     ang = torch.arange(start, start + T, dtype=torch.float64)[:, None] * inv  # (T, D/2)
@@ -71,7 +71,7 @@ def ref_rope(x, start=0, theta=10000.0):
 
 
 def reference(m, x, assign, scaled=True, tau=None, gate=False, n_blocks=None, alpha_o=None):
-    """Plain-torch latent attention from variants.md. Returns (pre-W_O y (B,T,H,d_v), output).
+    """Plain-torch latent attention from docs/variants.md. Returns (pre-W_O y (B,T,H,d_v), output).
 
     Every branch b is a separate causal softmax attention in which head h uses keys
     [c_blk W_UK ; RoPE(k_r)] and values c_blk W_UV with blk = assign[b][h]; y = α_o Σ_b y_b.
@@ -212,7 +212,7 @@ def test_head_group_reads_only_its_block(variant):
 
 
 def test_scale_constants_at_paper_size():
-    """variants.md "Scale constants" table, from the formulas in the module."""
+    """docs/variants.md "Scale constants" table, from the formulas in the module."""
     expected = {"mla": (2, 6, 1), "gla-2": (3, 12, 1), "gla-4": (3, 24, 1),
                 "mlra-2": (3, 24, 1 / 2), "mlra-4": (3, 24, 1 / 4)}  # (α_q², α_kv², α_o²)
     with torch.device("meta"):
@@ -229,7 +229,7 @@ def test_scale_constants_at_paper_size():
 @pytest.mark.parametrize("scaled", [False, True])
 def test_rope_nope_key_variance_ratio(variant, scaled):
     """At init, Var(RoPE key) / Var(NoPE key) ≈ d / w (w = block width) without the latent scale,
-    ≈ 1 with it (variants.md, "Why").
+    ≈ 1 with it (docs/variants.md, "Why").
 
     d_model = 1024 so the unscaled ratios (16 for MLA, 32 for GLA-2, 64 for 4-block variants) are
     far from 1. Tolerance ±15 % relative: the statistic's spread comes from the random weights

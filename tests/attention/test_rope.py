@@ -1,4 +1,4 @@
-"""RoPE (variants.md: half-split pairs (i, i + D/2), base 10000, fp32 angles)."""
+"""RoPE (docs/variants.md: half-split pairs (i, i + D/2), base 10000, fp32 angles)."""
 
 import pytest
 import torch

@@ -269,3 +269,40 @@ def test_key_variance_ratio_rejects_non_latent_variant():
 
     with pytest.raises(ValueError, match="variant"):
         key_variance_ratio("gqa", True)
+
+
+# --- one aggregation rule for every claim ------------------------------------------------------
+
+def _final(verdicts: dict) -> pd.DataFrame:
+    """A final-ΔL table with the given per-variant verdicts (ΔL values are placeholders)."""
+    return pd.DataFrame({"ΔL": [0.01 * (i + 1) for i in range(len(verdicts))],
+                         "verdict": list(verdicts.values())},
+                        index=pd.Index(list(verdicts), name="variant"))
+
+
+@pytest.mark.parametrize("verdicts, expected", [
+    # the gate claim of the issue: only GQA differs, four of five within noise
+    ({"gqa": "differs", "mla": "within noise", "gla-2": "within noise", "mlra-2": "within noise",
+      "mlra-4": "within noise"}, "mixed: within noise 4/5, differs 1/5"),
+    # the init claim with a similar mix
+    ({"mha": "within noise", "mqa": "differs", "gqa": "within noise", "mla": "agrees"},
+     "mixed: within noise 2/4, agrees 1/4, differs 1/4"),
+    ({"gqa": "agrees", "mla": "within noise"}, "mixed: agrees 1/2, within noise 1/2"),
+    ({"gqa": "differs", "mla": "differs", "gla-2": "agrees"}, "mixed: differs 2/3, agrees 1/3"),
+    ({"gqa": "within noise", "mla": "undetermined (1 seed)"},
+     "mixed: within noise 1/2, undetermined (1 seed) 1/2"),
+    ({"gqa": "differs", "mla": "differs"}, "differs"),
+    ({"gqa": "agrees", "mla": "agrees", "gla-2": "agrees"}, "agrees"),
+    ({"gqa": "within noise"}, "within noise"),
+])
+def test_claims_aggregate_verdicts_by_one_rule(verdicts, expected):
+    assert A.aggregate_verdicts(verdicts.values()) == expected
+    for largest in (None, "gqa"):  # every ablation claim goes through the same rule
+        assert A._claim_from_final(_final(verdicts), largest)[1] == expected
+
+
+def test_aggregate_verdicts_refuses_unknown_or_empty():
+    with pytest.raises(ValueError, match="non-empty"):
+        A.aggregate_verdicts([])
+    with pytest.raises(ValueError, match="'maybe'"):
+        A.aggregate_verdicts(["agrees", "maybe"])

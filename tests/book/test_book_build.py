@@ -124,3 +124,15 @@ def test_404_page_and_paper_bibtex_are_published(built):
     assert f'href="{prefix}intro.html"' in not_found
     intro = (html / "intro.html").read_text()
     assert "highlight-bibtex" in intro and "2603.02188" in intro
+
+
+def test_pages_carry_no_machine_paths_and_show_their_parameters(built):
+    """No page or published source names the repository, home, temporary folders, run store or
+    data cache of the build machine; each chapter shows its parameters as a small table."""
+    dst, _ = built
+    html = dst / "_build" / "html"
+    folders = book.build_machine_folders(book.resolve_run_dir(None), dst)
+    assert book.machine_paths(html, folders) == []
+    page = (html / "generated" / "gating_ablation.html").read_text()
+    assert "Parameters of this page" in page and "injected-parameters" not in page
+    assert "<th>train</th><td><code>False</code>" in page

@@ -9,7 +9,7 @@ from gtalib.book.plan import make_plan
 
 
 def test_paper_final_delta_is_ln_ppl_ratio():
-    # paper.md: ln(14.094 / 13.860) = 0.017 for MHA's initialisation ablation
+    # docs/paper_values.md: ln(14.094 / 13.860) = 0.017 for MHA's initialisation ablation
     assert F.ablation("init").paper_final("mha") == pytest.approx(0.0167, abs=5e-4)
     assert F.ablation("gate").paper_final("gqa") == pytest.approx(math.log(14.139 / 13.806))
     # no perplexities for GQA in the init figure: the curve's value at 100 B tokens (≈)

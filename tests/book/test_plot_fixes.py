@@ -39,3 +39,33 @@ def test_plural():
     assert plotting.plural(1, "thread") == "1 thread"
     assert plotting.plural(2, "thread") == "2 threads"
     assert plotting._hardware([{"device": "cpu", "threads": 1}]) == "cpu, 1 thread"
+
+
+@pytest.mark.parametrize("key, asked", [("gate", ("mlra-4", "gqa")), ("init", ("tpa",)),
+                                        ("latent_scale", ("mla", "gla-2"))])
+def test_paper_panel_shows_only_the_variants_asked_for(key, asked):
+    """A page run with ``variants=...`` draws those of the paper's curves/markers, no others."""
+    spec = F.ablation(key)
+    fig, ax = plt.subplots()
+    plotting.plot_paper_reference(spec, ax, asked)
+    labels = [t.get_text().split(" paper")[0] for t in ax.get_legend().get_texts()]
+    assert labels == [F.display_name(v) for v in spec.variants if v in asked]
+    assert len(ax.get_lines()) == len(asked)
+    plt.close(fig)
+
+
+def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch):
+    import synthetic
+
+    from gtalib.book import analysis
+
+    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", 1)  # GQA and MLA only: MLRA-4 stays missing
+    r = analysis.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
+    assert r.variants == ("mlra-4", "gqa")
+    assert (r.complete, r.incomplete) == (["gqa"], ["mlra-4"])
+    fig = plotting.plot_ablation(r)
+    paper_ax = fig.axes[1]
+    assert [t.get_text().split(" paper")[0] for t in paper_ax.get_legend().get_texts()] == [
+        "GQA", "MLRA-4"]
+    plt.close(fig)

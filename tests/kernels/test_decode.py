@@ -92,7 +92,7 @@ def test_gqa_decode_equals_last_row_of_fused_attention(device):
 
 
 def test_latent_decode_is_absorbed_mla_attention(device):
-    """variants.md weight absorption: attention with k_n = c W_UK, v = c W_UV and scale
+    """docs/variants.md weight absorption: attention with k_n = c W_UK, v = c W_UV and scale
     1/sqrt(d_n + d_r) equals latent_decode(q_n W_UKᵀ, q_r, c, k_r) W_UV."""
     g = torch.Generator().manual_seed(3)
     H, Dc, Dn, Dr, Dv, n = 4, 32, 16, 8, 12, 29

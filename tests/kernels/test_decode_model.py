@@ -10,7 +10,7 @@ CTX = 128 * 1024
 
 
 @pytest.mark.parametrize("variant, elems, units_of_dh", [
-    ("gqa", 2 * 1 * 128, 2.0),  # TP 8: one KV head of K and V (variants.md: GQA 2 at TP 8)
+    ("gqa", 2 * 1 * 128, 2.0),  # TP 8: one KV head of K and V (docs/variants.md: GQA 2 at TP 8)
     ("mla", 512 + 64, 4.5),  # DP: the whole latent + RoPE key
     ("gla-2", 256 + 64, 2.5),  # TP 2: one 256 block + RoPE key
     ("mlra-4", 128 + 64, 1.5),  # TP 4: one 128 block + RoPE key
@@ -18,7 +18,7 @@ CTX = 128 * 1024
 def test_bytes_are_the_closed_form_count(variant, elems, units_of_dh):
     s = dm.shard(variant)
     assert s.elems_per_token == elems
-    assert s.elems_per_token / 128 == units_of_dh  # variants.md per-device table, in units of d_h
+    assert s.elems_per_token / 128 == units_of_dh  # docs/variants.md per-device table, in units of d_h
     assert dm.kv_bytes(s, CTX) == CTX * elems * 2
     assert dm.kv_bytes(s, CTX, bytes_per_elem=4) == CTX * elems * 4
 

@@ -1,0 +1,120 @@
+"""Notebook parameters: one validating function, the usual spellings accepted, the rest refused
+with the parameter, the value and what is allowed; every notebook calls it first."""
+
+import ast
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from gtalib.book import job as book
+from gtalib.book.params import ParameterError, notebook_params, run_dir_label
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("false", False), ("False", False), ("FALSE", False), ("no", False), ("0", False), (0, False),
+    (False, False), ("true", True), ("Yes", True), ("1", True), (1, True), (True, True),
+    (" no ", False),
+])
+def test_booleans_accept_the_usual_spellings(given, expected):
+    assert notebook_params(train=given).train is expected
+
+
+@pytest.mark.parametrize("given", ["maybe", "ja", 2, -1, None, 0.5, "", [True]])
+def test_booleans_refuse_anything_else(given):
+    with pytest.raises(ParameterError) as e:
+        notebook_params(train=given)
+    msg = str(e.value)
+    assert "'train'" in msg and repr(given) in msg and "true/false, yes/no or 1/0" in msg
+
+
+@pytest.mark.parametrize("name", ["seeds", "max_steps", "smoothing"])
+def test_integers_accept_strings_of_digits(name):
+    assert getattr(notebook_params(**{name: "4"}), name) == 4
+    assert getattr(notebook_params(**{name: 7}), name) == 7
+
+
+@pytest.mark.parametrize("name, given", [
+    ("seeds", "three"), ("seeds", "2.5"), ("seeds", 2.0), ("seeds", True), ("seeds", 0),
+    ("seeds", "-1"), ("seeds", None), ("max_steps", 0), ("max_steps", "1e3"),
+    ("smoothing", "five"),
+])
+def test_integers_refuse_anything_else(name, given):
+    with pytest.raises(ParameterError, match=rf"'{name}' = .*expected an integer >= 1"):
+        notebook_params(**{name: given})
+
+
+@pytest.mark.parametrize("given", [None, "None", "none", "null", ""])
+def test_optional_values_accept_none(given):
+    p = notebook_params(max_steps=given, smoothing=given, run_dir=given, variants=given)
+    assert (p.max_steps, p.smoothing, p.run_dir, p.variants) == (None, None, None, None)
+
+
+@pytest.mark.parametrize("given", [
+    "gqa,mla", "gqa, MLA", "[gqa, mla]", '["gqa", "mla"]', "- gqa\n- mla", ["gqa", "mla"],
+    ("GQA", "mla"),
+])
+def test_lists_accept_comma_yaml_and_json(given):
+    assert notebook_params("gate", variants=given).variants == ["gqa", "mla"]
+
+
+@pytest.mark.parametrize("given", [3, "[gqa, [mla]]", "{gqa: 1}", "[]", "gqa,,mla", "[gqa",
+                                   ["gqa", 1]])
+def test_lists_refuse_anything_else(given):
+    with pytest.raises(ParameterError, match="'variants' = .*expected a list of names"):
+        notebook_params("gate", variants=given)
+
+
+def test_variants_are_checked_against_the_figure():
+    with pytest.raises(ParameterError, match="'variants' = 'mha,gqa'.*not in the gate figure; "
+                                             "allowed: gqa, mla, gla-2, mlra-2, mlra-4"):
+        notebook_params("gate", variants="mha,gqa")
+
+
+def test_other_parameters_are_checked():
+    with pytest.raises(ParameterError, match="'preset' = 'laptop'.*one of paper, gpu, cpu, ci"):
+        notebook_params(preset="laptop")
+    with pytest.raises(ParameterError, match="'confidence' = '95'.*strictly between 0 and 1"):
+        notebook_params(confidence="95")
+    assert notebook_params(confidence="0.9").confidence == 0.9
+    with pytest.raises(ParameterError, match="unknown notebook parameter.*'seed'"):
+        notebook_params(seed=1)
+    with pytest.raises(ParameterError, match="'run_dir' = 3"):
+        notebook_params(run_dir=3)
+
+
+def test_the_parameters_table_names_no_machine_path(tmp_path):
+    p = notebook_params(preset="ci", seeds="2", run_dir=str(tmp_path), train="false")
+    assert p.shown() == {"preset": "ci", "seeds": 2, "run_dir": "a folder outside the repository",
+                         "train": False}
+    assert str(tmp_path) not in p._repr_html_()
+    assert run_dir_label(REPO / "runs") == "runs"
+    assert run_dir_label(None).startswith("default")
+
+
+def _first_code_after_parameters(nb):
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    i = next(i for i, c in enumerate(code) if "parameters" in c.metadata.get("tags", []))
+    return code[i], code[i + 1]
+
+
+@pytest.mark.parametrize("name", [n for n in book.NOTEBOOKS
+                                  if any("parameters" in c.metadata.get("tags", []) for c in
+                                         nbformat.read(REPO / "notebooks" / f"{n}.ipynb", 4).cells)])
+def test_every_notebook_validates_all_its_parameters_first(name):
+    """The cell after ``parameters`` passes every parameter through notebook_params before any
+    other call, and the rest of the notebook reads only the validated values."""
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    params, first = _first_code_after_parameters(nb)
+    declared = {t.id for n in ast.parse(params.source).body for t in n.targets}
+    calls = [n for n in ast.parse(first.source).body if not isinstance(n, (ast.Import,
+                                                                          ast.ImportFrom))]
+    call = calls[0].value
+    assert isinstance(call, ast.Call) and call.func.id == "notebook_params"
+    assert {k.arg for k in call.keywords} == declared
+    later = "\n".join(c.source for c in nb.cells[nb.cells.index(first):] if c.cell_type == "code")
+    used = {n.id for n in ast.walk(ast.parse(later)) if isinstance(n, ast.Name)}
+    passed = {n.id for k in call.keywords for n in ast.walk(k.value) if isinstance(n, ast.Name)}
+    assert used & declared == passed, f"{name}: a raw parameter is used after validation"
