@@ -18,9 +18,10 @@ values. Per step, over a context of ``S`` tokens (``e`` bytes per cache element)
   above ``P / W`` (the machine's balance) a shard is compute-bound, below it memory-bound.
 
 :func:`lower_bound_us` is the memory term alone (``B / W``), the bound the paper's figure is about
-("decode at batch 1 is bound by the bytes of KV cache read", paper.md).
+(the MLRA paper, arXiv 2603.02188, decoding-speed experiment, Figure 5: decoding at batch 1 is
+bound by the KV cache read).
 
-Per-device shards of the paper's decode benchmark (paper.md; 64 query heads, d_h 128, RoPE 64;
+Per-device shards of the paper's decode benchmark (its Figure 5; 64 query heads, d_h 128, RoPE 64;
 elements per token per device as in :mod:`gtalib.kvcache`, paper Table 1):
 
 =============  ==========  =====  ====================================  =============  ==========
@@ -43,7 +44,7 @@ all 64 heads; the branch sum ``Σ_b y_b W_O`` is done by the all-reduce (W_O is 
 shards by head group (32 heads per block).
 
 Context lengths are in binary K: "128K" is 131,072 tokens (an assumption; the paper's figure says
-"K tokens"). Bandwidths and peaks: the vendor datasheets (paper.md; NVIDIA H100/H200 SXM).
+"K tokens"). Bandwidths and peaks: NVIDIA's H100 SXM5 and H200 SXM datasheets.
 """
 
 from __future__ import annotations
@@ -205,11 +206,13 @@ def roofline_us(s: DecodeShard, context: int, flops_per_s: str | float = "H100",
 
 
 def model_table(gpus: tuple[str, ...] = ("H100", "H200"), contexts_k: tuple[int, ...] = PAPER_CONTEXTS_K):
-    """Long-format pandas DataFrame of the model, one row per (shard, context, gpu).
+    """Long-format pandas DataFrame of the model, one row per (shard, context, gpu), bf16 caches.
 
     Columns: ``variant, shard, parallel, n_head, elems_per_token, context_k, context, kv_bytes,
-    gpu, bandwidth, latency_us, paper_latency_us`` (the paper's H100 figure value where the context
-    is one of :data:`PAPER_CONTEXTS_K`, else NaN) and ``source = "model"``.
+    flops, gpu, bandwidth, peak_flops, memory_us`` (:func:`lower_bound_us`), ``latency_us``
+    (:func:`roofline_us` at the GPU's datasheet peaks), ``paper_latency_us`` (the paper's H100
+    figure value where the context is one of :data:`PAPER_CONTEXTS_K`, else NaN) and
+    ``source = "model"``.
     """
     import pandas as pd
 
@@ -221,8 +224,10 @@ def model_table(gpus: tuple[str, ...] = ("H100", "H200"), contexts_k: tuple[int,
                 rows.append(dict(
                     variant=v, shard=s.name, parallel=s.parallel, n_head=s.n_head,
                     elems_per_token=s.elems_per_token, context_k=ck, context=ck * 1024,
-                    kv_bytes=kv_bytes(s, ck * 1024), gpu=gpu, bandwidth=bandwidth(gpu),
-                    latency_us=lower_bound_us(s, ck * 1024, gpu), paper_latency_us=paper,
+                    kv_bytes=kv_bytes(s, ck * 1024), flops=step_flops(s, ck * 1024), gpu=gpu,
+                    bandwidth=bandwidth(gpu), peak_flops=peak_flops(gpu),
+                    memory_us=lower_bound_us(s, ck * 1024, gpu),
+                    latency_us=roofline_us(s, ck * 1024, gpu, gpu), paper_latency_us=paper,
                     source="model"))
     return pd.DataFrame(rows)
 
@@ -237,3 +242,42 @@ def paper_table():
              source="paper (H100)")
         for v, lat in PAPER_LATENCY_US.items() for ck, us in zip(PAPER_CONTEXTS_K, lat)
     ])
+
+
+def cpu_results_path():
+    """Where ``benchmarks/decode_cpu.py`` records its results: ``benchmarks/decode_cpu.json`` of
+    this checkout."""
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1] / "benchmarks" / "decode_cpu.json"
+
+
+def load_cpu_results(path=None) -> dict:
+    """The recorded CPU decode measurement (``benchmarks/decode_cpu.py``; default
+    :func:`cpu_results_path`): a dict with the provenance (``date_utc, cpu, threads, torch, ...``),
+    the machine rates (``peak_flops``, ``bandwidth``, per-shard ``gemm_flops``, ``softmax_rate``)
+    and ``rows`` (one per shard and context: ``measured_us``, ``predicted_us``, ``rel_error``, ...).
+
+    Raises:
+        FileNotFoundError: nothing recorded at ``path`` (the message gives the command that
+            records it).
+    """
+    import json
+    from pathlib import Path
+
+    path = Path(path) if path is not None else cpu_results_path()
+    if not path.exists():
+        raise FileNotFoundError(f"no CPU decode results at {path}: record them with "
+                                f"`python benchmarks/decode_cpu.py --out {path}`")
+    return json.loads(path.read_text())
+
+
+def latency_ratios(frame, value: str = "latency_us"):
+    """MLA / MLRA-4 and GQA / MLRA-4 latency ratios per context of a long table with columns
+    ``variant, context_k`` and ``value``: a DataFrame indexed by ``context_k`` with columns
+    ``MLA / MLRA-4`` and ``GQA / MLRA-4``."""
+    import pandas as pd
+
+    wide = frame.pivot_table(index="context_k", columns="variant", values=value)
+    return pd.DataFrame({"MLA / MLRA-4": wide["mla"] / wide["mlra-4"],
+                         "GQA / MLRA-4": wide["gqa"] / wide["mlra-4"]})
