@@ -152,15 +152,20 @@ def kv_bytes(s: DecodeShard, context: int, bytes_per_elem: int = 2) -> int:
     return int(context) * s.elems_per_token * int(bytes_per_elem)
 
 
+def _rate(table: dict[str, float], gpu: str | float, what: str, unit: str) -> float:
+    """``table[gpu]`` for a GPU name, or the positive number ``gpu`` itself."""
+    if isinstance(gpu, str):
+        if gpu not in table:
+            raise KeyError(f"gpu: {gpu!r} unknown; allowed: {', '.join(table)} or a number in {unit}")
+        return table[gpu]
+    if not gpu > 0:
+        raise ValueError(f"gpu: {what} must be positive {unit}, got {gpu}")
+    return float(gpu)
+
+
 def bandwidth(gpu: str | float) -> float:
     """Bytes/s for a GPU name in :data:`HBM_BANDWIDTH` or a number given directly."""
-    if isinstance(gpu, str):
-        if gpu not in HBM_BANDWIDTH:
-            raise KeyError(f"gpu: {gpu!r} unknown; allowed: {', '.join(HBM_BANDWIDTH)} or a number in bytes/s")
-        return HBM_BANDWIDTH[gpu]
-    if not gpu > 0:
-        raise ValueError(f"gpu: bandwidth must be positive bytes/s, got {gpu}")
-    return float(gpu)
+    return _rate(HBM_BANDWIDTH, gpu, "bandwidth", "bytes/s")
 
 
 def lower_bound_us(s: DecodeShard, context: int, gpu: str | float = "H100", bytes_per_elem: int = 2) -> float:
@@ -180,13 +185,7 @@ def step_flops(s: DecodeShard, context: int) -> int:
 
 def peak_flops(gpu: str | float) -> float:
     """FLOP/s for a GPU name in :data:`PEAK_FLOPS` or a number given directly."""
-    if isinstance(gpu, str):
-        if gpu not in PEAK_FLOPS:
-            raise KeyError(f"gpu: {gpu!r} unknown; allowed: {', '.join(PEAK_FLOPS)} or a number in FLOP/s")
-        return PEAK_FLOPS[gpu]
-    if not gpu > 0:
-        raise ValueError(f"gpu: peak must be positive FLOP/s, got {gpu}")
-    return float(gpu)
+    return _rate(PEAK_FLOPS, gpu, "peak", "FLOP/s")
 
 
 def roofline_us(s: DecodeShard, context: int, flops_per_s: str | float = "H100",
