@@ -251,19 +251,30 @@ def cpu_results_path():
     return Path(__file__).resolve().parents[1] / "benchmarks" / "decode_cpu.json"
 
 
-def load_cpu_results(path=None) -> dict:
+def load_cpu_results(path=None, remeasure: bool = False) -> dict:
     """The recorded CPU decode measurement (``benchmarks/decode_cpu.py``; default
     :func:`cpu_results_path`): a dict with the provenance (``date_utc, cpu, threads, torch, ...``),
     the machine rates (``peak_flops``, ``bandwidth``, per-shard ``gemm_flops``, ``softmax_rate``)
     and ``rows`` (one per shard and context: ``measured_us``, ``predicted_us``, ``rel_error``, ...).
 
+    With ``remeasure`` the benchmark runs first (default ladder, about two minutes on one core),
+    writing to ``path`` or, without one, to a temporary file (the recorded one is left alone).
+
     Raises:
         FileNotFoundError: nothing recorded at ``path`` (the message gives the command that
             records it).
+        subprocess.CalledProcessError: the benchmark failed (``remeasure``).
     """
     import json
+    import subprocess
+    import sys
+    import tempfile
     from pathlib import Path
 
+    if remeasure:
+        path = Path(path) if path is not None else Path(tempfile.mkdtemp()) / "decode_cpu.json"
+        subprocess.run([sys.executable, str(cpu_results_path().parent / "decode_cpu.py"), "--out", str(path)],
+                       check=True, capture_output=True)
     path = Path(path) if path is not None else cpu_results_path()
     if not path.exists():
         raise FileNotFoundError(f"no CPU decode results at {path}: record them with "
