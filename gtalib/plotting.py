@@ -376,7 +376,9 @@ def show_decode(cpu: dict, model: pd.DataFrame, paper: pd.DataFrame, gpu=None, t
 
     rows = pd.DataFrame(cpu["rows"])
     h100 = model[(model.gpu == "H100") & model.paper_latency_us.notna()]
-    gpu_df, gpu_env = (gpu[0][gpu[0].latency_us.notna()], gpu[1]) if gpu is not None else (None, {})
+    gpu_df, gpu_env = gpu if gpu is not None else (None, {})
+    if gpu_df is not None:  # a failed point is a row with an error and no latency
+        gpu_df = gpu_df[gpu_df["latency_us"].notna()] if "latency_us" in gpu_df else gpu_df.iloc[:0]
     display(Markdown(
         f"CPU measurement recorded {cpu['date_utc']} on {cpu['cpu']} ({cpu['threads']} thread of "
         f"{cpu['logical_cpus']}; load average {cpu['load_average_before'][0]} before, "
