@@ -4,7 +4,7 @@ machine's peak FLOP/s and memory bandwidth measured in the same run, against the
 ``gtalib.kernels.decode_model``.
 
 Usage: ``.venv/bin/python benchmarks/decode_cpu.py [--contexts-k 16,32,64,128,256,512]
-[--threads 1] [--repeats 5] [--out benchmarks/decode_cpu.json]`` (about 2 minutes on one core
+[--threads 1] [--repeats 7] [--out benchmarks/decode_cpu.json]`` (about 2 minutes on one core
 of this machine when idle). Writes the JSON the decode chapter reads (``notebooks/decode_speed.ipynb``)
 and a Markdown summary beside it (same name, ``.md``).
 
@@ -12,16 +12,17 @@ Method:
 
 - A shard's step is split-KV attention (FlashDecoding, Dao et al. 2023) in PyTorch, fp32:
   :func:`split_kv_decode` walks the context in chunks; per chunk one GEMM scores the ``H`` heads
-  against the chunk's keys, one GEMM adds its weighted values, and the chunks are merged by their softmax
-  statistics (online softmax: a running max, denominator and output). The latent shards use the absorbed form (query ``[q_n W_UK; q_r]``, key
-  ``[c_j; k_r]``, value ``c_j``: the value is a view of the key rows, read while they are still in
-  cache). Chunks are sized so a chunk's keys fit in 1 MiB (this CPU's per-core L2 is 1 MiB).
+  against the chunk's keys, one GEMM adds its weighted values, and the chunks are merged by
+  their softmax statistics (online softmax: a running max, denominator and output). The latent
+  shards use the absorbed form (query ``[q_n W_UK; q_r]``, key ``[c_j; k_r]``, value ``c_j``: the
+  value is a view of the key rows, read while they are still in cache). Chunks are sized so a chunk's keys fit in 1 MiB (this CPU's per-core L2 is 1 MiB).
 - Times are CPU time of this process (``time.process_time``; one thread, so equal to wall time on
-  an idle machine), the minimum over ``--repeats`` runs after one warm-up: the machine is shared,
-  and CPU time leaves out the time the scheduler gives to other processes, which wall time would
-  count (the minimum wall time is recorded beside it). The shards are interleaved within each
+  an idle machine), the minimum over ``--repeats`` runs after one warm-up (``128 / K`` times as
+  many below 128K tokens, where a step is short): the machine is shared, and CPU time leaves out
+  the time the scheduler gives to other processes, which wall time would count (the minimum wall
+  time is recorded beside it). The shards are interleaved within each
   context.
-- Machine rates, measured in the same run, best of ``--repeats``: **peak FLOP/s**, a 1024³ fp32
+- Machine rates, measured in the same run, best of ``2 × --repeats``: **peak FLOP/s**, a 1024³ fp32
   GEMM; **bandwidth** ``W``, ``sum`` over a 512 MiB buffer (a streaming read, what a decode step
   does); and, per shard, two rates of its building blocks: the **GEMM rate** ``P_H`` of its two
   per-chunk GEMMs with the keys streamed from memory (:func:`gemm_rate`; a GEMM with 8 rows, GQA
@@ -189,7 +190,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def run(contexts_k=DEFAULT_CONTEXTS_K, threads: int = 1, repeats: int = 5) -> dict:
+def run(contexts_k=DEFAULT_CONTEXTS_K, threads: int = 1, repeats: int = 7) -> dict:
     """Measure everything; returns the results dict written by :func:`main` (see the module doc)."""
     import numpy
 
@@ -200,9 +201,10 @@ def run(contexts_k=DEFAULT_CONTEXTS_K, threads: int = 1, repeats: int = 5) -> di
     if err > 1e-5:
         raise RuntimeError(f"split_kv_decode differs from the one-shot softmax by {err:.2e}")
     gen = torch.Generator().manual_seed(0)
-    peaks = measure_peaks(repeats)
-    gemm = {v: gemm_rate(s, repeats, gen) for v, s in PAPER_SHARDS.items()}
-    softmax = {v: softmax_rate(s, repeats, gen) for v, s in PAPER_SHARDS.items()}
+    calib = 2 * repeats  # the rates set every prediction and are cheap to measure: more runs
+    peaks = measure_peaks(calib)
+    gemm = {v: gemm_rate(s, calib, gen) for v, s in PAPER_SHARDS.items()}
+    softmax = {v: softmax_rate(s, calib, gen) for v, s in PAPER_SHARDS.items()}
     rows = []
     for ck in contexts_k:
         S = ck * 1024
@@ -211,7 +213,8 @@ def run(contexts_k=DEFAULT_CONTEXTS_K, threads: int = 1, repeats: int = 5) -> di
         walls = dict(times)
         for v in PAPER_SHARDS:  # warm-up
             split_kv_decode(*tensors[v], 0.1, chunk_tokens(PAPER_SHARDS[v]))
-        for _ in range(repeats):  # interleaved: drift on a shared machine hits every shard alike
+        for _ in range(repeats * max(1, 128 // ck)):  # short steps: more runs, same total time
+            # interleaved: drift on a shared machine hits every shard alike
             for v, s in PAPER_SHARDS.items():
                 w0, t0 = time.perf_counter(), time.process_time()
                 split_kv_decode(*tensors[v], 0.1, chunk_tokens(s))
@@ -253,7 +256,7 @@ def markdown(res: dict) -> str:
         f"{res['bandwidth'] / 1e9:.1f} GB/s (streaming read); per shard, GEMM GFLOP/s and softmax "
         "Mscores/s: " + ", ".join(f"{v} {res['gemm_flops'][v] / 1e9:.1f} / {res['softmax_rate'][v] / 1e6:.0f}"
                                   for v in res["gemm_flops"]),
-        f"- best of {res['repeats']} interleaved runs; produced by `{res['command'].strip()}`",
+        f"- best of {res['repeats']} interleaved runs ({res['repeats']} · 128 / K below 128K); produced by `{res['command'].strip()}`",
         "",
         "| shard | context (K) | measured ms (CPU time) | wall ms | model ms | error | GEMMs | peak-roofline ms |",
         "|---|---|---|---|---|---|---|---|",
@@ -270,7 +273,8 @@ def main(argv=None) -> int:
     ap.add_argument("--contexts-k", default=",".join(map(str, DEFAULT_CONTEXTS_K)),
                     help="comma-separated context lengths in K (1024) tokens")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7,
+                    help="timed runs per shard and context (more below 128K), 2× for the machine rates")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "decode_cpu.json")
     a = ap.parse_args(argv)
     try:
