@@ -416,11 +416,11 @@ def show_decode(cpu: dict, model: pd.DataFrame, paper: pd.DataFrame, gpu=None, t
     rank_cpu = " < ".join(big.shard)
     rank_h100 = " < ".join(h.sort_values("latency_us").shard)
     rank_paper = " < ".join(h.sort_values("paper_latency_us").shard)
-    shards = pd.DataFrame([dict(shard=s.name, FLOPs_per_token=s.flops_per_token,
-                                bytes_per_token_fp32=4 * s.elems_per_token,
-                                cpu_intensity=s.flops_per_token / (4 * s.elems_per_token),
-                                bytes_per_token_bf16=2 * s.elems_per_token,
-                                h100_intensity=s.flops_per_token / (2 * s.elems_per_token))
+    shards = pd.DataFrame([{"shard": s.name, "FLOPs / token": s.flops_per_token,
+                            "bytes / token, fp32 (CPU)": 4 * s.elems_per_token,
+                            "FLOP / byte, fp32": s.flops_per_token / (4 * s.elems_per_token),
+                            "bytes / token, bf16 (H100)": 2 * s.elems_per_token,
+                            "FLOP / byte, bf16": s.flops_per_token / (2 * s.elems_per_token)}
                            for s in dm.PAPER_SHARDS.values()]).set_index("shard")
     display(Markdown(
         f"Ranking, fastest first: this CPU at {int(big.context_k.iloc[0])}K: {rank_cpu}; H100 "
