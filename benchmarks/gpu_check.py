@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/gpu_check.py OUTDIR [--sections tests,attention,decode,train] [--quick]
+    python benchmarks/gpu_check.py OUTDIR [--sections tests,attention,decode,train[,tp]] [--quick]
     bash scripts/gpu_check.sh OUTDIR          # the same, unbuffered, under `timeout`
 
 Writes into OUTDIR: ``report.md`` (rewritten after every section, so a kill leaves what finished),
@@ -22,6 +22,9 @@ Sections (each in its own try/except; a failure is written into the report and t
   column of the decode chapter (``notebooks/decode_speed.ipynb``).
 * ``train``: 50 bf16 steps of two variants through ``gtalib train --preset gpu`` (skipped with a
   message when that command is not available).
+* ``tp`` (only when named in ``--sections``): tensor-parallel decode of every variant on the GPU
+  (``gtalib.tp``; TP 1 over NCCL, TP 2/4 as gloo ranks sharing the GPU) against the
+  single-process model, to ``tp.csv``.
 
 Nothing here writes a number that was not measured: a failed point is recorded as an error.
 Without the editable install, ``gtalib.kernels`` is mapped onto the top-level ``kernels/`` folder.
@@ -45,6 +48,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("tests", "attention", "decode", "train")
+#: Run only when named in --sections (not part of the 8-minute default).
+OPTIONAL_SECTIONS = ("tp",)
 #: (B, T, H, Hkv, Dqk, Dv): the latent family after up-projection, MHA-like dims, MFA's one 256 head.
 ATTENTION_SHAPES = ((4, 2048, 24, 24, 192, 128), (4, 2048, 24, 24, 128, 128), (4, 2048, 24, 1, 256, 256))
 DECODE_VARIANTS = ("gqa", "mla", "gla-2", "mlra-4")
@@ -75,14 +80,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("outdir", type=Path, help="folder for report.md and the CSV files (created)")
     p.add_argument("--sections", default=",".join(SECTIONS),
-                   help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")
+                   help=f"comma-separated subset of {', '.join(SECTIONS + OPTIONAL_SECTIONS)} "
+                        f"(default: {', '.join(SECTIONS)})")
     p.add_argument("--quick", action="store_true", help="one attention shape, contexts 128K and 1M only")
     p.add_argument("--train-steps", type=int, default=50, help="training steps per variant (default 50)")
     args = p.parse_args(argv)
     chosen = [s.strip() for s in args.sections.split(",") if s.strip()]
-    bad = [s for s in chosen if s not in SECTIONS]
+    bad = [s for s in chosen if s not in SECTIONS + OPTIONAL_SECTIONS]
     if bad or not chosen:
-        p.error(f"--sections: unknown {bad or chosen}; allowed: {', '.join(SECTIONS)}")
+        p.error(f"--sections: unknown {bad or chosen}; allowed: {', '.join(SECTIONS + OPTIONAL_SECTIONS)}")
     args.sections = chosen
     return args
 
@@ -260,6 +266,51 @@ def section_decode(outdir: Path, quick: bool) -> str:
             "(measured):\n\n" + markdown_table(ratios))
 
 
+def section_tp(outdir: Path) -> str:
+    """Tensor-parallel decode on the GPU (gtalib.tp): every variant, gate off and on, ci shapes,
+    prefill 12 + 8 decode steps, the Triton kernels on; TP 1 over NCCL, TP 2 and 4 as gloo ranks
+    sharing the one GPU. Rows (max |logits − single-process CUDA model|, cache elements per token
+    and layer against gtalib.kvcache, all-reduced bytes per token) to tp.csv."""
+    import tempfile
+
+    import torch
+
+    from gtalib.config import VARIANTS
+    from gtalib.kvcache import kv_elems_per_device
+    from gtalib.model import GPT
+    from gtalib.presets import model_config
+    from gtalib.tp import allreduce_bytes_per_token, reference_decode, spawn_decode
+
+    models = {}
+    for v in VARIANTS:
+        for gate in (False, True):
+            torch.manual_seed(0)
+            models[f"{v}{'+gate' if gate else ''}"] = GPT(model_config("ci", v, init="normal", gate=gate)).eval()
+    tokens = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(1))
+    refs = {n: reference_decode(m.cuda(), tokens.cuda(), 12).cpu() for n, m in models.items()}
+    for m in models.values():
+        m.cpu()
+    rows = []
+    for tp, backend in ((1, "nccl"), (2, "gloo"), (4, "gloo")):
+        with tempfile.TemporaryDirectory() as tmp:
+            ranks = spawn_decode(models, tokens, 12, tp, backend=backend, workdir=tmp, device="cuda")
+        for n, m in models.items():
+            rows.append(dict(
+                tp=tp, backend=backend, model=n,
+                max_abs_diff=max((r[n]["logits"] - refs[n]).abs().max().item() for r in ranks),
+                cache_equals_kvcache=all(r[n]["kv_elems_per_token"] == [kv_elems_per_device(m.cfg, tp)] * m.cfg.n_layer
+                                         for r in ranks),
+                allreduce_bytes_per_token=ranks[0][n]["reduced_bytes"] / tokens.numel(),
+                formula=allreduce_bytes_per_token(m.cfg, tp)))
+    write_csv(outdir / "tp.csv", rows)
+    summary = [dict(tp=tp, backend=b, models=len(g), worst_max_abs_diff=max(r["max_abs_diff"] for r in g),
+                    caches_equal_kvcache=all(r["cache_equals_kvcache"] for r in g))
+               for tp, b in ((1, "nccl"), (2, "gloo"), (4, "gloo"))
+               for g in [[r for r in rows if r["tp"] == tp]]]
+    return ("fp32, attn_impl auto (Triton on CUDA); target: worst_max_abs_diff ≤ 1e-5 as on the CPU.\n\n"
+            + markdown_table(summary) + "\nAll rows: tp.csv\n")
+
+
 def _train_command(help_text: str, variant: str, steps: int, run_dir: Path) -> list[str]:
     """The ``gtalib train`` call, adapted to the options its --help lists."""
     cmd = [sys.executable, "-m", "gtalib.cli", "train"]
@@ -312,13 +363,14 @@ def main(argv=None) -> int:
         "attention": lambda: section_attention(args.outdir, args.quick),
         "decode": lambda: section_decode(args.outdir, args.quick),
         "train": lambda: section_train(args.outdir, args.train_steps, timeout_each=70),
+        "tp": lambda: section_tp(args.outdir),
     }
     failed = 0
     for name in args.sections:
         t0 = time.time()
         print(f"[gpu_check] {name} ...", flush=True)
         try:
-            if name in ("attention", "decode"):
+            if name in ("attention", "decode", "tp"):
                 ensure_gtalib_kernels()
                 import torch
 

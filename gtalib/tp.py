@@ -330,11 +330,13 @@ def allreduce_bytes_per_token(cfg: ModelConfig, tp: int, dtype: torch.dtype = to
 # Running it: spawned ranks (or torchrun) against the single-process model
 # ---------------------------------------------------------------------------------------------
 
-def _device(backend: str, rank: int) -> torch.device:
+def _device(backend: str, rank: int, device: str = "cpu") -> torch.device:
+    """The rank's device: its own GPU under NCCL; ``device`` (``"cpu"``, or ``"cuda"``: the
+    current GPU, shared by every rank) under gloo, which reduces CPU and CUDA tensors alike."""
     if backend == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    return torch.device(device)
 
 
 def decode_on_rank(models: dict[str, GPT], tokens: torch.Tensor, prompt_len: int, rank: int,
@@ -363,23 +365,27 @@ def decode_on_rank(models: dict[str, GPT], tokens: torch.Tensor, prompt_len: int
     return out
 
 
-def _spawned(rank: int, world: int, init_method: str, backend: str, workdir: str) -> None:
+def _spawned(rank: int, world: int, init_method: str, backend: str, workdir: str, device: str) -> None:
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
     try:
         torch.set_num_threads(1)
         job = torch.load(Path(workdir) / "job.pt", weights_only=False)
         res = decode_on_rank(job["models"], job["tokens"], job["prompt_len"], rank, world,
-                             _device(backend, rank))
+                             _device(backend, rank, device))
         torch.save(res, Path(workdir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
 
 def spawn_decode(models: dict[str, GPT], tokens: torch.Tensor, prompt_len: int, tp: int,
-                 backend: str = "gloo", workdir: str | os.PathLike | None = None) -> list[dict]:
+                 backend: str = "gloo", workdir: str | os.PathLike | None = None,
+                 device: str = "cpu") -> list[dict]:
     """Run :func:`decode_on_rank` on ``tp`` freshly spawned processes (``torch.multiprocessing``)
-    joined by ``torch.distributed`` (``backend`` gloo on CPU, nccl on GPUs; rendezvous through a
-    file in ``workdir``). Returns the per-rank results, rank order.
+    joined by ``torch.distributed`` (``backend`` gloo on CPU, nccl with one GPU per rank;
+    rendezvous through a file in ``workdir``). Returns the per-rank results, rank order.
+
+    ``device="cuda"`` with gloo puts every rank on the current GPU (several ranks on one GPU,
+    which NCCL refuses); NCCL always uses GPU ``rank``.
 
     Args:
         models: name → single-process :class:`GPT` (pickled to the ranks through ``workdir``).
@@ -390,6 +396,8 @@ def spawn_decode(models: dict[str, GPT], tokens: torch.Tensor, prompt_len: int, 
     """
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be 'gloo' (CPU) or 'nccl' (GPU), got {backend!r}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if not 1 <= prompt_len <= tokens.shape[1]:
         raise ValueError(f"prompt_len must be in [1, {tokens.shape[1]}], got {prompt_len}")
     for m in models.values():
@@ -399,7 +407,7 @@ def spawn_decode(models: dict[str, GPT], tokens: torch.Tensor, prompt_len: int, 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         torch.save(dict(models=models, tokens=tokens, prompt_len=prompt_len), Path(tmp) / "job.pt")
         init = (Path(tmp) / "rendezvous").resolve().as_uri()
-        mp.spawn(_spawned, args=(tp, init, backend, tmp), nprocs=tp, join=True)
+        mp.spawn(_spawned, args=(tp, init, backend, tmp, device), nprocs=tp, join=True)
         return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(tp)]
 
 

@@ -137,6 +137,10 @@ def test_refused_degrees_name_variant_degree_and_allowed():
         shard_model(m, 3, 0)
     with pytest.raises(ValueError, match="tp=8"):
         spawn_decode({"m": m}, torch.zeros(1, 4, dtype=torch.long), 2, 8)  # refused before spawning
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
+        spawn_decode({"m": m}, torch.zeros(1, 4, dtype=torch.long), 2, 2, device="tpu")
+    with pytest.raises(ValueError, match="backend must be"):
+        spawn_decode({"m": m}, torch.zeros(1, 4, dtype=torch.long), 2, 2, backend="mpi")
 
 
 def test_allreduce_bytes_per_token():
