@@ -26,6 +26,13 @@ each variant is the MLRA paper's Table-1 setting, arXiv 2603.02188, and the rule
   Table 1 is about the attention cache); the MLP is left whole so that the all-reduce per layer is
   the attention's alone.
 
+Degrees (:func:`allowed_tp_degrees`): ``t`` divides ``n_head``; where KV heads are split, ``t``
+divides them or is a multiple of them (the paper's GQA, 6 KV heads of 24 query heads: not TP 4 or
+8); in the latent family ``t`` divides the head groups or is a multiple of them, and likewise for
+the branches and then the heads of a (branch, group) pair (MLRA-2, 2 groups: not TP 3; MLRA-2 at
+TP 8 is allowed, each rank serving half the heads of one pair, as :mod:`gtalib.kvcache` counts).
+Any other degree raises ``ValueError`` naming the variant, the degree and the allowed degrees.
+
 Each rank's attention is the variant's own module class with narrowed weights and head counts
 (:func:`shard_attention`), so decoding runs the very same forward and cache code as the
 single-process model. The cache a rank allocates holds :func:`gtalib.kvcache.kv_elems_per_device`
