@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/gpu_check.py OUTDIR [--sections tests,attention,decode,train] [--quick]
+    python benchmarks/gpu_check.py OUTDIR [--sections tests,attention,decode,train[,tp]] [--quick]
     bash scripts/gpu_check.sh OUTDIR          # the same, unbuffered, under `timeout`
 
 Writes into OUTDIR: ``report.md`` (rewritten after every section, so a kill leaves what finished),
@@ -14,11 +14,17 @@ Sections (each in its own try/except; a failure is written into the report and t
 * ``attention``: fused attention forward and forward+backward TFLOP/s vs every SDPA backend at the
   paper's training shapes (B·T = 4×2048, H = 24, causal). FLOPs: forward ``2·B·H·T²·(Dqk+Dv)/2``,
   backward 2.5× forward (FlashAttention-2's convention).
-* ``decode``: one decode step at batch 1 for the paper's per-device shards (GQA TP 8, MLA DP,
-  GLA-2 TP 2, MLRA-4 TP 4; gtalib.kernels.decode_model) at 128K … 2M tokens, with achieved GB/s =
-  cache bytes / time against the 4.8 TB/s peak, the analytic lower bound and the paper's H100 value.
+* ``decode``: one decode step at batch 1 of the paper's Figure-5 per-device shards (GQA TP 8, MLA DP,
+  GLA-2 TP 2, MLRA-4 TP 4; gtalib.kernels.decode_model) with the Triton split-KV decode kernels
+  (``gqa_decode``, ``latent_decode``) at 128K … 2M tokens, with achieved GB/s = cache bytes / time
+  against the 4.8 TB/s peak, the roofline model at H200 and H100 peaks and the paper's H100 value.
+  Committed under ``benchmarks/results/<folder>/``, ``decode.csv`` fills the GPU curves and ratio
+  column of the decode chapter (``notebooks/decode_speed.ipynb``).
 * ``train``: 50 bf16 steps of two variants through ``gtalib train --preset gpu`` (skipped with a
   message when that command is not available).
+* ``tp`` (only when named in ``--sections``): tensor-parallel decode of every variant on the GPU
+  (``gtalib.tp``; TP 1 over NCCL, TP 2/4 as gloo ranks sharing the GPU) against the
+  single-process model, to ``tp.csv``.
 
 Nothing here writes a number that was not measured: a failed point is recorded as an error.
 Without the editable install, ``gtalib.kernels`` is mapped onto the top-level ``kernels/`` folder.
@@ -42,6 +48,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("tests", "attention", "decode", "train")
+#: Run only when named in --sections (not part of the 8-minute default).
+OPTIONAL_SECTIONS = ("tp",)
 #: (B, T, H, Hkv, Dqk, Dv): the latent family after up-projection, MHA-like dims, MFA's one 256 head.
 ATTENTION_SHAPES = ((4, 2048, 24, 24, 192, 128), (4, 2048, 24, 24, 128, 128), (4, 2048, 24, 1, 256, 256))
 DECODE_VARIANTS = ("gqa", "mla", "gla-2", "mlra-4")
@@ -72,14 +80,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("outdir", type=Path, help="folder for report.md and the CSV files (created)")
     p.add_argument("--sections", default=",".join(SECTIONS),
-                   help=f"comma-separated subset of {', '.join(SECTIONS)} (default: all)")
+                   help=f"comma-separated subset of {', '.join(SECTIONS + OPTIONAL_SECTIONS)} "
+                        f"(default: {', '.join(SECTIONS)})")
     p.add_argument("--quick", action="store_true", help="one attention shape, contexts 128K and 1M only")
     p.add_argument("--train-steps", type=int, default=50, help="training steps per variant (default 50)")
     args = p.parse_args(argv)
     chosen = [s.strip() for s in args.sections.split(",") if s.strip()]
-    bad = [s for s in chosen if s not in SECTIONS]
+    bad = [s for s in chosen if s not in SECTIONS + OPTIONAL_SECTIONS]
     if bad or not chosen:
-        p.error(f"--sections: unknown {bad or chosen}; allowed: {', '.join(SECTIONS)}")
+        p.error(f"--sections: unknown {bad or chosen}; allowed: {', '.join(SECTIONS + OPTIONAL_SECTIONS)}")
     args.sections = chosen
     return args
 
@@ -221,7 +230,7 @@ def section_decode(outdir: Path, quick: bool) -> str:
     import torch
 
     from gtalib.kernels.bench import bench_decode
-    from gtalib.kernels.decode_model import PAPER_CONTEXTS_K, PAPER_LATENCY_US, lower_bound_us, shard
+    from gtalib.kernels.decode_model import PAPER_CONTEXTS_K, PAPER_LATENCY_US, roofline_us, shard
 
     rows = []
     for ck in (128, 1024) if quick else CONTEXTS_K:
@@ -229,7 +238,8 @@ def section_decode(outdir: Path, quick: bool) -> str:
             base = dict(variant=v, shard=shard(v).name, context_k=ck)
             try:
                 r = bench_decode(v, ck * 1024)
-                r["model_h200_us"] = lower_bound_us(shard(v), ck * 1024, "H200")
+                r["model_h200_us"] = roofline_us(shard(v), ck * 1024, "H200", "H200")
+                r["model_h100_us"] = roofline_us(shard(v), ck * 1024, "H100", "H100")
                 if ck in PAPER_CONTEXTS_K:
                     r["paper_h100_us"] = PAPER_LATENCY_US[v][PAPER_CONTEXTS_K.index(ck)]
                 rows.append(r)
@@ -245,13 +255,60 @@ def section_decode(outdir: Path, quick: bool) -> str:
             ratios.append(dict(context_k=ck,
                                mla_over_mlra4=m["latency_us"] / r4["latency_us"] if m else float("nan"),
                                gqa_over_mlra4=g["latency_us"] / r4["latency_us"] if g else float("nan")))
-    cols = ["shard", "context_k", "latency_us", "gbps", "peak_fraction", "model_h200_us", "paper_h100_us",
+    cols = ["shard", "context_k", "latency_us", "gbps", "peak_fraction", "model_h200_us", "model_h100_us",
+            "paper_h100_us",
             "rmse_ratio", "error"]
     return ("Batch 1, bf16 caches, one layer, split-KV decode. gbps = cache bytes read / measured time; "
-            "peak_fraction against 4.8 TB/s; model_h200_us = bytes / 4.8 TB/s (*model*); paper_h100_us "
+            "peak_fraction against 4.8 TB/s; model_h200_us / model_h100_us = roofline max(FLOPs / peak, bytes / "
+            "bandwidth) at each GPU's datasheet peaks (*model*); paper_h100_us "
             "= the paper's H100 figure (*paper*). Targets: peak_fraction ≥ 0.8 at long context; "
             "MLA/MLRA-4 near the paper's 2.8.\n\n" + markdown_table(rows, cols) + "\nLatency ratios "
             "(measured):\n\n" + markdown_table(ratios))
+
+
+def section_tp(outdir: Path) -> str:
+    """Tensor-parallel decode on the GPU (gtalib.tp): every variant, gate off and on, ci shapes,
+    prefill 12 + 8 decode steps, the Triton kernels on; TP 1 over NCCL, TP 2 and 4 as gloo ranks
+    sharing the one GPU. Rows (max |logits − single-process CUDA model|, cache elements per token
+    and layer against gtalib.kvcache, all-reduced bytes per token) to tp.csv."""
+    import tempfile
+
+    import torch
+
+    from gtalib.config import VARIANTS
+    from gtalib.kvcache import kv_elems_per_device
+    from gtalib.model import GPT
+    from gtalib.presets import model_config
+    from gtalib.tp import allreduce_bytes_per_token, reference_decode, spawn_decode
+
+    models = {}
+    for v in VARIANTS:
+        for gate in (False, True):
+            torch.manual_seed(0)
+            models[f"{v}{'+gate' if gate else ''}"] = GPT(model_config("ci", v, init="normal", gate=gate)).eval()
+    tokens = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(1))
+    refs = {n: reference_decode(m.cuda(), tokens.cuda(), 12).cpu() for n, m in models.items()}
+    for m in models.values():
+        m.cpu()
+    rows = []
+    for tp, backend in ((1, "nccl"), (2, "gloo"), (4, "gloo")):
+        with tempfile.TemporaryDirectory() as tmp:
+            ranks = spawn_decode(models, tokens, 12, tp, backend=backend, workdir=tmp, device="cuda")
+        for n, m in models.items():
+            rows.append(dict(
+                tp=tp, backend=backend, model=n,
+                max_abs_diff=max((r[n]["logits"] - refs[n]).abs().max().item() for r in ranks),
+                cache_equals_kvcache=all(r[n]["kv_elems_per_token"] == [kv_elems_per_device(m.cfg, tp)] * m.cfg.n_layer
+                                         for r in ranks),
+                allreduce_bytes_per_token=ranks[0][n]["reduced_bytes"] / tokens.numel(),
+                formula=allreduce_bytes_per_token(m.cfg, tp)))
+    write_csv(outdir / "tp.csv", rows)
+    summary = [dict(tp=tp, backend=b, models=len(g), worst_max_abs_diff=max(r["max_abs_diff"] for r in g),
+                    caches_equal_kvcache=all(r["cache_equals_kvcache"] for r in g))
+               for tp, b in ((1, "nccl"), (2, "gloo"), (4, "gloo"))
+               for g in [[r for r in rows if r["tp"] == tp]]]
+    return ("fp32, attn_impl auto (Triton on CUDA); target: worst_max_abs_diff ≤ 1e-5 as on the CPU.\n\n"
+            + markdown_table(summary) + "\nAll rows: tp.csv\n")
 
 
 def _train_command(help_text: str, variant: str, steps: int, run_dir: Path) -> list[str]:
@@ -306,13 +363,14 @@ def main(argv=None) -> int:
         "attention": lambda: section_attention(args.outdir, args.quick),
         "decode": lambda: section_decode(args.outdir, args.quick),
         "train": lambda: section_train(args.outdir, args.train_steps, timeout_each=70),
+        "tp": lambda: section_tp(args.outdir),
     }
     failed = 0
     for name in args.sections:
         t0 = time.time()
         print(f"[gpu_check] {name} ...", flush=True)
         try:
-            if name in ("attention", "decode"):
+            if name in ("attention", "decode", "tp"):
                 ensure_gtalib_kernels()
                 import torch
 

@@ -5,8 +5,9 @@
 * :func:`mlra_attention` / :func:`mlra_attention_ref`: MLRA multi-branch attention in one launch.
 * :func:`latent_decode` / :func:`latent_decode_ref`, :func:`gqa_decode` / :func:`gqa_decode_ref`:
   split-KV decode (FlashDecoding) over contiguous or paged caches.
-* :mod:`gtalib.kernels.decode_model`: the analytic memory-bound decode latency model (a model,
-  not a measurement); :mod:`gtalib.kernels.bench`: GPU timing helpers.
+* :mod:`gtalib.kernels.decode_model`: bytes and FLOPs of a decode step of the paper's per-device
+  shards and their roofline model (a model, not a measurement); :mod:`gtalib.kernels.bench`: GPU
+  timing helpers.
 
 Without CUDA, Triton can only run kernels in its CPU interpreter, and it must be switched on
 before any kernel is defined: importing this package sets ``TRITON_INTERPRET=1`` when no CUDA

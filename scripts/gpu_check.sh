@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
-  echo "usage: $0 OUTDIR [--sections tests,attention,decode,train] [--quick]" >&2
+  echo "usage: $0 OUTDIR [--sections tests,attention,decode,train[,tp]] [--quick]" >&2
   exit 2
 fi
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}

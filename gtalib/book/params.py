@@ -176,6 +176,7 @@ class NotebookParams:
     train: bool = True
     smoothing: int | None = None
     confidence: float = 0.95
+    remeasure_decode: bool = False
     given: tuple = ()
 
     def shown(self) -> dict:
@@ -221,6 +222,7 @@ _CHECKS = {
     "train": lambda v: as_bool("train", v),
     "smoothing": lambda v: as_int("smoothing", v, 1, optional=True),
     "confidence": lambda v: as_fraction("confidence", v),
+    "remeasure_decode": lambda v: as_bool("remeasure_decode", v),
 }
 
 
@@ -231,7 +233,7 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
         figure: the ablation key of the notebook (``"init"``, ``"gate"``, ...), when it has
             ``variants``: each variant is then checked against that figure's list.
         given: the notebook's parameters: ``preset``, ``seeds``, ``max_steps``, ``variants``,
-            ``run_dir``, ``train``, ``smoothing``, ``confidence``.
+            ``run_dir``, ``train``, ``smoothing``, ``confidence``, ``remeasure_decode``.
     Returns:
         :class:`NotebookParams` with typed values (variant names canonical).
     Raises:

@@ -19,6 +19,9 @@ def test_parse_args(tmp_path):
     assert gpu_check.parse_args([str(tmp_path)]).sections == list(gpu_check.SECTIONS)
     with pytest.raises(SystemExit):
         gpu_check.parse_args([str(tmp_path), "--sections", "bogus"])
+    # the tensor-parallel section runs only when named
+    assert "tp" not in gpu_check.SECTIONS
+    assert gpu_check.parse_args([str(tmp_path), "--sections", "tp"]).sections == ["tp"]
 
 
 def test_attention_flops_formula():
