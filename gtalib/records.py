@@ -123,21 +123,13 @@ def find_record(spec, record_dir=None) -> Path | None:
 
 
 def load_record_metrics(folder):
-    """The metrics of a bundle, validated like a run store's (:func:`gtalib.runs.verify_metrics`).
+    """The metrics of a bundle, every cell checked like a run store's
+    (:func:`gtalib.runs.read_metrics`).
 
     Raises:
-        RunCorruptError: unreadable or truncated ``metrics.csv`` (names the file).
+        RunCorruptError: unreadable, mistyped or truncated ``metrics.csv`` (names the file).
     """
-    import pandas as pd
-
-    folder = Path(folder)
-    spec = store.load_spec(folder)
-    try:
-        df = pd.read_csv(folder / "metrics.csv")
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise store.RunCorruptError(f"recorded run {folder}: cannot read metrics.csv ({exc})") from None
-    store.verify_metrics(df, spec, folder)
-    return df
+    return store.read_metrics(folder)
 
 
 def load_record_info(folder) -> dict:

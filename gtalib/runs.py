@@ -571,6 +571,20 @@ def load_metrics(path):
         raise RunIncompleteError(
             f"run {path} is not finished (no DONE file); finish it with gtalib.runs.ensure_run"
         )
+    return read_metrics(path)
+
+
+def read_metrics(path):
+    """:func:`load_metrics` without the ``DONE`` check: the checked metrics of any folder that
+    holds a ``spec.json`` and a ``metrics.csv`` (a run folder, or a recorded run's bundle,
+    :mod:`gtalib.records`).
+
+    Raises:
+        RunCorruptError: as :func:`load_metrics`.
+    """
+    import pandas as pd
+
+    path = Path(path)
     spec = load_spec(path)
     file = path / "metrics.csv"
     try:

@@ -161,13 +161,18 @@ _COLUMN_WORDS = {
 
 def ablation_caption(result) -> str:
     """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and band."""
+    from gtalib.presets import PRESETS
+
     fig_spec = F.ablation(result.key)
     tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
     div, unit = token_unit(max(tokens, 1))
+    size = PRESETS[result.preset]
     return (
         f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs (same data order, same "
         f"seed) on the same steps; positive means the paper's recommended choice is better. "
-        f"Preset `{result.preset}`, {tokens / div:.3g}{unit} training tokens per run, "
+        f"Preset `{result.preset}`: {size['n_layer']} layers, d_model {size['d_model']}, "
+        f"{size['n_head']} heads of {size['head_dim']} (the scale ladder shows what depth does "
+        f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
         f"{plural(result.seeds, 'seed')} per configuration, hardware: {_hardware(result.collected.cards)}. "
         f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
         f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; thin lines = "

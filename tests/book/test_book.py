@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gtalib.book import job as book
+from gtalib.book.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
 ABLATION_NOTEBOOKS = ("init_ablation", "gating_ablation", "latent_scaling", "double_heads")
@@ -224,13 +225,14 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
 
     monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path / "runs", "ci", 2)
+    plan = make_plan("ci", 2)
     info = book.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
-                                     "total_s": 1.0}, tmp_path / "runs")
+                                     "total_s": 1.0}, plan, tmp_path / "runs")
     rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
     assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
-    labels = {r.label for r in figures.all_runs("ci", 2)}
+    labels = {r.label for r in plan.runs}
     assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
     assert "- every run: device `cpu (synthetic)`, threads `1`" in info
-    ref = figures.all_runs("ci", 2)[0]
+    ref = plan.runs[0]
     rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
     assert f'<code title="{rid}">{rid[:12]}…</code>' in info

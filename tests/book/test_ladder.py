@@ -53,8 +53,8 @@ def test_every_rung_is_parameter_matched_within_a_tenth_of_a_percent():
 
 
 def _write_ladder_store(run_dir, preset, seeds, offset):
-    """Finished synthetic runs for the ladder: final val loss = 2 + offset(ref) + 0.002·seed on
-    the alternative arms only, so ΔL per seed is offset + 0.002·seed exactly."""
+    """Finished synthetic runs for the ladder: val loss = 2 + offset(ref) + 0.002·seed on the
+    alternative arms only (constant over steps), so ΔL per seed is offset + 0.002·seed exactly."""
     data = synthetic.synthetic_identity(preset)
     plan = make_plan(preset, seeds)
     for ref in plan.ladder_refs:
@@ -63,7 +63,9 @@ def _write_ladder_store(run_dir, preset, seeds, offset):
         off = 0.0 if ref.arm == "rec" else offset(ref) + 0.002 * ref.seed
         steps = np.arange(1, n + 1)
         df = pd.DataFrame({"step": steps, "tokens": steps * 10, "train_loss": 2.0 + off})
-        df["val_loss"] = np.where(steps == n, 2.0 + off, np.nan)
+        on_eval = (steps % spec.train.eval_every == 0) | (steps == n)
+        df["val_loss"] = np.where(on_eval, 2.0 + off, np.nan)
+        df["lr"] = 1e-3
         path = Path(run_dir) / spec.run_id
         path.mkdir(parents=True)
         df.to_csv(path / "metrics.csv", index=False)
