@@ -271,9 +271,14 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def _cli_add(args) -> int:
+    bad = 0
     for r in args.runs:
-        print(record_run(r, args.record_dir))
-    return 0
+        try:
+            print(record_run(r, args.record_dir))
+        except (store.RunIncompleteError, FileNotFoundError) as exc:  # unfinished, corrupt, absent
+            print(f"not recorded: {exc}")
+            bad += 1
+    return 1 if bad else 0
 
 
 def _cli_list(args) -> int:

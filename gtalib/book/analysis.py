@@ -736,10 +736,6 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
 # The scale ladder
 # ---------------------------------------------------------------------------------------------
 
-#: The ladder's parts: which ablation of :mod:`gtalib.book.figures` each one repeats over depth.
-LADDER_PARTS = {"init": "init", "gate": "gate"}
-
-
 @dataclass
 class LadderResult:
     """Everything the scale-ladder page shows. Built by :func:`ladder_result`.
@@ -818,7 +814,7 @@ def ladder_result(preset: str, seeds: int, run_dir=None, train: bool = False,
             if arm == "rec":
                 continue
             key = (variant, "rec", depth, steps, seed)
-            if key in final.index:
+            if key in final.index:  # a variant is in one part only (Ladder checks it)
                 part = "gate" if variant in figures.ladder(preset).gate_variants else "init"
                 per_seed.append((part, variant, arm, depth, steps, seed, value - final[key]))
     per_seed = pd.DataFrame(per_seed, columns=cols)
@@ -827,7 +823,7 @@ def ladder_result(preset: str, seeds: int, run_dir=None, train: bool = False,
         m, lo, hi, n = mean_ci(g["delta"], confidence)
         fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
         spread = max(float(np.ptp(fin.xs(a, level="arm").to_numpy())) for a in (arm, "rec"))
-        paper = paper_delta(LADDER_PARTS[part], variant) if arm == "alt" else math.nan
+        paper = paper_delta(part, variant) if arm == "alt" else math.nan  # part = ablation key
         expected = paper if math.isfinite(paper) else 1.0  # the paper's side: rec is better
         points.append((part, variant, arm, depth, steps, n, m, lo, hi, spread, paper,
                        verdict(lo, hi, m, spread, expected, n)))

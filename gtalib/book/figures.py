@@ -449,6 +449,15 @@ class Ladder:
     gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
     step_factors: tuple[int, ...] = (1, 4)
 
+    def __post_init__(self):
+        both = set(self.init_variants) & set(self.gate_variants)
+        if both:  # a run's part is read off its variant (gtalib.book.analysis.ladder_result)
+            raise ValueError(f"Ladder: variants {sorted(both)} are in both init_variants and "
+                             f"gate_variants; allowed: disjoint lists")
+        if not set(self.scaled_variants) <= set(self.init_variants):
+            raise ValueError(f"Ladder.scaled_variants {self.scaled_variants} must be among "
+                             f"init_variants {self.init_variants}")
+
 
 #: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
 #: and 8 layers and 250 / 1000 steps; ``ci`` a two-rung miniature for the tests.

@@ -652,7 +652,8 @@ def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
 def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 1,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
-               accelerator: str = "auto", cell_timeout: float | None = None, log=print) -> dict:
+               accelerator: str = "auto", cell_timeout: float | None = None,
+               train_ladder: bool = False, log=print) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
@@ -661,6 +662,8 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
             ``<book_dir>/_build/html``.
         cell_timeout: seconds a notebook cell may run (default :data:`CELL_TIMEOUT_S` of the
             preset); a cell past it fails the job, naming the notebook and the cell.
+        train_ladder: also train the scale ladder's runs that the repository has not recorded
+            (:mod:`gtalib.records`); by default the ladder page reads the recorded ones.
 
     Raises:
         BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
@@ -685,7 +688,12 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
 
     t0 = time.perf_counter()
     if train:
-        problems += [f"run {m}" for m in train_all(plan.specs(), run_dir, jobs, threads,
+        refs = list(plan.runs)
+        if train_ladder:  # hours on a CPU: only the ladder runs the repository has not recorded
+            from gtalib import records
+
+            refs += [r for r in plan.ladder_refs if records.find_record(plan.spec(r)) is None]
+        problems += [f"run {m}" for m in train_all(plan.specs(refs), run_dir, jobs, threads,
                                                     accelerator, log)]
     times["train_s"] = time.perf_counter() - t0
 
@@ -765,6 +773,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="time limit per notebook cell (default by preset: " + ", ".join(
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
+    p.add_argument("--train-ladder", action="store_true",
+                   help="also train the scale ladder's runs that are not recorded in the "
+                        "repository (hours on a CPU; record them with `gtalib record add`)")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
     p.set_defaults(func=_run_cli)
     return p
@@ -775,7 +786,8 @@ def _run_cli(args) -> int:
     try:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
-                   accelerator=args.accelerator, cell_timeout=args.cell_timeout)
+                   accelerator=args.accelerator, cell_timeout=args.cell_timeout,
+                   train_ladder=args.train_ladder)
     except BookError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
