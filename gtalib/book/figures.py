@@ -463,7 +463,7 @@ class Ladder:
 #: and 8 layers and 250 / 1000 steps; ``ci`` a two-rung miniature for the tests.
 LADDERS: dict[str, Ladder] = {
     "cpu": Ladder(depths=(2, 4, 8), base_steps=250),
-    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 2)),
+    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3)),
 }
 
 

@@ -94,13 +94,13 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     assert p["mean"] == pytest.approx(-0.005 + 0.001)
     assert p["high"] - p["mean"] == pytest.approx(half)
     assert pts.loc[("init", "mha", "alt", 2, 10), "mean"] == pytest.approx(0.005 + 0.001)
-    assert pts.loc[("gate", "gqa", "alt", 2, 20), "mean"] == pytest.approx(0.021)
+    assert pts.loc[("gate", "gqa", "alt", 2, 30), "mean"] == pytest.approx(0.021)
     # the paper's ΔL is ln PPL(alt) − ln PPL(rec) from figures
     assert p["paper"] == pytest.approx(math.log(14.094 / 13.86))
     assert math.isnan(pts.loc[("init", "mha", "scaled", 1, 10), "paper"])
     s = A.ladder_sentence(r.points, "init", "mha", "alt", 10)
     assert "changes sign between 1 and 2 layers" in s and "at 2 layers" in s
-    g = A.ladder_sentence(r.points, "gate", "gqa", "alt", 20)
+    g = A.ladder_sentence(r.points, "gate", "gqa", "alt", 30)
     assert "keeps the paper's sign" in g and "1–2 layers" in g
     # one run missing: listed, and its point computed from the remaining seed only
     gone = r.collected.status.query("variant == 'mha' and arm == 'alt' and seed == 1")
