@@ -1,4 +1,4 @@
-"""Prepared GPU check of gtalib's Triton kernels (issue 5): one command, under 8 minutes on one H200.
+"""Prepared GPU check of gtalib's Triton kernels: one command, under 8 minutes on one H200.
 
 Usage::
 

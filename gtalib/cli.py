@@ -127,7 +127,8 @@ def _add_train(sub) -> None:
                         "at the repository root, the book's store)")
     g = p.add_argument_group("ablation options")
     g.add_argument("--init", choices=INIT_CHOICES, default="zero",
-                   help="zero: W_O and W_down start at 0; normal: N(0, 0.02) like the rest")
+                   help="zero: W_O and W_down start at 0; normal: N(0, 0.02) like the rest; "
+                        "scaled: W_O and W_down N(0, 0.02/sqrt(2 n_layer)) (GPT-2)")
     g.add_argument("--gate", action="store_true", help="sigmoid output gate before W_O")
     g.add_argument("--no-latent-scale", action="store_true",
                    help="drop the latent scale constants (MLA/GLA/MLRA only)")
@@ -271,11 +272,16 @@ def cmd_train(args) -> int:
                           devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
                           progress=not args.quiet, keep_checkpoint=args.keep_checkpoint)
     except (KeyboardInterrupt, SystemExit) as exc:
-        if not (interrupted or isinstance(exc, KeyboardInterrupt)):
+        path = run_path(spec, args.run_dir)
+        if isinstance(exc, SystemExit) and not interrupted and is_done(path):
             raise
-        print(f"gtalib train: interrupted; rerun the same command to resume from the last "
-              f"checkpoint ({path})", file=sys.stderr)
-        return 130
+        # Ctrl-C, or SIGTERM (a scheduler's stop: Lightning turns it into SystemExit, with
+        # status 0): never report an unfinished run as a success
+        sigterm = isinstance(exc, SystemExit) and not interrupted
+        print(f"gtalib train: {'stopped by SIGTERM' if sigterm else 'interrupted'} before the "
+              f"run finished; rerun the same command to resume from the last checkpoint "
+              f"({path})", file=sys.stderr)
+        return 143 if sigterm else 130
     finally:
         signal.signal(signal.SIGINT, old)
     if (path / "card.json").exists():
@@ -310,6 +316,9 @@ def cmd_runs(args) -> int:
     from gtalib.runs import check_store, remove_run, resolve_run_dir
 
     run_dir = resolve_run_dir(args.run_dir)
+    if args.run_dir is None and not run_dir.exists():  # a fresh clone: nothing trained yet
+        print(f"0 runs in {run_dir} (no run store yet)")
+        return 0
     if not run_dir.is_dir():
         raise CliError(f"--run-dir {args.run_dir or run_dir}: "
                        f"{'is not a folder' if run_dir.exists() else 'no such folder'}")

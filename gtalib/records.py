@@ -211,7 +211,7 @@ def compare_metrics(run_id: str, recorded, retrained, tolerance: float = DEFAULT
             worst = max(worst, d)
             limit = tolerance if "loss" in c else 0.0
             if first is None and not d <= limit:
-                first = (int(recorded["step"].iloc[i]), c, a, b)
+                first = (int(recorded["step"].iloc[i]), c, float(a), float(b))
     return CheckResult(run_id, identical, worst, tolerance, first)
 
 
@@ -284,13 +284,19 @@ def _cli_add(args) -> int:
 def _cli_list(args) -> int:
     for folder in list_records(args.record_dir):
         info = load_record_info(folder)
-        print(f"{folder.name}  {info.get('describe', '?')}  [{record_label(info)}]")
+        spec = store.load_spec(folder)
+        print(f"{folder.name}  {spec.describe()} n_layer={spec.model.n_layer}  "
+              f"[{record_label(info)}]")
     return 0
 
 
 def _cli_check(args) -> int:
+    if not args.tolerance >= 0:  # before hours of re-training
+        raise ValueError(f"--tolerance must be >= 0 nats, got {args.tolerance!r}")
     record_dir = Path(args.record_dir) if args.record_dir else default_record_dir()
     folders = [record_dir / rid for rid in args.run_ids] if args.run_ids else list_records(record_dir)
+    if not folders:
+        raise ValueError(f"--record-dir {record_dir}: no recorded run there")
     missing = [f.name for f in folders if not (f / "record.json").is_file()]
     if missing:
         raise ValueError(f"no recorded run {', '.join(missing)} in {record_dir} "

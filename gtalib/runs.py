@@ -284,6 +284,11 @@ def resolve_run_dir(run_dir=None) -> Path:
     return (Path(run_dir).expanduser() if run_dir is not None else default_run_dir()).resolve()
 
 
+def is_run_id(name: str) -> bool:
+    """Whether ``name`` has the shape of a run id (16 lower-case hex digits, :attr:`RunSpec.run_id`)."""
+    return len(name) == 16 and all(c in "0123456789abcdef" for c in name)
+
+
 def run_path(spec: RunSpec, run_dir) -> Path:
     """``run_dir / spec.run_id``."""
     return Path(run_dir) / spec.run_id
@@ -586,6 +591,10 @@ def read_metrics(path):
 
     path = Path(path)
     spec = load_spec(path)
+    if is_run_id(path.name) and spec.run_id != path.name:  # an edited spec.json, or a moved folder
+        raise RunCorruptError(f"run {path.name}: spec.json describes run {spec.run_id}, not the "
+                              f"folder's {path.name}; remove the folder to retrain",
+                              run_id=path.name, file=path / "spec.json")
     file = path / "metrics.csv"
     try:
         cells = pd.read_csv(file, dtype=str, keep_default_na=False)
@@ -647,8 +656,8 @@ class RunState:
 
 
 def check_store(run_dir) -> list[RunState]:
-    """The state of every run folder under ``run_dir`` (sub-folders not starting with ``.``),
-    sorted by id; a finished run is read fully (:func:`load_metrics`, :func:`load_card` when
+    """The state of every run folder under ``run_dir`` (sub-folders named like a run id,
+    :func:`is_run_id`; other folders are ignored), sorted by id; a finished run is read fully (:func:`load_metrics`, :func:`load_card` when
     present), so a ``done`` run is one the book can plot.
 
     Raises:
@@ -658,7 +667,9 @@ def check_store(run_dir) -> list[RunState]:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run store {run_dir} is not a folder")
     out = []
-    for path in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    # only folders named like a run id: anything else in the folder is not the store's to judge
+    # (and never removed by `gtalib runs --remove`)
+    for path in sorted(p for p in run_dir.iterdir() if p.is_dir() and is_run_id(p.name)):
         if not is_done(path):
             ckpt = (path / "checkpoints" / "last.ckpt").exists()
             out.append(RunState(path.name, path, "incomplete",

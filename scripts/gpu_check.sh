@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check of issue 5 (benchmarks/gpu_check.py): installs nothing, runs unbuffered
+# The prepared GPU check (benchmarks/gpu_check.py): installs nothing, runs unbuffered
 # under a hard time limit (8 minutes on one H200 is the budget; the script stops itself before).
 # Usage: bash scripts/gpu_check.sh OUTDIR [extra gpu_check.py options]
 set -uo pipefail

@@ -57,7 +57,7 @@ def test_loss_is_mean_cross_entropy_over_every_position():
 @pytest.mark.parametrize("variant,options", WITH_OPTIONS, ids=OPTION_IDS)
 def test_prefill_and_decode_reproduce_full_forward(variant, options):
     """Odd prefill (7), then a 3-token step, single-token steps and a 2-token step, fp32: max
-    abs logit difference <= 1e-4 (issue 2, item 5)."""
+    abs logit difference <= 1e-4."""
     m = make(variant, **options)
     idx = torch.randint(0, 256, (2, 15))
     full, _ = m(idx)

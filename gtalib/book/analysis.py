@@ -824,9 +824,10 @@ def ladder_result(preset: str, seeds: int, run_dir=None, train: bool = False,
         fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
         spread = max(float(np.ptp(fin.xs(a, level="arm").to_numpy())) for a in (arm, "rec"))
         paper = paper_delta(part, variant) if arm == "alt" else math.nan  # part = ablation key
-        expected = paper if math.isfinite(paper) else 1.0  # the paper's side: rec is better
-        points.append((part, variant, arm, depth, steps, n, m, lo, hi, spread, paper,
-                       verdict(lo, hi, m, spread, expected, n)))
+        v = verdict(lo, hi, m, spread, paper if math.isfinite(paper) else 1.0, n)
+        if arm != "alt" and v in ("agrees", "differs"):  # no paper value: say who is ahead
+            v = "zero init better" if m > 0 else f"{arm} init better"
+        points.append((part, variant, arm, depth, steps, n, m, lo, hi, spread, paper, v))
     points = pd.DataFrame(points, columns=["part", "variant", "arm", "n_layer", "max_steps", "n",
                                            "mean", "low", "high", "spread", "paper", "verdict"])
     return LadderResult(preset, seeds, confidence, collected, per_seed, points,
@@ -847,13 +848,21 @@ def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max
     signs = [m > 0 for m in means]
     sure = [d for d, lo, hi in zip(depths, s["low"], s["high"]) if lo > 0 or hi < 0]
     sure_txt = (f"its {s['n'].min()}-seed interval excludes zero at {', '.join(map(str, sure))} "
-                f"layers" if sure else "its interval covers zero at every depth")
-    span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} layers"
+                f"{_layers(sure)}" if sure else "its interval covers zero at every depth")
+    span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} {_layers(depths)}"
+    # the paper's sign only where the paper has the comparison; else say which arm is ahead
+    plus, minus = (("the paper's sign (ΔL > 0)", "the opposite of the paper's sign (ΔL < 0)")
+                   if arm == "alt" else ("ΔL > 0 (zero init ahead)", f"ΔL < 0 ({arm} init ahead)"))
     if all(signs) or not any(signs):
-        side = "the paper's sign (ΔL > 0)" if signs[0] else "the opposite of the paper's sign (ΔL < 0)"
-        return f"{name}: ΔL keeps {side} over the whole ladder ({span}); {sure_txt}."
+        return (f"{name}: ΔL keeps {plus if signs[0] else minus} over the whole ladder ({span}); "
+                f"{sure_txt}.")
     changes = [f"between {a} and {b} layers" for (a, sa), (b, sb)
                in zip(zip(depths, signs), zip(depths[1:], signs[1:])) if sa != sb]
     pos = [d for d, sg in zip(depths, signs) if sg]
-    return (f"{name}: the mean ΔL changes sign {' and '.join(changes)}; it has the paper's sign "
-            f"(ΔL > 0) at {', '.join(map(str, pos))} layers; {sure_txt}.")
+    return (f"{name}: the mean ΔL changes sign {' and '.join(changes)}; it has {plus} at "
+            f"{', '.join(map(str, pos))} {_layers(pos)}; {sure_txt}.")
+
+
+def _layers(depths) -> str:
+    """``"layer"`` after a single depth of 1, else ``"layers"``."""
+    return "layer" if list(depths) == [1] else "layers"

@@ -178,9 +178,16 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(gtalib.runs, "ensure_run", lightning_like)
     assert _train(tmp_path, data_dir, "--seed", "1") == 130
-    assert ("interrupted; rerun the same command to resume from the last checkpoint"
-            in capsys.readouterr().err)
+    assert ("interrupted before the run finished; rerun the same command to resume from the "
+            "last checkpoint" in capsys.readouterr().err)
     assert signal.getsignal(signal.SIGINT) is before  # the CLI restores the caller's handler
+
+    def sigterm_like(*_a, **_k):  # Lightning on SIGTERM: checkpoint, then exit with status 0
+        sys.exit(0)
+
+    monkeypatch.setattr(gtalib.runs, "ensure_run", sigterm_like)
+    assert _train(tmp_path, data_dir, "--seed", "2") == 143  # never a success when unfinished
+    assert "stopped by SIGTERM before the run finished" in capsys.readouterr().err
 
 
 def test_help_texts(capsys):

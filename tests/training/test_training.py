@@ -453,47 +453,50 @@ def test_no_weights_only_message_when_saving(tmp_path, caplog):
 
 
 def test_runs_command_lists_and_removes_corrupt_and_incomplete_runs(baseline, tmp_path, capsys):
-    """`gtalib runs` names the bad runs (exit 1); --remove deletes them and the next ensure_run
-    retrains the corrupt one to the same metrics."""
+    """`gtalib runs` names the bad runs (exit 1); --remove deletes them (and nothing that is not
+    a run folder) and the next ensure_run retrains the corrupt one to the same metrics."""
     import shutil
 
     from gtalib.cli import main
 
     s, path, ref = baseline
-    store = tmp_path / "store"
-    bad_cell = _copy_run(path, store)  # the real run id: the next ensure_run retrains it
-    cells = pd.read_csv(bad_cell / "metrics.csv", dtype=str, keep_default_na=False)
-    cells.loc[6, "train_loss"] = "5.6x"
-    cells.to_csv(bad_cell / "metrics.csv", index=False)
-    good = shutil.copytree(path, store / "0000000000000001")
-    bad_card = shutil.copytree(path, store / "0000000000000002")
-    (bad_card / "card.json").write_text("{")
-    empty_loss = shutil.copytree(path, store / "0000000000000003")
-    cells = pd.read_csv(empty_loss / "metrics.csv", dtype=str, keep_default_na=False)
-    cells.loc[2, "train_loss"] = ""
-    cells.to_csv(empty_loss / "metrics.csv", index=False)
-    interrupted = shutil.copytree(path, store / "0000000000000004")
-    (interrupted / "DONE").unlink()
 
-    assert main(["runs", "--run-dir", str(store)]) == 1
-    out = capsys.readouterr().out.splitlines()
-    assert f"{bad_cell.name}  corrupt: run {bad_cell.name}: {bad_cell / 'metrics.csv'}, column " \
-           f"'train_loss', row 7 (step 7): '5.6x' is not a number" in "\n".join(out)
-    assert any(line.startswith(f"{bad_card.name}  corrupt: ") and "card.json is not valid JSON" in line
-               for line in out)
-    assert any(line.startswith(f"{empty_loss.name}  corrupt: ") and "row 3 (step 3): empty cell" in line
-               for line in out)
-    assert any(line.startswith(f"{interrupted.name}  incomplete: no DONE") for line in out)
-    assert not any(good.name in line for line in out)
-    assert out[-1] == f"5 runs in {store}: 1 done, 1 incomplete, 3 corrupt"
-    assert all(p.exists() for p in (bad_cell, bad_card, empty_loss, interrupted))  # listing only
+    def store_with(name, damage):
+        """A store holding the real run (its own id), damaged by ``damage(folder)``."""
+        folder = _copy_run(path, tmp_path / name)
+        damage(folder)
+        return tmp_path / name, folder
 
-    assert main(["runs", "--run-dir", str(store), "--remove"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == \
-        f"5 runs in {store}: 1 done, 1 incomplete, 3 corrupt; removed 4"
-    assert sorted(p.name for p in store.iterdir()) == [good.name]
-    assert main(["runs", "--run-dir", str(store)]) == 0
-    assert capsys.readouterr().out.strip() == f"1 run in {store}: 1 done, 0 incomplete, 0 corrupt"
+    def bad_cell(folder, row=6, value="5.6x"):
+        cells = pd.read_csv(folder / "metrics.csv", dtype=str, keep_default_na=False)
+        cells.loc[row, "train_loss"] = value
+        cells.to_csv(folder / "metrics.csv", index=False)
+
+    cases = {
+        "cell": (bad_cell, "corrupt: run {id}: {folder}/metrics.csv, column 'train_loss', row 7 "
+                           "(step 7): '5.6x' is not a number"),
+        "card": (lambda f: (f / "card.json").write_text("{"), "card.json is not valid JSON"),
+        "empty": (lambda f: bad_cell(f, 2, ""), "row 3 (step 3): empty cell"),
+        "stopped": (lambda f: (f / "DONE").unlink(), "incomplete: no DONE"),
+        "edited": (lambda f: (f / "spec.json").write_text(
+            (f / "spec.json").read_text().replace('"seed": 0', '"seed": 7')),
+                   "spec.json describes run"),
+    }
+    for name, (damage, needle) in cases.items():
+        store, folder = store_with(name, damage)
+        (store / "my_notes").mkdir()  # not a run: never listed, never removed
+        assert main(["runs", "--run-dir", str(store)]) == 1, name
+        out = capsys.readouterr().out
+        assert needle.format(id=folder.name, folder=folder) in out, (name, out)
+        assert out.splitlines()[-1].startswith(f"1 run in {store}: 0 done"), name
+        assert main(["runs", "--run-dir", str(store), "--remove"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].endswith("; removed 1")
+        assert sorted(p.name for p in store.iterdir()) == ["my_notes"], name
+
+    good, _ = store_with("good", lambda f: None)
+    assert main(["runs", "--run-dir", str(good)]) == 0
+    assert capsys.readouterr().out.strip() == f"1 run in {good}: 1 done, 0 incomplete, 0 corrupt"
+    store = tmp_path / "cell"  # emptied above: the next ensure_run retrains to the same metrics
     pd.testing.assert_frame_equal(load_metrics(ensure_run(s, store, datamodule=data_for(s))), ref)
 
     assert main(["runs", "--run-dir", str(tmp_path / "nowhere")]) == 2
