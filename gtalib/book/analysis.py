@@ -847,7 +847,7 @@ def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max
     depths, means = s["n_layer"].tolist(), s["mean"].tolist()
     signs = [m > 0 for m in means]
     sure = [d for d, lo, hi in zip(depths, s["low"], s["high"]) if lo > 0 or hi < 0]
-    sure_txt = (f"its {s['n'].min()}-seed interval excludes zero at {', '.join(map(str, sure))} "
+    sure_txt = (f"its interval over seeds excludes zero at {', '.join(map(str, sure))} "
                 f"{_layers(sure)}" if sure else "its interval covers zero at every depth")
     span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} {_layers(depths)}"
     # the paper's sign only where the paper has the comparison; else say which arm is ahead
