@@ -82,8 +82,11 @@ def test_readme_names_make_book_and_make_test():
 @pytest.mark.parametrize("target", ["book", "test"])
 def test_readme_commands_install_first(target):
     """'Both install first': make's dry run of each command starts with scripts/install.sh."""
-    r = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True,
-                       check=True)
+    # under `make test` itself the environment carries make's recursion state, which would
+    # make the dry run print "Entering directory" lines first
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=REPO, env=env,
+                       capture_output=True, text=True, check=True)
     assert r.stdout.splitlines()[0] == "bash scripts/install.sh"
 
 
