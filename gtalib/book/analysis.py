@@ -852,10 +852,11 @@ def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max
     span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} {_layers(depths)}"
     # the paper's sign only where the paper has the comparison; else say which arm is ahead
     plus, minus = (("the paper's sign (ΔL > 0)", "the opposite of the paper's sign (ΔL < 0)")
-                   if arm == "alt" else ("ΔL > 0 (zero init ahead)", f"ΔL < 0 ({arm} init ahead)"))
+                   if arm == "alt" else ("a positive sign (zero init ahead)",
+                                         f"a negative sign ({arm} init ahead)"))
     if all(signs) or not any(signs):
-        return (f"{name}: ΔL keeps {plus if signs[0] else minus} over the whole ladder ({span}); "
-                f"{sure_txt}.")
+        return (f"{name}: ΔL has {plus if signs[0] else minus} at every depth of the ladder "
+                f"({span}); {sure_txt}.")
     changes = [f"between {a} and {b} layers" for (a, sa), (b, sb)
                in zip(zip(depths, signs), zip(depths[1:], signs[1:])) if sa != sb]
     pos = [d for d, sg in zip(depths, signs) if sg]

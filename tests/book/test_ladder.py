@@ -101,7 +101,7 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     s = A.ladder_sentence(r.points, "init", "mha", "alt", 10)
     assert "changes sign between 1 and 2 layers" in s and "at 2 layers" in s
     g = A.ladder_sentence(r.points, "gate", "gqa", "alt", 30)
-    assert "keeps the paper's sign" in g and "1–2 layers" in g
+    assert "has the paper's sign (ΔL > 0) at every depth" in g and "1–2 layers" in g
     # one run missing: listed, and its point computed from the remaining seed only
     gone = r.collected.status.query("variant == 'mha' and arm == 'alt' and seed == 1")
     for rid in gone["run_id"]:
