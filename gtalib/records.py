@@ -51,16 +51,9 @@ def default_record_dir() -> Path:
 def _machine() -> dict:
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "gpu": gpu, "platform": platform.platform()}
+    return {"cpu": store.cpu_model(), "logical_cpus": os.cpu_count(), "gpu": gpu,
+            "platform": platform.platform()}
 
 
 def _versions() -> dict:

@@ -169,13 +169,16 @@ def _device_description(trainer) -> str:
 
     if trainer.strategy.root_device.type == "cuda":
         return torch.cuda.get_device_name(trainer.strategy.root_device)
-    name = platform.processor() or platform.machine()
+    return f"{cpu_model()} ({os.cpu_count()} logical CPUs)"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    return f"{name} ({os.cpu_count()} logical CPUs)"
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 @contextlib.contextmanager

@@ -394,8 +394,9 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
         path = run_dir / spec.run_id
         state, detail, source = "done", "", "local"
         try:
-            record = None if store.is_done(path) else records.find_record(spec, record_dir)
-            if train and record is None and not store.is_done(path):
+            local = store.is_done(path)
+            record = None if local else records.find_record(spec, record_dir)
+            if train and record is None and not local:
                 # a standalone papermill run trains here; say which run, since it takes a while
                 print(f"training {spec.run_id}: {ref.label}, seed {ref.seed} ...", flush=True)
                 path = Path(store.ensure_run(spec, run_dir))

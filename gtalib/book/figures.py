@@ -55,10 +55,15 @@ def display_name(variant: str) -> str:
     Raises:
         KeyError: unknown variant; the message lists the known ones.
     """
+    return _lookup(DISPLAY, variant, f"unknown variant {variant!r}; known")
+
+
+def _lookup(table: dict, key, message: str):
+    """``table[key]``, or a KeyError ``"<message>: <the allowed keys>"``."""
     try:
-        return DISPLAY[variant]
+        return table[key]
     except KeyError:
-        raise KeyError(f"unknown variant {variant!r}; known: {', '.join(DISPLAY)}") from None
+        raise KeyError(f"{message}: {', '.join(table)}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,10 +271,7 @@ def ablation(key: str) -> Ablation:
     Raises:
         KeyError: unknown key; the message lists the allowed keys.
     """
-    try:
-        return ABLATIONS[key]
-    except KeyError:
-        raise KeyError(f"unknown figure {key!r}; allowed: {', '.join(ABLATIONS)}") from None
+    return _lookup(ABLATIONS, key, f"unknown figure {key!r}; allowed")
 
 
 #: The main-results table: all eleven variants at the default options (zero init, no gate,
@@ -473,10 +475,7 @@ def ladder(preset: str) -> Ladder:
     Raises:
         KeyError: a preset without a ladder; the message lists those with one.
     """
-    try:
-        return LADDERS[preset]
-    except KeyError:
-        raise KeyError(f"preset {preset!r} has no scale ladder; allowed: {', '.join(LADDERS)}") from None
+    return _lookup(LADDERS, preset, f"preset {preset!r} has no scale ladder; allowed")
 
 
 def ladder_runs(preset: str, seeds: int, part: str | None = None) -> list[RunRef]:
