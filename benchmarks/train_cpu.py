@@ -13,7 +13,12 @@ one long-lived process, measuring:
   ``/proc/self/clear_refs``), and the increase over the resident memory before the run;
 * predicted seconds of a full ``cpu``-preset run: the short run + the remaining steps + the
   remaining evaluations (wall, and process CPU: on a shared machine the CPU seconds of a
-  1-thread run are the better estimate of the idle wall time).
+  1-thread run are the better estimate of the idle wall time);
+* FLOPs of one training step, forward + backward of the whole model on one
+  ``(batch_size, seq_len)`` batch, counted by ``torch.utils.flop_counter.FlopCounterMode``
+  (matmuls and attention: 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the
+  optimizer and elementwise ops are not counted), and the achieved FLOP/s (FLOPs / wall step
+  time) as a ratio to MHA's.
 
 ``--full VARIANT`` also times one complete ``cpu``-preset run of that variant to check the
 prediction. Usage::
@@ -37,8 +42,8 @@ from lightning.pytorch.callbacks import Callback
 
 from gtalib.config import VARIANTS
 from gtalib.model import GPT
-from gtalib.presets import model_config, train_config
-from gtalib.runs import RunSpec, data_spec, ensure_run
+from gtalib.presets import PRESETS, model_config, train_config
+from gtalib.runs import RunSpec, data_spec, ensure_run, git_commit
 from gtalib.training import StepRecorder
 
 
@@ -85,6 +90,19 @@ def _median_gap(t: list[float]) -> float:
     return statistics.median(b - a for a, b in zip(t[2:], t[3:]))  # skip warm-up steps
 
 
+def step_flops(model_cfg, train) -> int:
+    """FLOPs of one training step's forward + backward (FlopCounterMode; module docstring)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = GPT(model_cfg)
+    x = torch.randint(0, model_cfg.vocab_size, (train.batch_size, train.seq_len))
+    with FlopCounterMode(display=False) as counter:
+        out = model(x)
+        logits = out if torch.is_tensor(out) else out[0]  # (B, T, vocab)
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten()).backward()
+    return counter.get_total_flops()
+
+
 def measure(variant: str, steps: int, run_dir: Path) -> dict:
     full = train_config("cpu")
     train = full.replace(max_steps=steps, warmup_steps=max(1, steps // 10), eval_every=steps,
@@ -114,6 +132,7 @@ def measure(variant: str, steps: int, run_dir: Path) -> dict:
         "run_s": wall,
         "predicted_run_s": wall + more * step_w + (n_evals - 1) * ev_w,
         "predicted_cpu_s": cpu + more * step_c + (n_evals - 1) * ev_c,
+        "gflop_step": step_flops(spec.model, train) / 1e9,
     }
 
 
@@ -158,8 +177,8 @@ def main():
         f"--steps {args.steps}` (torch {torch.__version__}, {torch.get_num_threads()} threads, fp32).",
         f"Machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}.",
         f"Load average (1/5/15 min) before: {load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f}, after: "
-        f"{load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (other jobs were sharing the cores: numbers "
-        f"on an idle machine are lower).",
+        f"{load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f}; commit {git_commit()}. Model: "
+        f"{PRESETS['cpu']['n_layer']} layers, d_model {PRESETS['cpu']['d_model']}.",
         "",
         f"Preset: {cfg.batch_size} × {cfg.seq_len} = {cfg.tokens_per_step} tokens/step, "
         f"{cfg.max_steps} steps, evaluation every {cfg.eval_every} steps on {cfg.eval_windows} "
@@ -170,14 +189,17 @@ def main():
         f"in wall seconds and in process-CPU seconds. On a busy machine the wall numbers are "
         f"inflated by waiting for a core; with 1 thread the CPU seconds approximate the idle wall time.",
         "",
-        "| variant | params | ms/step | CPU ms/step | tokens/s | eval (s) | peak RSS (MB) | Δ RSS (MB) | short run (s) | predicted run (s) | predicted CPU (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| variant | params | ms/step | CPU ms/step | tokens/s | eval (s) | peak RSS (MB) | Δ RSS (MB) | short run (s) | predicted run (s) | predicted CPU (s) | GFLOP/step | FLOP/s vs MHA |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    mha = next((r for r in rows if r["variant"] == "mha"), None)
     for r in rows:
+        rate = r["gflop_step"] / r["step_ms"]
+        ratio = f"{rate / (mha['gflop_step'] / mha['step_ms']):.2f}" if mha else "n/a"
         lines.append(f"| {r['variant']} | {r['params']:,} | {r['step_ms']:.1f} | {r['step_cpu_ms']:.1f} | "
                      f"{r['tokens_per_s']:,.0f} | {r['eval_s']:.2f} | {r['peak_rss_mb']:.0f} | "
                      f"{r['rss_increase_mb']:.0f} | {r['run_s']:.1f} | {r['predicted_run_s']:.1f} | "
-                     f"{r['predicted_cpu_s']:.1f} |")
+                     f"{r['predicted_cpu_s']:.1f} | {r['gflop_step']:.1f} | {ratio} |")
     total, total_c = sum(r["predicted_run_s"] for r in rows), sum(r["predicted_cpu_s"] for r in rows)
     lines += ["", f"Sum of predicted runs over these {len(rows)} variants: {total:.0f} s wall, "
                   f"{total_c:.0f} s CPU (mean {total / len(rows):.1f} s / {total_c / len(rows):.1f} s per run).", ""]

@@ -48,7 +48,8 @@ def default_record_dir() -> Path:
     return Path(os.environ.get("GTALIB_RECORD_DIR", REPO / "book" / "recorded"))
 
 
-def _machine() -> dict:
+def machine() -> dict:
+    """This machine for a record: CPU model, logical CPUs, GPU name (or None), platform."""
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
@@ -56,7 +57,8 @@ def _machine() -> dict:
             "platform": platform.platform()}
 
 
-def _versions() -> dict:
+def versions() -> dict:
+    """Versions of torch, Lightning, gtalib and Python (what a recorded result depends on)."""
     import lightning
     import torch
 
@@ -92,9 +94,9 @@ def record_run(run_folder, record_dir=None) -> Path:
         "run_id": spec.run_id,
         "describe": spec.describe(),
         "recorded_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": _machine(),
-        "recording_commit": store._git_commit(),
-        "versions": _versions(),
+        "machine": machine(),
+        "recording_commit": store.git_commit(),
+        "versions": versions(),
         "check_command": f"gtalib record check {spec.run_id}",
     }
     (tmp / "record.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -154,7 +154,8 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """HEAD commit of the repository gtalib is imported from, or None outside a git checkout."""
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
@@ -444,7 +445,7 @@ def _write_card(path: Path, spec: RunSpec, module, trainer, started: float, resu
         "versions": {"torch": torch.__version__, "lightning": lightning.__version__,
                      "gtalib": getattr(gtalib, "__version__", _package_version()),
                      "python": platform.python_version()},
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "device": _device_description(trainer),
         "accelerator": trainer.strategy.root_device.type,
         "world_size": trainer.world_size,

@@ -136,10 +136,10 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
         eval_every=10, eval_windows=4, checkpoint_every=10,
     ),
     # Pilot (docs/cpu_regime.md): LR 1e-3 keeps the zero-init arm 3-25x less noisy than 3e-3, and a 2 %
-    # warmup hurt every run, so warmup is 10 % here. 250 steps: benchmarks/train_cpu.md puts a
-    # 300-step run at ~30 s mean over the variants on an idle 2-core machine (MLRA-4 ~2x that),
-    # over the book's ~25 s budget per run; a 300-step MHA run was past the unigram plateau by
-    # step 50 (val 2.96 nats vs 3.19 unigram entropy).
+    # warmup hurt every run, so warmup is 10 % here. 250 steps: the scale ladder's base length,
+    # at which 8 layers show the init effect with the paper's sign; an 8-layer run costs
+    # 100-250 s on one core (benchmarks/train_cpu.md), so longer runs would not fit the book's
+    # 60-minute budget (benchmarks/book_wall_time.md).
     "cpu": TrainConfig(
         max_steps=250, batch_size=16, seq_len=128, lr=1e-3, warmup_steps=25,
         eval_every=50, eval_windows=32, checkpoint_every=125,

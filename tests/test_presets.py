@@ -42,7 +42,7 @@ def test_sizes():
     assert 10e6 < gpu < 100e6  # "tens of millions"
     cpu = model_config("cpu", "gqa")
     assert (cpu.vocab_size, cpu.n_layer, cpu.d_model, cpu.n_head, cpu.head_dim, cpu.n_kv_head) == (
-        256, 2, 128, 4, 32, 2)
+        256, 8, 128, 4, 32, 2)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

@@ -790,11 +790,12 @@ def ladder_params(preset: str) -> pd.DataFrame:
                                        "vs_mha_pct"])
 
 
-def ladder_result(preset: str, seeds: int, run_dir=None, train: bool = False,
+def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bool = False,
                   confidence: float = 0.95, record_dir=None) -> LadderResult:
     """Collect the ladder's runs (local store, else recorded runs, else trained if ``train``)
     and compute the paired final ΔL of every point with its Student-t interval and verdict
     (:func:`verdict`; the seed spread is the larger of the two arms' max − min final loss).
+    ``seeds=None``: the seeds the ladder was recorded with (:attr:`figures.Ladder.seeds`).
 
     Raises:
         KeyError: ``preset`` has no ladder. ValueError: ``seeds`` < 1.
@@ -802,8 +803,10 @@ def ladder_result(preset: str, seeds: int, run_dir=None, train: bool = False,
     from gtalib.book import figures
     from gtalib.book.plan import make_plan
 
-    plan = make_plan(preset, seeds)
-    collected = collect_runs(plan.ladder_refs, plan, run_dir, train=train, record_dir=record_dir)
+    seeds = figures.ladder(preset).seeds if seeds is None else seeds
+    refs = figures.ladder_runs(preset, seeds)
+    collected = collect_runs(refs, make_plan(preset, 1), run_dir, train=train,
+                             record_dir=record_dir)
     runs = collected.runs
     cols = ["part", "variant", "arm", "n_layer", "max_steps", "seed", "delta"]
     per_seed, points = [], []

@@ -438,7 +438,9 @@ class Ladder:
     (GPT-2's residual scaling, the direct test of the depth hypothesis); gate ``alt`` = no gate.
 
     ``base_steps`` is fixed here rather than read from the training preset, so a change of
-    the book's default length does not silently change (and invalidate) recorded ladder runs.
+    the book's default length does not silently change (and invalidate) recorded ladder runs;
+    ``seeds`` is the number of seeds recorded per point (the ladder page shows that many,
+    whatever the book's own seed count).
     """
 
     depths: tuple[int, ...]
@@ -450,6 +452,7 @@ class Ladder:
     gate_variants: tuple[str, ...] = ("gqa",)
     gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
     step_factors: tuple[int, ...] = (1, 4)
+    seeds: int = 3
 
     def __post_init__(self):
         both = set(self.init_variants) & set(self.gate_variants)
@@ -465,7 +468,8 @@ class Ladder:
 #: and 8 layers and 250 / 1000 steps; ``ci`` a two-rung miniature for the tests.
 LADDERS: dict[str, Ladder] = {
     "cpu": Ladder(depths=(2, 4, 8), base_steps=250),
-    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3)),
+    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3),
+                 seeds=2),
 }
 
 
@@ -478,19 +482,20 @@ def ladder(preset: str) -> Ladder:
     return _lookup(LADDERS, preset, f"preset {preset!r} has no scale ladder; allowed")
 
 
-def ladder_runs(preset: str, seeds: int, part: str | None = None) -> list[RunRef]:
-    """Every run of ``preset``'s ladder for seeds ``0..seeds-1``: ``part="init"``, ``"gate"`` or
-    both (``None``). Each ref carries its depth in ``options["n_layer"]`` and its length in
-    ``train["max_steps"]``.
+def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) -> list[RunRef]:
+    """Every run of ``preset``'s ladder for seeds ``0..seeds-1`` (``None``: the ladder's own
+    :attr:`Ladder.seeds`): ``part="init"``, ``"gate"`` or both (``None``). Each ref carries its
+    depth in ``options["n_layer"]`` and its length in ``train["max_steps"]``.
 
     Raises:
         ValueError: ``seeds`` < 1 or an unknown ``part``.  KeyError: no ladder at ``preset``.
     """
+    lad = ladder(preset)
+    seeds = lad.seeds if seeds is None else seeds
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
-        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+        raise ValueError(f"seeds must be a positive integer or None, got {seeds!r}")
     if part not in (None, "init", "gate"):
         raise ValueError(f"part must be 'init', 'gate' or None, got {part!r}")
-    lad = ladder(preset)
     groups = []
     if part in (None, "init"):
         groups.append((lad.init_variants, lad.init_arms, (1,)))

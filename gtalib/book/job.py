@@ -4,7 +4,9 @@
 
 1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
 2. trains every missing run of every figure through the run store, in one process (or ``J``
-   worker processes), printing which run, how many are left and an ETA;
+   worker processes), printing which run, how many are left and an ETA; a run the repository
+   has recorded (``book/recorded/``, :mod:`gtalib.records`) is read from its bundle instead,
+   unless ``--train-recorded``;
 3. executes every notebook of ``notebooks/`` with papermill at the preset (parameters injected,
    training off: a run that is still missing is reported on its page), writing the executed
    copies to ``book/generated/``;
@@ -649,11 +651,11 @@ def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
 # The job
 
 
-def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 1,
+def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 1,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
                accelerator: str = "auto", cell_timeout: float | None = None,
-               train_ladder: bool = False, log=print) -> dict:
+               train_recorded: bool = False, log=print) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
@@ -662,8 +664,10 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
             ``<book_dir>/_build/html``.
         cell_timeout: seconds a notebook cell may run (default :data:`CELL_TIMEOUT_S` of the
             preset); a cell past it fails the job, naming the notebook and the cell.
-        train_ladder: also train the scale ladder's runs that the repository has not recorded
-            (:mod:`gtalib.records`); by default the ladder page reads the recorded ones.
+        train_recorded: also train, into the run store, the runs that the repository has
+            recorded (:mod:`gtalib.records`): the scale ladder's and the default figures' most
+            expensive ones. By default a recorded run is read from its bundle, not re-trained
+            (the pages say so), and the ladder's other runs are not trained.
 
     Raises:
         BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
@@ -688,11 +692,15 @@ def build_book(preset: str = "cpu", seeds: int = 3, max_steps=None, jobs: int = 
 
     t0 = time.perf_counter()
     if train:
-        refs = list(plan.runs)
-        if train_ladder:  # hours on a CPU: only the ladder runs the repository has not recorded
-            from gtalib import records
+        from gtalib import records
 
-            refs += [r for r in plan.ladder_refs if records.find_record(plan.spec(r)) is None]
+        if train_recorded:  # hours on a CPU: the whole book and ladder in the local store
+            refs = list(plan.runs) + list(plan.ladder_refs)
+        else:  # what the repository recorded is read from its bundle (the pages label it)
+            refs = [r for r in plan.runs if records.find_record(plan.spec(r)) is None]
+            log(f"runs: {len(plan.runs) - len(refs)} of {len(plan.runs)} are recorded in "
+                f"{records.default_record_dir()} and read from there (--train-recorded trains "
+                "them)")
         problems += [f"run {m}" for m in train_all(plan.specs(refs), run_dir, jobs, threads,
                                                     accelerator, log)]
     times["train_s"] = time.perf_counter() - t0
@@ -737,7 +745,8 @@ Build the Jupyter Book end to end:
 
   1. build the preset's corpus if it is missing;
   2. train every missing run of every figure (in --jobs worker processes),
-     printing which run, how many are left and an ETA;
+     printing which run, how many are left and an ETA; runs recorded in
+     book/recorded/ are read from there (--train-recorded trains them too);
   3. execute the notebooks with papermill at the preset (training off: a run
      that is still missing is reported on its page) into book/generated/;
   4. install MathJax 3 from npm into .cache/mathjax once (offline math);
@@ -757,7 +766,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3)")
+    p.add_argument("--seeds", type=int, default=2, help="seeds per configuration (default 2)")
     p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
     p.add_argument("--jobs", type=int, default=1,
                    help="training processes, and notebooks executed at once (default 1)")
@@ -773,9 +782,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="time limit per notebook cell (default by preset: " + ", ".join(
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
-    p.add_argument("--train-ladder", action="store_true",
-                   help="also train the scale ladder's runs that are not recorded in the "
-                        "repository (hours on a CPU; record them with `gtalib record add`)")
+    p.add_argument("--train-recorded", action="store_true",
+                   help="also train the runs the repository has recorded (the scale ladder's "
+                        "and the default's most expensive ones; hours on a CPU) instead of "
+                        "reading their bundles")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
     p.set_defaults(func=_run_cli)
     return p
@@ -787,7 +797,7 @@ def _run_cli(args) -> int:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
-                   train_ladder=args.train_ladder)
+                   train_recorded=args.train_recorded)
     except BookError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

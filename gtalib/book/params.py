@@ -169,7 +169,8 @@ class NotebookParams:
     run store named relative to the repository (never a path of the machine that built it)."""
 
     preset: str = "cpu"
-    seeds: int = 3
+    seeds: int = 2
+    ladder_seeds: int | None = None
     max_steps: int | None = None
     variants: list | None = None
     run_dir: str | None = None
@@ -216,6 +217,7 @@ def run_dir_label(run_dir) -> str:
 
 _CHECKS = {
     "seeds": lambda v: as_int("seeds", v, 1),
+    "ladder_seeds": lambda v: as_int("ladder_seeds", v, 1, optional=True),
     "max_steps": lambda v: as_int("max_steps", v, 1, optional=True),
     "variants": lambda v: as_list("variants", v, optional=True),
     "run_dir": lambda v: as_path("run_dir", v),
@@ -232,7 +234,8 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
     Args:
         figure: the ablation key of the notebook (``"init"``, ``"gate"``, ...), when it has
             ``variants``: each variant is then checked against that figure's list.
-        given: the notebook's parameters: ``preset``, ``seeds``, ``max_steps``, ``variants``,
+        given: the notebook's parameters: ``preset``, ``seeds``, ``ladder_seeds``,
+            ``max_steps``, ``variants``,
             ``run_dir``, ``train``, ``smoothing``, ``confidence``, ``remeasure_decode``.
     Returns:
         :class:`NotebookParams` with typed values (variant names canonical).

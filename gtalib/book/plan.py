@@ -6,7 +6,7 @@ re-deriving runs, tokenizer and training settings from the preset's name::
     plan = make_plan("cpu", seeds=3)
     plan.runs            # every RunRef the default job trains (each configuration once)
     plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
-    plan.ladder_refs     # the scale ladder's runs (recorded; trained only when asked)
+    plan.ladder_refs     # the scale ladder's runs, at its own seed count (recorded)
     plan.spec(ref)       # the RunSpec of a ref (run id = its hash)
     plan.notebooks       # the chapters, in book order
 """
@@ -35,7 +35,8 @@ class Plan:
         tokenizer: ``"bytes"`` or ``"gpt2"``, from the preset's vocabulary.
         train: the resolved :class:`~gtalib.train_config.TrainConfig` of the default runs.
         figure_refs: per ablation key and ``"main"``, the runs of that figure or table.
-        ladder_refs: the scale ladder's runs (empty at a preset without a ladder).
+        ladder_refs: the scale ladder's runs at its own seed count (``Ladder.seeds``; empty at
+            a preset without a ladder).
         notebooks: the chapters to execute, in book order.
     """
 
@@ -100,6 +101,6 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=NOTEBOOKS) -> P
         raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(NOTEBOOKS)}")
     refs = {k: tuple(figures.figure_runs(k, preset, seeds)) for k in figures.ABLATIONS}
     refs["main"] = tuple(figures.main_runs(preset, seeds))
-    ladder = tuple(figures.ladder_runs(preset, seeds)) if preset in figures.LADDERS else ()
+    ladder = tuple(figures.ladder_runs(preset)) if preset in figures.LADDERS else ()
     return Plan(preset, seeds, max_steps, figures.preset_tokenizer(preset),
                 figures.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))

@@ -571,14 +571,20 @@ def _ladder_series(points: pd.DataFrame):
 def plot_ladder(result) -> plt.Figure:
     """ΔL against depth (log₂ axis): the init ladder (left) and the gate ladder (right). Each
     point is the mean over seeds with its Student-t interval as an error bar, every seed a small
-    dot; the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers."""
+    dot; the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers, and a grey band
+    marks the depth the preset's ablation pages train at."""
+    from gtalib.presets import PRESETS
+
     set_style()
+    book_depth = PRESETS[result.preset]["n_layer"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     pts, per_seed = result.points, result.per_seed
     base_steps = pts["max_steps"].min()
     for ax, part in zip(axes, ("init", "gate")):
         fig_spec = F.ablation(part)
         ax.axhline(0, color="black", lw=0.8)
+        ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
+                   label=f"depth of this book's ablation pages ({book_depth} layers)")
         for _, variant, arm, steps, g in _ladder_series(pts[pts["part"] == part]):
             color = F.VARIANT_COLORS[variant]
             marker, _ = _variant_style(fig_spec, variant)

@@ -236,3 +236,37 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     ref = plan.runs[0]
     rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
     assert f'<code title="{rid}">{rid[:12]}…</code>' in info
+
+
+def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
+    """A run whose bundle the repository holds is not trained (the page reads the bundle);
+    ``train_recorded=True`` trains it too, and the ladder's runs with it."""
+    import sys
+
+    from gtalib import records
+    from gtalib.book import figures
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import synthetic
+
+    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
+    trained = []
+    monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
+        {s.run_id for _, s in specs}) or [])
+    plan = make_plan("ci", 1)
+    refs = synthetic.write_store(tmp_path / "store", "ci", 1)
+    rec_dir = tmp_path / "recorded"
+    recorded = {figures.run_spec(r, "ci", None, synthetic.synthetic_identity("ci")).run_id
+                for r in refs[:3]}
+    for rid in recorded:
+        (tmp_path / "store" / rid / "card.json").write_text('{"threads": 1, "device": "cpu"}')
+        records.record_run(tmp_path / "store" / rid, rec_dir)
+    monkeypatch.setenv("GTALIB_RECORD_DIR", str(rec_dir))
+    every = {s.run_id for _, s in plan.specs()}
+    ladder = {s.run_id for _, s in plan.specs(plan.ladder_refs)}
+    for train_recorded, expected in ((False, every - recorded), (True, every | ladder)):
+        trained.clear()
+        book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False,
+                        train_recorded=train_recorded, book_dir=tmp_path / "book")
+        assert trained == [expected]

@@ -52,6 +52,28 @@ def test_every_rung_is_parameter_matched_within_a_tenth_of_a_percent():
     assert g < u
 
 
+def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign():
+    """The default book trains at the ladder's deepest rung, and at its training length the
+    ablation pages' runs *are* the ladder's runs there (same spec, same run id), so both pages
+    show one set of numbers."""
+    from gtalib.presets import PRESETS, train_config
+
+    lad = F.ladder("cpu")
+    depth = PRESETS["cpu"]["n_layer"]
+    assert depth == max(lad.depths) and lad.base_steps == train_config("cpu").max_steps
+    data = synthetic.synthetic_identity("cpu")
+    plan = make_plan("cpu", 2)
+    book_ids = {F.run_spec(r, "cpu", None, data).run_id: r.label for r in plan.runs}
+    rung = [r for r in plan.ladder_refs if dict(r.options)["n_layer"] == depth
+            and dict(r.train)["max_steps"] == lad.base_steps and r.seed < 2
+            and r.arm != "scaled"]
+    labels = {book_ids.get(F.run_spec(r, "cpu", None, data).run_id) for r in rung}
+    assert labels == {"MHA normal init", "MHA zero init", "MLA normal init", "MLA zero init",
+                      "TPA normal init", "TPA zero init", "GQA zero init", "GQA + gate"}
+    # the ladder shows its own seeds (3 recorded), not the book's
+    assert {r.seed for r in plan.ladder_refs} == set(range(lad.seeds)) == {0, 1, 2}
+
+
 def _write_ladder_store(run_dir, preset, seeds, offset):
     """Finished synthetic runs for the ladder: val loss = 2 + offset(ref) + 0.002·seed on the
     alternative arms only (constant over steps), so ΔL per seed is offset + 0.002·seed exactly."""
