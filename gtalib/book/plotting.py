@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 
 from gtalib.book import figures as F
+from gtalib.presets import PRESETS
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
 
@@ -161,8 +162,6 @@ _COLUMN_WORDS = {
 
 def ablation_caption(result) -> str:
     """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and band."""
-    from gtalib.presets import PRESETS
-
     fig_spec = F.ablation(result.key)
     tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
     div, unit = token_unit(max(tokens, 1))
@@ -573,8 +572,6 @@ def plot_ladder(result) -> plt.Figure:
     point is the mean over seeds with its Student-t interval as an error bar, every seed a small
     dot; the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers, and a grey band
     marks the depth the preset's ablation pages train at."""
-    from gtalib.presets import PRESETS
-
     set_style()
     book_depth = PRESETS[result.preset]["n_layer"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
