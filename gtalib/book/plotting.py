@@ -197,6 +197,23 @@ def missing_notice(collected) -> str | None:
     return "\n".join(lines)
 
 
+def sources_notice(collected) -> str:
+    """Markdown line saying where a page's complete runs come from: trained in the local run
+    store, or read from the repository's recorded runs (when and on which machine, and which
+    configurations when the page mixes both)."""
+    done = collected.status[collected.status["state"] == "done"]
+    if done.empty:
+        return "**No complete run.**"
+    parts = []
+    for source, g in done.groupby("source", sort=False):
+        if source == "local":
+            parts.append(f"{len(g)} trained in the local run store")
+        else:
+            labels = "" if len(g) == len(done) else f" ({', '.join(dict.fromkeys(g['label']))})"
+            parts.append(f"{len(g)} {source}{labels}")
+    return "**Where these runs come from:** " + "; ".join(parts) + "."
+
+
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI as text."""
     if final.empty:
@@ -229,6 +246,7 @@ def show_ablation(result) -> None:
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
+    display(Markdown(sources_notice(result.collected)))
     plot_ablation(result)
     plt.show()
     display(Markdown(ablation_caption(result)))
@@ -474,6 +492,7 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
     notice = missing_notice(main.collected)
     if notice:
         display(Markdown(notice))
+    display(Markdown(sources_notice(main.collected)))
     if not main.ppl.empty:
         display(Markdown(
             f"**Ours** (preset `{main.preset}`, {plural(main.seeds, 'seed')}, mean over seeds): final "
@@ -643,11 +662,7 @@ def show_ladder(result) -> None:
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
-    done = result.collected.status[result.collected.status["state"] == "done"]
-    sources = done["source"].value_counts()
-    display(Markdown("**Where these runs come from:** " + "; ".join(
-        f"{n} {'trained in the local run store' if src == 'local' else src}"
-        for src, n in sources.items()) + "." if len(sources) else "**No complete run.**"))
+    display(Markdown(sources_notice(result.collected)))
     if result.points.empty:
         return
     plot_ladder(result)

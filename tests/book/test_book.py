@@ -270,3 +270,27 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
         book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False,
                         train_recorded=train_recorded, book_dir=tmp_path / "book")
         assert trained == [expected]
+
+
+def test_pages_say_which_runs_are_recorded():
+    """An ablation or main-results page names the recorded configurations and where they were
+    recorded; a page whose runs all share one source is not given a list."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from gtalib.book.plotting import sources_notice
+
+    rec = "recorded 2026-11-30 on AMD EPYC (2 CPUs)"
+    status = pd.DataFrame({
+        "label": ["MHA zero init", "MHA zero init", "MQA zero init", "MLRA-4 + gate", "GQA x"],
+        "seed": [0, 1, 0, 0, 0], "run_id": list("abcde"),
+        "state": ["done", "done", "done", "done", "missing"],
+        "detail": [""] * 5, "source": [rec, rec, "local", rec, "local"]})
+    text = sources_notice(SimpleNamespace(status=status))
+    assert text == (f"**Where these runs come from:** 3 {rec} (MHA zero init, MLRA-4 + gate); "
+                    "1 trained in the local run store.")
+    only = SimpleNamespace(status=status[status["source"] == "local"])
+    assert sources_notice(only) == "**Where these runs come from:** 1 trained in the local run store."
+    none = SimpleNamespace(status=status[status["state"] == "missing"])
+    assert sources_notice(none) == "**No complete run.**"
