@@ -174,7 +174,7 @@ def main():
         "# Training cost per variant, `cpu` preset, under Lightning",
         "",
         f"Recorded {dt.date.today().isoformat()} by `benchmarks/train_cpu.py --threads {args.threads} "
-        f"--steps {args.steps}` (torch {torch.__version__}, {torch.get_num_threads()} threads, fp32).",
+        f"--steps {args.steps}` (torch {torch.__version__}, {torch.get_num_threads()} thread(s), fp32).",
         f"Machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}.",
         f"Load average (1/5/15 min) before: {load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f}, after: "
         f"{load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f}; commit {git_commit()}. Model: "

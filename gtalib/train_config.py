@@ -128,8 +128,9 @@ class TrainConfig:
 
 
 #: Named training presets. ``ci``: seconds, for tests. ``cpu``: the book's default workload on a
-#: 2-core machine (byte-level text, sized by ``benchmarks/train_cpu.py``). ``gpu``: one GPU in
-#: minutes. ``paper``: the paper's recipe (docs/variants.md, "Training recipe").
+#: 2-core machine (byte-level text; depth from the scale ladder, cost in
+#: ``benchmarks/train_cpu.md``). ``gpu``: one GPU in minutes. ``paper``: the paper's recipe
+#: (docs/variants.md, "Training recipe").
 TRAIN_PRESETS: dict[str, TrainConfig] = {
     "ci": TrainConfig(
         max_steps=20, batch_size=4, seq_len=64, lr=1e-3, warmup_steps=2,
@@ -138,7 +139,7 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # Pilot (docs/cpu_regime.md): LR 1e-3 keeps the zero-init arm 3-25x less noisy than 3e-3, and a 2 %
     # warmup hurt every run, so warmup is 10 % here. 250 steps: the scale ladder's base length,
     # at which 8 layers show the init effect with the paper's sign; an 8-layer run costs
-    # 100-250 s on one core (benchmarks/train_cpu.md), so longer runs would not fit the book's
+    # 100-260 s on one core (benchmarks/train_cpu.md), so longer runs would not fit the book's
     # 60-minute budget (benchmarks/book_wall_time.md).
     "cpu": TrainConfig(
         max_steps=250, batch_size=16, seq_len=128, lr=1e-3, warmup_steps=25,

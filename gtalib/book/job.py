@@ -474,8 +474,10 @@ def provenance_markdown(preset: str) -> str:
 
 def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
     """This build's settings, environment and the run cards of its runs: values every run
-    shares (device, threads, git commit) stated once, then one row per configuration with each
-    seed's run id (shortened, full value in a tooltip) and the mean wall time and throughput."""
+    shares (source, device, threads, git commit) stated once, then one row per configuration
+    with each seed's run id (shortened, full value in a tooltip) and the mean wall time and
+    throughput. A run the store lacks is described by its recorded bundle's card (source
+    ``recorded``), if the repository holds one."""
     import platform
 
     import pandas as pd
@@ -500,19 +502,27 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
         "- time of this build: " + ", ".join(
             f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
     ]
+    from gtalib import records
+
     rows = []
     for ref in plan.runs:
         spec = plan.spec(ref)
-        card = run_dir / spec.run_id / "card.json"
+        card, source = run_dir / spec.run_id / "card.json", "trained here"
+        if not card.exists():  # read from the repository's bundle, if recorded
+            record = records.find_record(spec)
+            card, source = ((record / "card.json", "recorded") if record is not None
+                            else (card, "missing"))
         c = json.loads(card.read_text()) if card.exists() else {}
         rows.append({"configuration": ref.label, "seed": ref.seed, "run": spec.run_id,
+                     "source": source,
                      "device": c.get("device", "missing"), "threads": c.get("threads", ""),
                      "git": str(c.get("git_commit") or "")[:12],
                      "wall s": c.get("wall_time_s"), "tokens/s": c.get("tokens_per_s")})
     runs = pd.DataFrame(rows)
     for k in ("wall s", "tokens/s"):
         runs[k] = pd.to_numeric(runs[k], errors="coerce")
-    shared = {k: runs[k].iloc[0] for k in ("device", "threads", "git") if runs[k].nunique() == 1}
+    shared = {k: runs[k].iloc[0] for k in ("source", "device", "threads", "git")
+              if runs[k].nunique() == 1}
     if any(str(v) for v in shared.values()):
         lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()
                                                  if str(v)))
@@ -520,7 +530,7 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
     table = table.loc[list(dict.fromkeys(runs["configuration"]))]
     table.columns = [f"seed {c}" for c in table.columns]
     grouped = runs.groupby("configuration", sort=False)
-    for k in ("device", "threads", "git"):
+    for k in ("source", "device", "threads", "git"):
         if k not in shared:
             table[k] = grouped[k].agg(lambda v: " / ".join(map(str, dict.fromkeys(v))))
     for k in ("wall s", "tokens/s"):

@@ -3,8 +3,8 @@
 The main job, the notebooks' analyses and the scale ladder all read one ``Plan`` instead of each
 re-deriving runs, tokenizer and training settings from the preset's name::
 
-    plan = make_plan("cpu", seeds=3)
-    plan.runs            # every RunRef the default job trains (each configuration once)
+    plan = make_plan("cpu", seeds=2)
+    plan.runs            # every RunRef the book needs (each configuration once; recorded ones are read, not trained)
     plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
     plan.ladder_refs     # the scale ladder's runs, at its own seed count (recorded)
     plan.spec(ref)       # the RunSpec of a ref (run id = its hash)

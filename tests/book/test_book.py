@@ -232,7 +232,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
     labels = {r.label for r in plan.runs}
     assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
-    assert "- every run: device `cpu (synthetic)`, threads `1`" in info
+    assert "- every run: source `trained here`, device `cpu (synthetic)`, threads `1`" in info
     ref = plan.runs[0]
     rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
     assert f'<code title="{rid}">{rid[:12]}…</code>' in info
@@ -270,6 +270,13 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
         book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False,
                         train_recorded=train_recorded, book_dir=tmp_path / "book")
         assert trained == [expected]
+    # the reproduction page's run cards read a recorded run's card from its bundle
+    info = book.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
+                                    plan, tmp_path / "empty")
+    rows = {ln.split(" | ")[0].strip("| "): ln for ln in info.splitlines() if ln.startswith("| ")}
+    for ref in refs:
+        rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+        assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
 
 
 def test_pages_say_which_runs_are_recorded():
