@@ -9,7 +9,8 @@ Method: each variant's attention module at the ``cpu`` preset (``init="normal"``
 ``(batch, block_size, d_model)``; time = median over ``rounds`` of one forward + backward of
 ``out.square().mean()``; rounds interleave the variants so drift in a shared machine hits all of
 them alike. FLOPs: forward + backward, counted analytically from the shape of every matrix
-product and attention call by ``torch.utils.flop_counter.FlopCounterMode`` (2·m·n·k per
+product and attention call by ``torch.utils.flop_counter.FlopCounterMode``, the fused CPU
+attention kernel included (``benchmarks/flops.py``; 2·m·n·k per
 ``(m, k) × (k, n)`` product; an attention call over ``T`` queries and ``S`` keys counts
 ``4·B·H·T·S·D`` forward as executed, the causal mask saving nothing in the dense kernel; the
 backward counts twice the forward). For one layer this is, to leading order,
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path as a script)
 from gtalib.attention import build_attention
 from gtalib.config import VARIANTS
 from gtalib.presets import model_config
@@ -65,12 +67,9 @@ def saved_bytes(module, x) -> int:
 
 def fwd_bwd_flops(module, x) -> int:
     """FLOPs of one forward + backward of ``module(x).square().mean()`` (see module docstring)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        module(x).square().mean().backward()
+    flops = count_flops(lambda: module(x).square().mean().backward())
     module.zero_grad(set_to_none=True)
-    return counter.get_total_flops()
+    return flops
 
 
 def main() -> None:

@@ -15,10 +15,11 @@ one long-lived process, measuring:
   remaining evaluations (wall, and process CPU: on a shared machine the CPU seconds of a
   1-thread run are the better estimate of the idle wall time);
 * FLOPs of one training step, forward + backward of the whole model on one
-  ``(batch_size, seq_len)`` batch, counted by ``torch.utils.flop_counter.FlopCounterMode``
-  (matmuls and attention: 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the
-  optimizer and elementwise ops are not counted), and the achieved FLOP/s (FLOPs / wall step
-  time) as a ratio to MHA's.
+  ``(batch_size, seq_len)`` batch, counted by ``torch.utils.flop_counter.FlopCounterMode`` with
+  PyTorch's fused CPU attention kernel counted too (``benchmarks/flops.py``; matrix products
+  and attention at 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the optimizer
+  and elementwise ops are not counted), and the achieved FLOP/s (FLOPs / wall step time) as a
+  ratio to MHA's.
 
 ``--full VARIANT`` also times one complete ``cpu``-preset run of that variant to check the
 prediction. Usage::
@@ -40,6 +41,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path as a script)
 from gtalib.config import VARIANTS
 from gtalib.model import GPT
 from gtalib.presets import PRESETS, model_config, train_config
@@ -91,16 +93,16 @@ def _median_gap(t: list[float]) -> float:
 
 
 def step_flops(model_cfg, train) -> int:
-    """FLOPs of one training step's forward + backward (FlopCounterMode; module docstring)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    """FLOPs of one training step's forward + backward (``benchmarks/flops.py``)."""
     model = GPT(model_cfg)
     x = torch.randint(0, model_cfg.vocab_size, (train.batch_size, train.seq_len))
-    with FlopCounterMode(display=False) as counter:
+
+    def step():
         out = model(x)
         logits = out if torch.is_tensor(out) else out[0]  # (B, T, vocab)
         torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten()).backward()
-    return counter.get_total_flops()
+
+    return count_flops(step)
 
 
 def measure(variant: str, steps: int, run_dir: Path) -> dict:

@@ -1,0 +1,37 @@
+"""benchmarks/flops.py: the fused CPU attention kernel counts the FLOPs of the same attention
+written as explicit matrix products (a second implementation), grouped heads included."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+_spec = importlib.util.spec_from_file_location(
+    "flops", Path(__file__).resolve().parents[1] / "benchmarks" / "flops.py")
+flops = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(flops)
+
+
+@pytest.mark.parametrize("n_kv_head", [4, 1])
+def test_fused_cpu_attention_counts_as_its_explicit_matrix_products(n_kv_head):
+    torch.manual_seed(0)
+    B, H, T, D = 2, 4, 16, 8
+    q = torch.randn(B, H, T, D, requires_grad=True)
+    k = torch.randn(B, n_kv_head, T, D, requires_grad=True)
+    v = torch.randn(B, n_kv_head, T, D, requires_grad=True)
+
+    def fused():
+        F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                       enable_gqa=n_kv_head != H).sum().backward()
+
+    def explicit():
+        kk, vv = (t.repeat_interleave(H // n_kv_head, dim=1) for t in (k, v))
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        s = (q @ kk.transpose(-1, -2) / D ** 0.5).masked_fill(~mask, float("-inf"))
+        (s.softmax(-1) @ vv).sum().backward()
+
+    # closed form: forward Q·Kᵀ and P·V, 2·B·H·T·T·D each; backward twice the forward
+    expected = 3 * 2 * (2 * B * H * T * T * D)
+    assert flops.count_flops(fused) == flops.count_flops(explicit) == expected
