@@ -15,7 +15,8 @@
    ``book/_build/html`` and fails if a notebook raised, Sphinx warned, or any rendered page
    contains an error output.
 
-Exit status 0 only if every run trained, every notebook executed and the HTML is clean.
+Exit status 0 only if every run trained, every notebook executed and the HTML is clean (with
+``--no-train`` nothing is trained and missing runs are reported on their pages, not as an error).
 """
 
 from __future__ import annotations
@@ -693,6 +694,9 @@ def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 
                              f"{' or None' if optional else ''}, got {value!r}")
     if cell_timeout is not None and not cell_timeout > 0:
         raise ValueError(f"cell_timeout must be a positive number of seconds, got {cell_timeout!r}")
+    if train_recorded and not train:
+        raise ValueError("train_recorded (--train-recorded) trains runs, train=False (--no-train) "
+                         "trains none: give one of them")
     plan = make_plan(preset, seeds, max_steps, notebooks)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
@@ -713,6 +717,16 @@ def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 
                 "them)")
         problems += [f"run {m}" for m in train_all(plan.specs(refs), run_dir, jobs, threads,
                                                     accelerator, log)]
+    else:  # say here what the pages will report as missing
+        from gtalib import records, runs
+
+        specs = [s for _, s in plan.specs()]
+        local = sum(runs.is_done(runs.run_path(s, run_dir)) for s in specs)
+        recorded = sum(not runs.is_done(runs.run_path(s, run_dir))
+                       and records.find_record(s) is not None for s in specs)
+        log(f"runs: {len(specs)} needed, {local} in {run_dir}, {recorded} recorded, "
+            f"{len(specs) - local - recorded} missing (not trained: --no-train; their pages "
+            "list them)")
     times["train_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -763,7 +777,8 @@ Build the Jupyter Book end to end:
   5. build the HTML with Jupyter Book into book/_build/html.
 
 Exit status 0 only if every run trained, every notebook executed and the HTML
-build is clean (no Sphinx warning, no error output on any page).
+build is clean (no Sphinx warning, no error output on any page). With --no-train
+nothing is trained: missing runs are listed on their pages and are not an error.
 
 Example:
   gtalib book --preset ci --seeds 2 --jobs 2

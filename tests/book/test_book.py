@@ -270,6 +270,14 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
         book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False,
                         train_recorded=train_recorded, book_dir=tmp_path / "book")
         assert trained == [expected]
+    # without training, the job says how many runs are local, recorded and missing
+    lines = []
+    book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False, train=False,
+                    book_dir=tmp_path / "book", log=lines.append)
+    assert (f"runs: {len(every)} needed, 0 in {tmp_path / 'empty'}, {len(recorded)} recorded, "
+            f"{len(every) - len(recorded)} missing") in "\n".join(lines)
+    with pytest.raises(ValueError, match="--train-recorded.*--no-train"):
+        book.build_book("ci", 1, train=False, train_recorded=True)
     # the reproduction page's run cards read a recorded run's card from its bundle
     info = book.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
                                     plan, tmp_path / "empty")
