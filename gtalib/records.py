@@ -1,6 +1,6 @@
 """Recorded runs: finished runs kept in the repository as small bundles, so the book can show
-runs too expensive for its default job (the scale ladder, the default book's most expensive runs, GPU runs), and anyone can re-train one
-and check it against its record.
+runs too expensive for its default job (the scale ladder, the default book's most expensive
+runs, GPU runs), and anyone can re-train one and check it against its record.
 
 A bundle is ``<record_dir>/<run_id>/`` (default ``book/recorded/``, or ``$GTALIB_RECORD_DIR``)::
 

@@ -36,7 +36,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
-from gtalib.runs import resolve_run_dir
+from gtalib import records
+from gtalib.runs import is_done, resolve_run_dir, run_path
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
@@ -503,8 +504,6 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
         "- time of this build: " + ", ".join(
             f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
     ]
-    from gtalib import records
-
     rows = []
     for ref in plan.runs:
         spec = plan.spec(ref)
@@ -706,8 +705,6 @@ def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 
 
     t0 = time.perf_counter()
     if train:
-        from gtalib import records
-
         if train_recorded:  # hours on a CPU: the whole book and ladder in the local store
             refs = list(plan.runs) + list(plan.ladder_refs)
         else:  # what the repository recorded is read from its bundle (the pages label it)
@@ -718,14 +715,11 @@ def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 
         problems += [f"run {m}" for m in train_all(plan.specs(refs), run_dir, jobs, threads,
                                                     accelerator, log)]
     else:  # say here what the pages will report as missing
-        from gtalib import records, runs
-
         specs = [s for _, s in plan.specs()]
-        local = sum(runs.is_done(runs.run_path(s, run_dir)) for s in specs)
-        recorded = sum(not runs.is_done(runs.run_path(s, run_dir))
-                       and records.find_record(s) is not None for s in specs)
-        log(f"runs: {len(specs)} needed, {local} in {run_dir}, {recorded} recorded, "
-            f"{len(specs) - local - recorded} missing (not trained: --no-train; their pages "
+        absent = [s for s in specs if not is_done(run_path(s, run_dir))]
+        recorded = sum(records.find_record(s) is not None for s in absent)
+        log(f"runs: {len(specs)} needed, {len(specs) - len(absent)} in {run_dir}, {recorded} "
+            f"recorded, {len(absent) - recorded} missing (not trained: --no-train; their pages "
             "list them)")
     times["train_s"] = time.perf_counter() - t0
 
