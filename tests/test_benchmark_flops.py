@@ -35,3 +35,16 @@ def test_fused_cpu_attention_counts_as_its_explicit_matrix_products(n_kv_head):
     # closed form: forward Q·Kᵀ and P·V, 2·B·H·T·T·D each; backward twice the forward
     expected = 3 * 2 * (2 * B * H * T * T * D)
     assert flops.count_flops(fused) == flops.count_flops(explicit) == expected
+
+
+def test_narrower_values_count_their_own_width_not_the_padding():
+    # The latent family's values (d_v) are narrower than its queries/keys (d_n + d_r); attend
+    # zero-pads them for the fused CPU kernel, and the count must not include that padding.
+    from gtalib.attention.functional import attend
+
+    torch.manual_seed(0)
+    B, T, H, Dqk, Dv = 2, 16, 4, 12, 8
+    q, k = (torch.randn(B, T, H, Dqk, requires_grad=True) for _ in range(2))
+    v = torch.randn(B, T, H, Dv, requires_grad=True)
+    expected = 3 * (2 * B * H * T * T * Dqk + 2 * B * H * T * T * Dv)
+    assert flops.count_flops(lambda: attend(q, k, v, Dqk ** -0.5).sum().backward()) == expected

@@ -124,14 +124,9 @@ def attend(
         ImportError: ``impl="triton"`` without an importable ``gtalib.kernels``.
     """
     impl = resolve_impl(impl, q)
+    _check_shapes(q.shape, k.shape, v.shape, start_pos)
     B, T, H, Dqk = q.shape
-    Bk, S, Hkv, Dk = k.shape
-    if k.shape[:3] != v.shape[:3] or Bk != B or Dk != Dqk:
-        raise ValueError(f"shape mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if H % Hkv:
-        raise ValueError(f"query heads ({H}) must be a multiple of KV heads ({Hkv})")
-    if S < start_pos + T:
-        raise ValueError(f"keys cover {S} positions, queries need start_pos + T = {start_pos + T}")
+    Hkv = k.shape[2]
     if impl == "triton":
         if T == 1 and not _needs_grad(q, k, v):
             # split-KV decode over the keys this token sees (0 .. start_pos)
@@ -139,14 +134,48 @@ def attend(
             return out.unsqueeze(1)  # (B, 1, H, Dv)
         return _kernels().flash_attention(q, k, v, scale, start_pos)
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H|Hkv, T|S, D)
-    if start_pos == 0 and S == T:
-        out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale,
-                                             enable_gqa=Hkv != H)
-    else:
-        mask = causal_mask(T, S, start_pos, device=q.device)
-        out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale,
-                                             enable_gqa=Hkv != H)
+    out = _sdpa(qt, kt, _pad_values(vt, Dqk), scale, start_pos, enable_gqa=Hkv != H)
+    if out.shape[-1] != v.shape[-1]:
+        out = out[..., : v.shape[-1]]  # drop the padding's zero columns
     return out.transpose(1, 2)  # (B, T, H, Dv)
+
+
+def _check_shapes(q: torch.Size, k: torch.Size, v: torch.Size, start_pos: int) -> None:
+    """The shape rules of :func:`attend` (its Raises), for ``(B, T|S, H|Hkv, D)`` shapes."""
+    B, T, H, Dqk = q
+    Bk, S, Hkv, Dk = k
+    if k[:3] != v[:3] or Bk != B or Dk != Dqk:
+        raise ValueError(f"shape mismatch: q {tuple(q)}, k {tuple(k)}, v {tuple(v)}")
+    if H % Hkv:
+        raise ValueError(f"query heads ({H}) must be a multiple of KV heads ({Hkv})")
+    if S < start_pos + T:
+        raise ValueError(f"keys cover {S} positions, queries need start_pos + T = {start_pos + T}")
+
+
+def _pad_values(v: torch.Tensor, width: int) -> torch.Tensor:
+    """``v (..., Dv)`` zero-padded to ``(..., width)`` where that lets PyTorch's fused attention run.
+
+    The fused CPU kernel needs equal query/key and value widths; without it, unequal widths (the
+    latent family's ``d_n + d_r`` keys, ``d_v`` values) fall back to the unfused "math" attention,
+    which materialises every score and is slower (``benchmarks/attention_cpu.md``). The zero
+    columns give zero outputs, which the caller slices off, so the result is the same attention.
+    Left unpadded on CUDA (its fused kernels take unequal widths) and when the fused kernel is
+    switched off (``torch.nn.attention.sdpa_kernel``), which ``benchmarks/flops.py`` uses to count
+    the unpadded work.
+    """
+    # flash_sdp_enabled is the global switch sdpa_kernel sets, for CPU too despite its name
+    if v.shape[-1] >= width or v.is_cuda or not torch.backends.cuda.flash_sdp_enabled():
+        return v
+    return F.pad(v, (0, width - v.shape[-1]))
+
+
+def _sdpa(qt, kt, vt, scale: float, start_pos: int, enable_gqa: bool = False) -> torch.Tensor:
+    """PyTorch SDPA on ``(B, H, T, D)`` layouts with the causal mask of :func:`attend`."""
+    T, S = qt.shape[2], kt.shape[2]
+    if start_pos == 0 and S == T:
+        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale, enable_gqa=enable_gqa)
+    mask = causal_mask(T, S, start_pos, device=qt.device)
+    return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale, enable_gqa=enable_gqa)
 
 
 def attend_branches(
@@ -177,9 +206,11 @@ def attend_branches(
     Returns:
         ``(B, T, H, d_v)`` in ``q``'s dtype.
 
-    The torch path (the reference) runs :func:`attend` once over all branches stacked along the
-    batch axis, with the RoPE key expanded to H heads; the Triton path is one ``gtalib.kernels.mlra_attention`` launch (fused forward,
-    per-branch backward; its docstring states the accuracy).
+    The torch path (the reference) is one PyTorch SDPA call per branch, the same attention as
+    :func:`attend` (values zero-padded to the key width where that lets the fused CPU kernel run),
+    with the RoPE key expanded to H heads; the Triton path is one
+    ``gtalib.kernels.mlra_attention`` launch (fused forward, per-branch backward; its docstring
+    states the accuracy).
 
     Raises:
         ValueError: as :func:`attend`; mismatched branch shapes. ImportError: as :func:`attend`.
@@ -190,14 +221,22 @@ def attend_branches(
                          f"v {tuple(v.shape)}; expected (NB, B, S, H, ·), (B, S, 1, ·), (NB, B, S, H, ·)")
     if resolve_impl(impl, q) == "triton":
         return _kernels().mlra_attention(q, k_nope, k_rope, v, scale, alpha_o, start_pos)
-    # All branches in one attention call: branch b becomes batch rows b·B .. b·B+B-1 (one SDPA
-    # launch instead of NB, the same per-row arithmetic), then the branch sum.
-    T = q.shape[1]
-    k_r = k_rope.unsqueeze(0).expand(NB, B, S, H, k_rope.shape[-1])  # (NB, B, S, H, d_r)
-    k = torch.cat([k_nope, k_r], dim=-1).reshape(NB * B, S, H, -1)  # (NB·B, S, H, d_n + d_r)
-    q_all = q.unsqueeze(0).expand(NB, *q.shape).reshape(NB * B, T, H, -1)  # (NB·B, T, H, ·)
-    y = attend(q_all, k, v.reshape(NB * B, S, H, -1), scale, start_pos, "torch")  # (NB·B, T, H, d_v)
-    return alpha_o * y.view(NB, B, T, H, -1).sum(0)
+    # One SDPA call per branch on the shared query (no copy of q per branch); the padded
+    # outputs are summed before the single slice back to d_v (padding: see _pad_values).
+    B, T, _, Dqk = q.shape
+    _check_shapes(q.shape, (B, S, H, k_nope.shape[-1] + k_rope.shape[-1]), v.shape[1:], start_pos)
+    qt = q.transpose(1, 2)  # (B, H, T, d_n + d_r)
+    k_r = k_rope.transpose(1, 2).expand(B, H, S, k_rope.shape[-1])  # (B, H, S, d_r)
+    # unbind, not indexing: autograd stacks the branches' gradients once, where k_nope[b] would
+    # give each branch a zero-filled gradient of the whole (NB, ...) tensor.
+    for b, (k_n, v_b) in enumerate(zip(k_nope.unbind(0), v.unbind(0))):
+        k = torch.cat([k_n.transpose(1, 2), k_r], dim=-1)  # (B, H, S, d_n + d_r)
+        y_b = _sdpa(qt, k, _pad_values(v_b.transpose(1, 2), Dqk), scale, start_pos)  # (B, H, T, ·)
+        y = y_b if b == 0 else y + y_b
+    if y.shape[-1] != v.shape[-1]:
+        y = y[..., : v.shape[-1]]  # drop the padding's zero columns
+    y = y.transpose(1, 2)  # (B, T, H, d_v)
+    return y if alpha_o == 1 else alpha_o * y
 
 
 def attend_latent(

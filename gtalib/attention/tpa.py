@@ -52,8 +52,19 @@ class TPAttention(Attention):
 
     @staticmethod
     def _contract(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """``(B, S, H, R) × (B, S, R, D) -> (B, S, H, D)``, divided by the rank R."""
-        return torch.einsum("bshr,bsrd->bshd", a, b) / a.shape[-1]
+        """``(B, S, H, R) × (B, S, R, D) -> (B, S, H, D)``, divided by the rank R.
+
+        The division is applied to the small head factor ``a``. A rank of at most 2 (the paper's
+        k/v rank) is summed as R broadcast products: on CPU that took half the time of a batched
+        matrix product of B·S tiny ``(H, R) × (R, D)`` matrices (forward + backward at the
+        ``cpu`` preset's shapes, one thread: 0.6 against 1.2 ms); larger ranks use the product.
+        """
+        R = a.shape[-1]
+        a = a / R
+        if R > 2:
+            return a @ b  # (B, S, H, D)
+        terms = [a_r[..., None] * b_r[:, :, None] for a_r, b_r in zip(a.unbind(-1), b.unbind(2))]
+        return terms[0] if R == 1 else terms[0] + terms[1]  # (B, S, H, D)
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         """Assemble q, k, v from their factors, attend causally, then ``W_O`` (and the gate).

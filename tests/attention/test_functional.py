@@ -56,3 +56,27 @@ def test_triton_impl_matches_torch():
     v = torch.randn(1, 7, 2, 6, generator=g)
     torch.testing.assert_close(attend(q, k, v, 0.3, 4, impl="triton"), attend(q, k, v, 0.3, 4),
                                atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("start_pos", [0, 3])
+def test_narrower_values_run_the_fused_cpu_kernel(start_pos):
+    """Values narrower than the keys (the latent family) are zero-padded so that PyTorch's fused
+    CPU kernel runs (with only that kernel allowed, an unpadded call raises "No available
+    kernel"); outputs and gradients match the float64 reference."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    g = torch.Generator().manual_seed(3)
+    B, T, H, D, Dv = 2, 5, 4, 12, 8
+    S = start_pos + T
+    q = torch.randn(B, T, H, D, generator=g, requires_grad=True)
+    k = torch.randn(B, S, 2, D, generator=g, requires_grad=True)
+    v = torch.randn(B, S, 2, Dv, generator=g, requires_grad=True)
+    w = torch.randn(B, T, H, Dv, generator=g)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        out = attend(q, k, v, 0.3, start_pos)
+        grads = torch.autograd.grad((out * w).sum(), (q, k, v))
+    ref = naive_attention(q, k, v, 0.3, start_pos)
+    ref_grads = torch.autograd.grad((ref * w.double()).sum(), (q, k, v))
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-4)

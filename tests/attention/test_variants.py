@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from gtalib.attention import REGISTRY, build_attention
-from gtalib.attention import dense, functional, gta, tpa
-from gtalib.attention.functional import attend
+from gtalib.attention import functional
 from gtalib.config import VARIANTS, ModelConfig
 from gtalib.layers import RoPE
 
@@ -103,16 +102,16 @@ def test_bad_configs_raise_naming_the_parameter(kwargs, match):
 
 # --------------------------------------------------------------------------- RoPE inside the modules
 def spy_on_attend(monkeypatch) -> list:
-    """Record the (q, k) every variant hands to ``attend`` (each module imports it by name)."""
+    """Record the (q, k) every variant attends with, as ``(B, T, heads, D)``: every torch path
+    (``attend``, and ``attend_branches`` once per branch) ends in ``functional._sdpa``."""
     calls = []
+    sdpa = functional._sdpa
 
-    def spy(q, k, v, scale, start_pos=0, impl="torch"):
-        calls.append((q.detach(), k.detach()))
-        return attend(q, k, v, scale, start_pos, impl)
+    def spy(qt, kt, vt, *args, **kwargs):
+        calls.append((qt.detach().transpose(1, 2), kt.detach().transpose(1, 2)))
+        return sdpa(qt, kt, vt, *args, **kwargs)
 
-    # mfa runs dense's forward; the latent family reaches attend through functional.attend_branches
-    for mod in (dense, gta, tpa, functional):
-        monkeypatch.setattr(mod, "attend", spy)
+    monkeypatch.setattr(functional, "_sdpa", spy)
     return calls
 
 
