@@ -41,7 +41,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -52,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gtalib.kernels.decode_model import PAPER_SHARDS, DecodeShard, kv_bytes, roofline_us, step_flops  # noqa: E402
+from gtalib.runs import cpu_model, git_commit  # noqa: E402
 
 DEFAULT_CONTEXTS_K = (16, 32, 64, 128, 256, 512)
 CHUNK_BYTES = 1 << 20  # keys of one chunk: this CPU's per-core L2
@@ -168,26 +168,6 @@ def check_kernel() -> float:
     q, k, v = torch.randn(8, 96, generator=gen), torch.randn(1000, 96, generator=gen), torch.randn(1000, 64, generator=gen)
     ref = torch.softmax(q @ k.T * 0.1, -1) @ v
     return (split_kv_decode(q, k, v, 0.1, 128) - ref).abs().max().item()
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-    except Exception:
-        return "unknown"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def run(contexts_k=DEFAULT_CONTEXTS_K, threads: int = 1, repeats: int = 7) -> dict:

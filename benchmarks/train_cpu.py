@@ -45,7 +45,7 @@ from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path
 from gtalib.config import VARIANTS
 from gtalib.model import GPT
 from gtalib.presets import PRESETS, model_config, train_config
-from gtalib.runs import RunSpec, data_spec, ensure_run, git_commit
+from gtalib.runs import RunSpec, cpu_model, data_spec, ensure_run, git_commit
 from gtalib.training import StepRecorder
 
 
@@ -169,8 +169,7 @@ def main():
                          f"{r['predicted_run_s']:.1f} s wall ({r['predicted_cpu_s']:.1f} s CPU) predicted.")
             print(full_line)
     load1 = os.getloadavg()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor())
+    cpu = cpu_model()
     cfg = train_config("cpu")
     lines = [
         "# Training cost per variant, `cpu` preset, under Lightning",

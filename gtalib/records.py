@@ -133,9 +133,9 @@ def load_record_info(folder) -> dict:
 
 
 def record_label(info: dict) -> str:
-    """One-line provenance of a bundle: ``"recorded 2026-11-30 on <CPU> (2 CPUs)"``."""
+    """One-line provenance of a bundle: ``"recorded 2026-11-30 on <CPU> (2 logical CPUs)"``."""
     m = info.get("machine", {})
-    where = m.get("gpu") or f"{m.get('cpu', '?')} ({m.get('logical_cpus', '?')} CPUs)"
+    where = m.get("gpu") or f"{m.get('cpu', '?')} ({m.get('logical_cpus', '?')} logical CPUs)"
     return f"recorded {info.get('recorded_utc', '?')[:10]} on {where}"
 
 
@@ -277,11 +277,14 @@ def _cli_add(args) -> int:
 
 
 def _cli_list(args) -> int:
+    rows = [("run_id", "n_layer", "d_model", "run", "recorded")]
     for folder in list_records(args.record_dir):
-        info = load_record_info(folder)
         spec = store.load_spec(folder)
-        print(f"{folder.name}  {spec.describe()} n_layer={spec.model.n_layer}  "
-              f"[{record_label(info)}]")
+        rows.append((folder.name, str(spec.model.n_layer), str(spec.model.d_model), spec.describe(),
+                     record_label(load_record_info(folder))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     return 0
 
 

@@ -1,6 +1,7 @@
 """MFA, GTA and TPA against float64 re-implementations of their docs/variants.md formulas, from the
 modules' own weights, plus their cache layouts."""
 
+import pytest
 import torch
 
 from gtalib.attention import build_attention
@@ -50,10 +51,13 @@ def test_gta_formula():
     assert cache["s"].shape == (1, 10, Hkv, D) and cache["k_rope"].shape == (1, 10, 1, dr)
 
 
-def test_tpa_formula():
-    """q_h = (1/R_q) Σ_r A_q[h,r] RoPE(B_q[r]); k, v with 1/R (RoPE on k's B factors only)."""
+@pytest.mark.parametrize("ranks", [{}, dict(tpa_q_rank=2, tpa_rank=1), dict(tpa_q_rank=1, tpa_rank=3)],
+                         ids=["paper", "rank1", "rank3"])
+def test_tpa_formula(ranks):
+    """q_h = (1/R_q) Σ_r A_q[h,r] RoPE(B_q[r]); k, v with 1/R (RoPE on k's B factors only), at the
+    paper's ranks and at ranks that take the other contraction paths."""
     torch.manual_seed(0)
-    m = build_attention(tiny_cfg("tpa"))
+    m = build_attention(tiny_cfg("tpa", **ranks))
     c = m.cfg
     B, T, H, D, rq, r = 2, 8, c.n_head, c.head_dim, c.tpa_q_rank, c.tpa_rank
     x = torch.randn(B, T, c.d_model).double()

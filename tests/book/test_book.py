@@ -296,7 +296,7 @@ def test_pages_say_which_runs_are_recorded():
 
     from gtalib.book.plotting import sources_notice
 
-    rec = "recorded 2026-11-30 on AMD EPYC (2 CPUs)"
+    rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
     status = pd.DataFrame({
         "label": ["MHA zero init", "MHA zero init", "MQA zero init", "MLRA-4 + gate", "GQA x"],
         "seed": [0, 1, 0, 0, 0], "run_id": list("abcde"),

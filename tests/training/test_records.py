@@ -44,6 +44,24 @@ def test_bundle_holds_the_run_and_where_it_was_recorded(finished_run, tmp_path):
     assert (folder / "record.json").read_text() == stamp
 
 
+def test_record_list_has_a_header_and_survives_a_closed_pipe(finished_run, tmp_path):
+    import subprocess
+    import sys
+
+    _, spec, path = finished_run
+    records.record_run(path, tmp_path)
+    cmd = [sys.executable, "-m", "gtalib", "record", "list", "--record-dir", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].split()[:4] == ["run_id", "n_layer", "d_model", "run"]
+    assert out[1].split()[:3] == [spec.run_id, str(spec.model.n_layer), str(spec.model.d_model)]
+    assert spec.describe() in out[1] and "recorded " in out[1]
+    # a reader that stops at once (as `| head -0` does): exit 0, no BrokenPipeError traceback
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    assert proc.wait() == 0
+    assert b"BrokenPipe" not in proc.stderr.read()
+
+
 def test_unfinished_run_is_not_recorded(finished_run, tmp_path):
     _, _, path = finished_run
     half = tmp_path / "half"
