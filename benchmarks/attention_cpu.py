@@ -40,6 +40,7 @@ from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path
 from gtalib.attention import build_attention
 from gtalib.config import VARIANTS
 from gtalib.presets import model_config
+from gtalib.runs import cpu_model
 
 
 def commit() -> str:
@@ -131,7 +132,7 @@ def main() -> None:
         "",
         f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}; load average during "
         f"the run {os.getloadavg()[0]:.2f} (1 min) on {os.cpu_count()} logical CPUs; commit {commit()}",
-        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, "
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical CPUs, "
         f"torch {torch.__version__}, 1 thread, {platform.platform()}",
         f"- input: batch {args.batch} × {cfg.block_size} tokens × d_model {cfg.d_model}; "
         f"{cfg.n_head} heads × {cfg.head_dim}; median of {args.rounds} interleaved rounds",
