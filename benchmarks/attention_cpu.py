@@ -123,7 +123,8 @@ def main() -> None:
         f"{mem[v]:.2f} | {mem[v] / mem['mha']:.2f} | {sum(p.numel() for p in mods[v].parameters()):,} |"
         for v in VARIANTS
     ]
-    # Time each variant may take to reach 0.8× MHA's FLOP/s, against what its kernels take alone
+    # Time each variant may take to reach 0.8× MHA's FLOP/s (MHA's median time scaled by the FLOP
+    # ratio), against what its kernels take alone
     short = [f"{v.upper()}: {flops[v] / flops['mha'] / 0.8 * med['mha']:.1f} ms "
              f"allowed, of which its attention kernels take {kern[v]:.1f} ms"
              for v in VARIANTS if flops[v] / flops["mha"] / rel[v] < 0.8]
@@ -144,7 +145,9 @@ def main() -> None:
         *rows,
         "",
         "\"in attention kernel\": forward + backward time inside PyTorch's fused CPU attention kernel "
-        "(torch.profiler self time, mean of 5 iterations).",
+        "(torch.profiler self time, mean of 5 iterations). The × MHA columns of time and FLOP/s are "
+        "medians over rounds of each round's ratio to MHA, so they can differ in the second decimal "
+        "from the ratio of the medians shown.",
         "Below 0.8× MHA's FLOP/s (the time that would reach it, from MHA's rate in this run): "
         + ("; ".join(short) if short else "none") + ".",
         "",

@@ -214,7 +214,7 @@ def run(contexts_k=DEFAULT_CONTEXTS_K, threads: int = 1, repeats: int = 7) -> di
         date_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         cpu=cpu_model(), logical_cpus=os.cpu_count(), threads=threads, repeats=repeats,
         dtype="float32", python=platform.python_version(), torch=torch.__version__, numpy=numpy.__version__,
-        platform=platform.platform(), git_commit=git_commit(),
+        platform=platform.platform(), git_commit=git_commit() or "unknown",
         load_average_before=[round(x, 2) for x in load_before],
         load_average_after=[round(x, 2) for x in os.getloadavg()],
         seconds=round(time.time() - t_start, 1), kernel_max_error=err,

@@ -12,7 +12,9 @@ explicit matrix products at the true widths and which FlopCounterMode counts: th
 scores Q·Kᵀ and output P·V (full T×S, the causal mask saving nothing) and the backward's four
 products (dV, dP, dQ, dK: twice the forward). Grouped key/value heads count once per query
 head. The fused backward's recomputation of the scores is the kernel's choice, not work the
-model asks for, and is not counted.
+model asks for, and is not counted. Elementwise work is not counted either, which includes TPA's
+rank-2 factor contraction (two broadcast products, ``gtalib.attention.tpa``; higher ranks use a
+matrix product, which is counted).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ one long-lived process, measuring:
   1-thread run are the better estimate of the idle wall time);
 * FLOPs of one training step, forward + backward of the whole model on one
   ``(batch_size, seq_len)`` batch, counted by ``torch.utils.flop_counter.FlopCounterMode`` with
-  PyTorch's fused CPU attention kernel counted too (``benchmarks/flops.py``; matrix products
-  and attention at 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the optimizer
+  attention counted as PyTorch's unfused attention at the variants' own widths
+  (``benchmarks/flops.py``; matrix products and attention at 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the optimizer
   and elementwise ops are not counted), and the achieved FLOP/s (FLOPs / wall step time) as a
   ratio to MHA's.
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -379,16 +378,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        status = int(args.func(args) or 0)
-        sys.stdout.flush()  # a reader that closed the pipe shows up here, handled below
-        return status
+        return int(args.func(args) or 0)
     except (CliError, ValueError, KeyError, FileNotFoundError) as exc:  # bad input: a message, no traceback
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"gtalib {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 0
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ TRAIN_PRESETS: dict[str, TrainConfig] = {
     # Pilot (docs/cpu_regime.md): LR 1e-3 keeps the zero-init arm 3-25x less noisy than 3e-3, and a 2 %
     # warmup hurt every run, so warmup is 10 % here. 250 steps: the scale ladder's base length,
     # at which 8 layers show the init effect with the paper's sign; an 8-layer run costs
-    # about 100-250 s on one core (benchmarks/train_cpu.md), so longer runs would not fit the book's
+    # about 100-220 s on one core (benchmarks/train_cpu.md), so longer runs would not fit the book's
     # 60-minute budget (benchmarks/book_wall_time.md).
     "cpu": TrainConfig(
         max_steps=250, batch_size=16, seq_len=128, lr=1e-3, warmup_steps=25,

@@ -6,7 +6,7 @@ assembling their keys/values from factors / tied states; the latent family per s
 dispatch (``gtalib.kernels``) and one reference for the kernels' tests.
 
 Two further entry points exist only so the Triton path can use its fused kernels; their torch
-path is ``attend`` itself and stays the reference:
+path is the same PyTorch attention as ``attend`` and stays the reference:
 
 * :func:`attend_branches`: the latent family's ``α_o Σ_b`` softmax branches (training/prefill),
   one launch of ``kernels.mlra_attention`` on the Triton path.
@@ -108,7 +108,8 @@ def attend(
         scale: softmax temperature, ``1/sqrt(D_qk)`` of the training model (docs/variants.md, "Shared
             model"; absorbed latent decode passes the training ``1/sqrt(d_n + d_r)``).
         start_pos: absolute position of the first query (cache length before this call).
-        impl: ``"torch"`` (PyTorch SDPA, the reference), ``"triton"``
+        impl: ``"torch"`` (PyTorch SDPA, the reference; on CPU, values narrower than the keys
+            are zero-padded so that its fused kernel runs, see :func:`_pad_values`), ``"triton"``
             (``gtalib.kernels.flash_attention``, same signature; a single new token without
             gradients goes to ``gtalib.kernels.gqa_decode``; on CPU only under
             ``TRITON_INTERPRET=1``, tiny shapes) or ``"auto"`` (see :func:`resolve_impl`: Triton
@@ -135,9 +136,7 @@ def attend(
         return _kernels().flash_attention(q, k, v, scale, start_pos)
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # (B, H|Hkv, T|S, D)
     out = _sdpa(qt, kt, _pad_values(vt, Dqk), scale, start_pos, enable_gqa=Hkv != H)
-    if out.shape[-1] != v.shape[-1]:
-        out = out[..., : v.shape[-1]]  # drop the padding's zero columns
-    return out.transpose(1, 2)  # (B, T, H, Dv)
+    return _unpad(out, v.shape[-1]).transpose(1, 2)  # (B, T, H, Dv)
 
 
 def _check_shapes(q: torch.Size, k: torch.Size, v: torch.Size, start_pos: int) -> None:
@@ -167,6 +166,11 @@ def _pad_values(v: torch.Tensor, width: int) -> torch.Tensor:
     if v.shape[-1] >= width or v.is_cuda or not torch.backends.cuda.flash_sdp_enabled():
         return v
     return F.pad(v, (0, width - v.shape[-1]))
+
+
+def _unpad(y: torch.Tensor, width: int) -> torch.Tensor:
+    """``y`` without the zero columns :func:`_pad_values` added (a view; ``y`` itself if none)."""
+    return y if y.shape[-1] == width else y[..., :width]
 
 
 def _sdpa(qt, kt, vt, scale: float, start_pos: int, enable_gqa: bool = False) -> torch.Tensor:
@@ -213,9 +217,10 @@ def attend_branches(
     states the accuracy).
 
     Raises:
-        ValueError: as :func:`attend`; mismatched branch shapes. ImportError: as :func:`attend`.
+        ValueError: as :func:`attend`; mismatched branch shapes; on the torch path, a query head
+            count other than the branches' H. ImportError: as :func:`attend`.
     """
-    NB, B, S, H, _ = k_nope.shape
+    _, B, S, H, _ = k_nope.shape
     if v.shape[:4] != k_nope.shape[:4] or k_rope.shape[:3] != (B, S, 1):
         raise ValueError(f"shape mismatch: k_nope {tuple(k_nope.shape)}, k_rope {tuple(k_rope.shape)}, "
                          f"v {tuple(v.shape)}; expected (NB, B, S, H, ·), (B, S, 1, ·), (NB, B, S, H, ·)")
@@ -223,8 +228,10 @@ def attend_branches(
         return _kernels().mlra_attention(q, k_nope, k_rope, v, scale, alpha_o, start_pos)
     # One SDPA call per branch on the shared query (no copy of q per branch); the padded
     # outputs are summed before the single slice back to d_v (padding: see _pad_values).
-    B, T, _, Dqk = q.shape
+    if q.shape[2] != H:
+        raise ValueError(f"query heads ({q.shape[2]}) must equal the branches' key heads ({H})")
     _check_shapes(q.shape, (B, S, H, k_nope.shape[-1] + k_rope.shape[-1]), v.shape[1:], start_pos)
+    Dqk = q.shape[-1]
     qt = q.transpose(1, 2)  # (B, H, T, d_n + d_r)
     k_r = k_rope.transpose(1, 2).expand(B, H, S, k_rope.shape[-1])  # (B, H, S, d_r)
     # unbind, not indexing: autograd stacks the branches' gradients once, where k_nope[b] would
@@ -233,9 +240,7 @@ def attend_branches(
         k = torch.cat([k_n.transpose(1, 2), k_r], dim=-1)  # (B, H, S, d_n + d_r)
         y_b = _sdpa(qt, k, _pad_values(v_b.transpose(1, 2), Dqk), scale, start_pos)  # (B, H, T, ·)
         y = y_b if b == 0 else y + y_b
-    if y.shape[-1] != v.shape[-1]:
-        y = y[..., : v.shape[-1]]  # drop the padding's zero columns
-    y = y.transpose(1, 2)  # (B, T, H, d_v)
+    y = _unpad(y, v.shape[-1]).transpose(1, 2)  # (B, T, H, d_v)
     return y if alpha_o == 1 else alpha_o * y
 
 

@@ -80,3 +80,32 @@ def test_narrower_values_run_the_fused_cpu_kernel(start_pos):
     torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-4)
+
+
+def test_branches_run_the_fused_cpu_kernel_and_match_the_reference():
+    """The latent family's multi-branch attention (MLRA-4's layout: 48-wide keys, 32-wide
+    values, one shared RoPE key) with only the fused kernel allowed, against α_o Σ_b of the
+    float64 loop reference per branch; outputs and gradients of every input."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from gtalib.attention.functional import attend_branches
+
+    g = torch.Generator().manual_seed(4)
+    NB, B, T, H, dn, dr, dv = 4, 2, 6, 3, 8, 4, 8
+    q = torch.randn(B, T, H, dn + dr, generator=g, requires_grad=True)
+    k_nope = torch.randn(NB, B, T, H, dn, generator=g, requires_grad=True)
+    k_rope = torch.randn(B, T, 1, dr, generator=g, requires_grad=True)
+    v = torch.randn(NB, B, T, H, dv, generator=g, requires_grad=True)
+    w = torch.randn(B, T, H, dv, generator=g)
+    inputs = (q, k_nope, k_rope, v)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        out = attend_branches(q, k_nope, k_rope, v, 0.3, 0.5)
+        grads = torch.autograd.grad((out * w).sum(), inputs)
+    k_r = k_rope.expand(B, T, H, dr)
+    ref = 0.5 * sum(naive_attention(q, torch.cat([k_nope[b], k_r], -1), v[b], 0.3) for b in range(NB))
+    ref_grads = torch.autograd.grad((ref * w.double()).sum(), inputs)
+    torch.testing.assert_close(out.double(), ref, atol=1e-5, rtol=1e-5)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="query heads"):
+        attend_branches(q[:, :, :1], k_nope, k_rope, v, 0.3, 0.5)
