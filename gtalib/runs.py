@@ -8,7 +8,8 @@ Layout of ``<run_dir>/<run_id>/``::
                          deleted once DONE unless ``keep_checkpoint``)
     logs/version_<n>/    Lightning CSVLogger output, one version per attempt (+ tensorboard/)
     metrics.csv          clean per-step metrics, written atomically at the end
-    card.json            run card: versions, git commit, device, threads, wall time, tokens/s
+    card.json            run card: versions, git commit, device, threads, machine kind
+                         (gtalib.machine.machine_kind), wall time, tokens/s
     DONE                 written last; its presence is what "finished" means
 
 ``metrics.csv`` columns: ``step`` (updates done, 1..max_steps, one row each), ``tokens`` (training
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gtalib.config import ModelConfig
+from gtalib.machine import cpu_info, machine_kind
 from gtalib.train_config import NON_RESULT_FIELDS, TrainConfig
 
 #: Bump whenever a change to gtalib's model or training math changes the numbers a run produces
@@ -174,12 +176,9 @@ def _device_description(trainer) -> str:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows
+    (:func:`gtalib.machine.cpu_info`)."""
+    return cpu_info()["model_name"]
 
 
 @contextlib.contextmanager
@@ -438,6 +437,8 @@ def _write_card(path: Path, spec: RunSpec, module, trainer, started: float, resu
     import gtalib
 
     last = module.history[-1]
+    root = trainer.strategy.root_device
+    gpu = torch.cuda.get_device_name(root) if root.type == "cuda" else None
     tokens = spec.train.max_steps * spec.train.tokens_per_step
     card = {
         "run_id": spec.run_id,
@@ -452,6 +453,8 @@ def _write_card(path: Path, spec: RunSpec, module, trainer, started: float, resu
         "strategy": type(trainer.strategy).__name__,
         "precision": trainer.precision,
         "threads": torch.get_num_threads(),
+        # what decides bit-identity with a re-training (gtalib.machine; gtalib record check)
+        "machine_kind": machine_kind(torch.get_num_threads(), gpu),
         "n_params": module.model.num_params(),
         "tokens": tokens,
         "train_wall_s": round(module.wall_s, 3),
