@@ -10,6 +10,11 @@ Tests never touch the user's data: :func:`_private_stores` points ``$GTALIB_RUN_
 the user's built corpora, archives and tokenizer files read-only (symlinks, so tests do not
 download or rebuild them), and at the end of the session fails if anything in the user's run store
 or data cache was added, removed or modified.
+
+A test that re-trains a recorded run reports the check's outcome with the ``record_check_report``
+fixture; :func:`pytest_terminal_summary` prints those lines at the end of the run (also under
+``-q``), so the output says which outcome the check had on this machine (bit-identical, within
+the cross-machine envelope, or mismatch; :mod:`gtalib.records`).
 """
 
 import os
@@ -44,3 +49,26 @@ def _private_stores(tmp_path_factory):
     touched = {str(p): changes(b, snapshot(p)) for p, b in before.items()}
     touched = {p: c for p, c in touched.items() if c}
     assert not touched, f"the tests changed the user's data: {touched}"
+
+
+#: The lines reported with ``record_check_report`` during the session.
+_RECORD_CHECKS = pytest.StashKey[list]()
+
+
+def pytest_configure(config):
+    config.stash[_RECORD_CHECKS] = []
+
+
+@pytest.fixture
+def record_check_report(request):
+    """A function ``report(line)`` that keeps a record check's message for the summary at the end
+    of the run (:func:`pytest_terminal_summary`)."""
+    return request.config.stash[_RECORD_CHECKS].append
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    lines = config.stash.get(_RECORD_CHECKS, [])
+    if lines:
+        terminalreporter.section("recorded-run checks")
+        for line in lines:
+            terminalreporter.write_line(f"record check: {line}")
