@@ -1,6 +1,7 @@
 """The ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``).
 
-Subcommands: ``train`` and ``runs`` (here), ``data`` (:mod:`gtalib.data.cli`), ``tables`` (:mod:`gtalib.book.tables`),
+Subcommands: ``train`` and ``runs`` (here), ``data`` (:mod:`gtalib.data.cli`), ``record``
+(:mod:`gtalib.records`), ``probe`` (:mod:`gtalib.probes`), ``tables`` (:mod:`gtalib.book.tables`),
 ``book`` (:mod:`gtalib.book.job`). Each other part registers its own subcommand through an
 ``add_cli(subparsers)`` function that sets ``func`` on its leaf parsers; handlers are called as
 ``args.func(args)`` and return an exit status.
@@ -15,8 +16,8 @@ import sys
 from pathlib import Path
 
 #: (module, command) pairs whose ``add_cli(subparsers)`` registers a subcommand.
-_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.records", "record"), ("gtalib.book.tables", "tables"),
-            ("gtalib.book.job", "book"))
+_PLUGINS = (("gtalib.data.cli", "data"), ("gtalib.records", "record"), ("gtalib.probes", "probe"),
+            ("gtalib.book.tables", "tables"), ("gtalib.book.job", "book"))
 
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "fsdp")  # not ddp_spawn: the history must stay in this process
