@@ -7,6 +7,7 @@ A bundle is ``<record_dir>/<run_id>/`` (default ``book/recorded/``, or ``$GTALIB
     spec.json     the RunSpec, as in the run store (the run id is its hash)
     metrics.csv   the per-step metrics, as in the run store
     card.json     the run card: versions, git commit, device, threads, machine kind, wall time
+    probes.json   the gate probes of the final weights (gtalib.probes), when the run has them
     record.json   when and where it was recorded: UTC date, machine (CPU model, logical CPUs,
                   platform), the recording checkout's commit, library versions, the command
                   that re-trains and checks it, and ``machine_kind``: the kind of the machine
@@ -57,6 +58,8 @@ from gtalib import runs as store
 REPO = Path(__file__).resolve().parents[1]
 #: Files copied from a finished run folder into its bundle.
 BUNDLE_FILES = ("spec.json", "metrics.csv", "card.json")
+#: Copied too when the run has them: the gate probes of its final weights (:mod:`gtalib.probes`).
+OPTIONAL_BUNDLE_FILES = ("probes.json",)
 
 
 def default_record_dir() -> Path:
@@ -109,6 +112,9 @@ def record_run(run_folder, record_dir=None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.run_id}.", dir=record_dir))
     for name in BUNDLE_FILES:
         shutil.copy2(run_folder / name, tmp / name)
+    for name in OPTIONAL_BUNDLE_FILES:
+        if (run_folder / name).is_file():
+            shutil.copy2(run_folder / name, tmp / name)
     record = {
         "run_id": spec.run_id,
         "describe": spec.describe(),

@@ -10,6 +10,9 @@ Layout of ``<run_dir>/<run_id>/``::
     metrics.csv          clean per-step metrics, written atomically at the end
     card.json            run card: versions, git commit, device, threads, machine kind
                          (gtalib.machine.machine_kind), wall time, tokens/s
+    probes.json          gate probes of the final weights (gtalib.probes: mean gate, first-token
+                         attention share, largest residual activation per layer); runs trained
+                         on the default corpus on one device
     DONE                 written last; its presence is what "finished" means
 
 ``metrics.csv`` columns: ``step`` (updates done, 1..max_steps, one row each), ``tokens`` (training
@@ -409,6 +412,12 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
         return path
     _write_metrics(path, module.history, spec)
     _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
+    if datamodule is None and trainer.world_size == 1:
+        # the gate probes of the final weights on the corpus's fixed held-out batch (a test's own
+        # datamodule names no corpus; a sharded model is not whole on one process)
+        from gtalib.probes import write_probes
+
+        write_probes(path, module.model, spec, data_dir)
     _write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
     if not keep_checkpoint:
         shutil.rmtree(path / "checkpoints", ignore_errors=True)

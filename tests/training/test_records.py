@@ -28,8 +28,10 @@ def test_bundle_holds_the_run_and_where_it_was_recorded(finished_run, tmp_path):
     _, spec, path = finished_run
     folder = records.record_run(path, tmp_path)
     assert folder == tmp_path / spec.run_id
-    assert sorted(p.name for p in folder.iterdir()) == ["card.json", "metrics.csv", "record.json",
-                                                       "spec.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["card.json", "metrics.csv", "probes.json",
+                                                       "record.json", "spec.json"]
+    assert json.loads((folder / "probes.json").read_text()) == \
+        json.loads((path / "probes.json").read_text())
     info = records.load_record_info(folder)
     assert info["run_id"] == spec.run_id and info["machine"]["logical_cpus"] >= 1
     assert {"torch", "lightning", "gtalib", "python"} <= set(info["versions"])
