@@ -15,14 +15,19 @@ Conventions (stated in every caption the book prints):
   mean over ``smoothing`` logged points before averaging over seeds (``smoothing=1``: none;
   default 5 % of the run's steps).
 - Band: mean over seeds ± the two-sided Student-t confidence interval, ``t_{c, n−1} · s / √n``
-  with ``s`` the sample standard deviation over the ``n`` seeds (no band for one seed).
+  with ``s`` the sample standard deviation over the ``n`` seeds (none for one seed; the figures
+  draw it from :data:`gtalib.book.plotting.MIN_BAND_SEEDS` seeds).
 - Final ΔL: validation loss on the fixed held-out windows, unsmoothed, at the last step all
-  seeds of the variant logged.
+  seeds of the variant logged, with what its ``n`` pairs could resolve (:func:`delta_stats`):
+  the interval's half-width (the smallest |mean ΔL| that would exclude zero at the measured
+  spread) and the number of pairs that would resolve the measured mean at that spread.
 - Verdict against the paper's claim (sign of the paper's ΔL): "within noise" when the CI covers 0
   or |ΔL| is not larger than the same-configuration seed spread (max − min of the final
   validation loss over seeds, the larger of the two arms; docs/cpu_regime.md), else "agrees" when
   the sign matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single
-  seed.
+  seed. :func:`verdict_text` says, for "within noise", how large an |ΔL| could hide.
+- Pairs: both arms of a pair should come from one source (both recorded or both trained in the
+  local run store) and one kind of machine; :func:`run_pairs` marks the others MIXED.
 """
 
 from __future__ import annotations
@@ -71,25 +76,75 @@ def t_critical(confidence: float, dof: int) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, dof))
 
 
+#: Largest number of pairs :func:`delta_stats` tries when it asks how many pairs would resolve
+#: the measured mean ΔL (beyond it the tables print "—").
+MAX_PAIRS = 20
+
+
+@dataclass(frozen=True)
+class DeltaStats:
+    """What ``n`` paired ΔL values (one per seed) can say, in nats. Built by :func:`delta_stats`.
+
+    Attributes:
+        n: number of finite values (pairs). mean: their mean. sd: sample standard deviation
+            (``ddof=1``; NaN for one value).
+        low, high: the two-sided Student-t interval ``mean ∓ t_{c, n−1} · sd / √n`` (NaN for
+            one value: no interval).
+        resolvable: its half-width ``t_{c, n−1} · sd / √n``, the smallest |mean ΔL| whose
+            interval excludes zero at this ``n`` and this spread (NaN for one value).
+        pairs_needed: the smallest ``n'`` in ``2..max_pairs`` with ``t_{c, n'−1} · sd / √n' <
+            |mean|``, i.e. how many pairs would resolve the measured mean if the spread stayed
+            the measured one; NaN when none up to ``max_pairs`` does, or for one value.
+        max_pairs: the cap used for ``pairs_needed``.
+    """
+
+    n: int
+    mean: float
+    sd: float
+    low: float
+    high: float
+    resolvable: float
+    pairs_needed: float
+    max_pairs: int
+
+
+def delta_stats(values, confidence: float = 0.95, max_pairs: int = MAX_PAIRS) -> DeltaStats:
+    """Mean, Student-t interval and resolution of paired ΔL ``values`` (see :class:`DeltaStats`;
+    t quantiles from :func:`t_critical`, i.e. ``scipy.stats.t.ppf``).
+
+    Raises:
+        ValueError: no finite value, ``confidence`` outside (0, 1), or ``max_pairs`` < 2.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if not max_pairs >= 2:
+        raise ValueError(f"max_pairs must be at least 2, got {max_pairs!r}")
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        raise ValueError("delta_stats needs at least one finite value")
+    m = float(x.mean())
+    if x.size < 2:
+        return DeltaStats(1, m, math.nan, math.nan, math.nan, math.nan, math.nan, max_pairs)
+    sd = float(x.std(ddof=1))
+    h = t_critical(confidence, x.size - 1) * sd / math.sqrt(x.size)
+    ns = np.arange(2, max_pairs + 1)
+    resolves = stats.t.ppf(0.5 + confidence / 2, ns - 1) * sd / np.sqrt(ns) < abs(m)
+    needed = float(ns[resolves][0]) if resolves.any() else math.nan
+    return DeltaStats(int(x.size), m, sd, m - h, m + h, h, needed, max_pairs)
+
+
 def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]:
-    """Mean of ``values`` (one per seed) with its two-sided Student-t confidence interval.
+    """Mean of ``values`` (one per seed) with its two-sided Student-t confidence interval
+    (:func:`delta_stats`).
 
     Returns:
         ``(mean, low, high, n)``; ``low``/``high`` are NaN when fewer than two finite values.
     Raises:
         ValueError: no finite value, or ``confidence`` outside (0, 1).
     """
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        raise ValueError("mean_ci needs at least one finite value")
-    m = float(x.mean())
-    if x.size < 2:
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-        return m, math.nan, math.nan, 1
-    half = t_critical(confidence, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    return m, m - half, m + half, int(x.size)
+    s = delta_stats(values, confidence)
+    return s.mean, s.low, s.high, s.n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,15 +272,17 @@ def final_values(runs: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
 def final_delta_table(
     runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
 ) -> pd.DataFrame:
-    """The table under each ablation figure: final ΔL per variant with CI, seed spread, the
-    paper's ΔL and a verdict.
+    """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
+    resolve (:func:`delta_stats`), seed spread, the paper's ΔL and a verdict.
 
     Args:
         runs: runs frame with ``alt`` and ``rec`` arms.
         paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
     Returns:
         DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, CI low, CI high,
-        seed spread, paper ΔL (≈), verdict``.
+        resolvable |ΔL|, pairs to resolve, seed spread, paper ΔL (≈), verdict`` (nats;
+        ``seeds`` = number of pairs n; ``resolvable |ΔL|`` = the interval's half-width,
+        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`).
     """
     curves = delta_curves(runs, column, smoothing=1)
     finals = final_values(runs, column)
@@ -233,17 +290,44 @@ def final_delta_table(
     for variant, g in curves.groupby("variant", sort=False):
         last = g.groupby("seed")["step"].max().min()
         at = g[g["step"] == last]
-        m, lo, hi, n = mean_ci(at["delta"], confidence)
+        st = delta_stats(at["delta"], confidence)
         f = finals[finals["variant"] == variant]
         spread = float(f.groupby("arm")["value"].agg(lambda v: v.max() - v.min()).max())
         expected = paper_final.get(variant, math.nan)
         rows.append((
-            variant, n, int(last), int(at["tokens"].iloc[0]), m, lo, hi, spread, expected,
-            verdict(lo, hi, m, spread, expected, n),
+            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.low, st.high,
+            st.resolvable, st.pairs_needed, spread, expected,
+            verdict(st.low, st.high, st.mean, spread, expected, st.n),
         ))
-    cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "seed spread",
-            "paper ΔL (≈)", "verdict"]
+    cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "resolvable |ΔL|",
+            "pairs to resolve", "seed spread", "paper ΔL (≈)", "verdict"]
     return pd.DataFrame(rows, columns=cols).set_index("variant")
+
+
+def verdict_text(verdict_: str, n: int, resolvable: float, spread: float) -> str:
+    """A verdict as the tables print it, saying how much the design could see: *within noise*
+    names the largest |ΔL| that could hide (the larger of the interval's half-width
+    ``resolvable`` and the seed ``spread``, the two bars of :func:`verdict`), e.g. ``"within
+    noise: |ΔL| < 0.054 nats could hide here"``; with one pair (``n`` < 2) it says there is no
+    interval; any other verdict is returned as it is."""
+    if n < 2:
+        return f"{verdict_}: one pair, no interval"
+    if verdict_ == "within noise":
+        return f"within noise: |ΔL| < {max(resolvable, spread):.3f} nats could hide here"
+    return verdict_
+
+
+def resolvable_text(n: int, resolvable: float) -> str:
+    """The smallest resolvable |ΔL| as printed (nats, 4 decimals), ``"n/a (1 pair)"`` for one."""
+    return "n/a (1 pair)" if n < 2 else f"{resolvable:.4f}"
+
+
+def pairs_text(n: int, pairs_needed: float) -> str:
+    """:attr:`DeltaStats.pairs_needed` as printed: the count, ``"—"`` when no number of pairs up
+    to :data:`MAX_PAIRS` resolves the mean, ``"n/a (1 pair)"`` with one pair."""
+    if n < 2:
+        return "n/a (1 pair)"
+    return "—" if math.isnan(pairs_needed) else f"{int(pairs_needed)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,7 +418,7 @@ def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
     cols = [*sources, "avg"]
     mean = df.groupby("label", sort=False)[cols].mean()
     half = df.groupby("label", sort=False)[cols].agg(
-        lambda v: (lambda m, lo, hi, n: (hi - lo) / 2)(*mean_ci(v, confidence))
+        lambda v: delta_stats(v, confidence).resolvable
     )
     return mean, half
 
@@ -350,11 +434,13 @@ class Collected:
 
     Attributes:
         runs: runs frame of the runs that are complete (see module docstring).
-        status: one row per required run: ``variant, arm, label, seed, run_id, state, detail,
-            source`` with ``state`` in ``done | missing | failed | corrupt`` (``corrupt``: a
-            finished run whose files do not check out, ``detail`` naming run, file, column and
-            row) and ``source`` ``"local"`` or the recorded run's provenance
-            (:func:`gtalib.records.record_label`).
+        status: one row per required run: ``variant, arm, label, seed, n_layer, max_steps,
+            run_id, state, detail, source, device, machine_kind`` with ``state`` in ``done |
+            missing | failed | corrupt`` (``corrupt``: a finished run whose files do not check
+            out, ``detail`` naming run, file, column and row), ``source`` ``"local"`` or the
+            recorded run's provenance (:func:`gtalib.records.record_label`), and the machine
+            from the run's ``card.json``: ``device`` (string) and ``machine_kind`` (dict), each
+            ``None`` when the card lacks it (unknown).
         cards: run cards (``card.json`` contents) of the complete runs.
     """
 
@@ -366,6 +452,11 @@ class Collected:
     def incomplete(self) -> pd.DataFrame:
         """Status rows of runs that are missing or failed."""
         return self.status[self.status["state"] != "done"]
+
+    @property
+    def pairs(self) -> pd.DataFrame:
+        """The ΔL pairs of the complete runs and where their arms come from (:func:`run_pairs`)."""
+        return run_pairs(self.status)
 
 
 def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> Collected:
@@ -392,7 +483,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
     for ref in refs:
         spec = plan.spec(ref)
         path = run_dir / spec.run_id
-        state, detail, source = "done", "", "local"
+        state, detail, source, card = "done", "", "local", None
         try:
             local = store.is_done(path)
             record = None if local else records.find_record(spec, record_dir)
@@ -424,15 +515,99 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
             frames.append(df)
             if card is not None:
                 cards.append(card)
-        status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.run_id, state, detail,
-                       source))
+        card = card or {}
+        status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.model.n_layer,
+                       spec.train.max_steps, spec.run_id, state, detail, source,
+                       card.get("device") or None, card.get("machine_kind") or None))
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["variant", "arm", "label", "seed", "n_layer", "max_steps", "step", "tokens",
                  "train_loss", "val_loss"]
     )
-    st = pd.DataFrame(status, columns=["variant", "arm", "label", "seed", "run_id", "state",
-                                       "detail", "source"])
+    st = pd.DataFrame(status, columns=STATUS_COLUMNS)
     return Collected(runs, st, cards)
+
+
+#: Columns of :attr:`Collected.status`.
+STATUS_COLUMNS = ["variant", "arm", "label", "seed", "n_layer", "max_steps", "run_id", "state",
+                  "detail", "source", "device", "machine_kind"]
+
+
+def same_machine(a, b) -> bool | None:
+    """Whether two runs (:attr:`Collected.status` rows) were trained on the same kind of
+    machine: their card's ``machine_kind`` dicts compared when both have one, else their
+    ``device`` strings; ``None`` (unknown) when either lacks both."""
+    if isinstance(a["machine_kind"], dict) and isinstance(b["machine_kind"], dict):
+        return a["machine_kind"] == b["machine_kind"]
+    if not (_known(a["device"]) and _known(b["device"])):
+        return None
+    return a["device"] == b["device"]
+
+
+def _known(device) -> bool:
+    """Whether a status row's ``device`` names a machine (pandas may hold a missing one as NaN)."""
+    return isinstance(device, str) and bool(device)
+
+
+def _machine_name(row) -> str:
+    """The machine of a status row as a page names it: its ``device`` string, else its
+    ``machine_kind`` as ``key=value`` pairs, else ``"unknown machine"``."""
+    if _known(row["device"]):
+        return row["device"]
+    if isinstance(row["machine_kind"], dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(row["machine_kind"].items()))
+    return "unknown machine"
+
+
+def run_pairs(status: pd.DataFrame) -> pd.DataFrame:
+    """Every ΔL pair whose two runs are complete, and whether its arms come from one source
+    and one machine (docs: book/methods.md, "Statistics": a pair is only paired when both arms
+    were trained alike; rounding differs between CPU kinds).
+
+    A pair is a non-``rec`` arm and the ``rec`` arm of the same variant, depth, length and seed.
+
+    Args:
+        status: :attr:`Collected.status`.
+    Returns:
+        DataFrame ``[variant, arm, n_layer, max_steps, seed, mixed, unknown, pair_source]``:
+        ``mixed`` when the arms differ in source (local / recorded) or machine
+        (:func:`same_machine` False), ``unknown`` when the machine of an arm is unknown, and
+        ``pair_source`` the text the pages print, e.g. ``"both recorded on AMD EPYC (2 logical
+        CPUs)"``, ``"both local, machine unknown"`` or ``"MIXED: alt recorded on AMD EPYC (2
+        logical CPUs), rec local on Intel Xeon (16 logical CPUs)"``.
+    """
+    cols = ["variant", "arm", "n_layer", "max_steps", "seed", "mixed", "unknown", "pair_source"]
+    done = status[status["state"] == "done"]
+    key = ["variant", "n_layer", "max_steps", "seed"]
+    rec = {tuple(r[k] for k in key): r for _, r in done[done["arm"] == "rec"].iterrows()}
+    rows = []
+    for _, a in done[~done["arm"].isin(["rec", "main"])].iterrows():
+        r = rec.get(tuple(a[k] for k in key))
+        if r is None:
+            continue
+        src_a, src_r = ("local" if x["source"] == "local" else "recorded" for x in (a, r))
+        same = same_machine(a, r)
+        mixed = src_a != src_r or same is False
+        if mixed:
+            text = (f"MIXED: {a['arm']} {src_a} on {_machine_name(a)}, rec {src_r} on "
+                    f"{_machine_name(r)}")
+        elif same is None:
+            text = f"both {src_r}, machine unknown"
+        else:
+            text = f"both {src_r} on {_machine_name(r)}"
+        rows.append((a["variant"], a["arm"], a["n_layer"], a["max_steps"], a["seed"], mixed,
+                     same is None, text))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def pair_source_summary(pairs: pd.DataFrame) -> str:
+    """The *pair source* cell of a table row from that row's :func:`run_pairs` rows: the common
+    text when every pair shares it, else each text with its seeds, e.g. ``"seeds 0, 2: both
+    local on X; seed 1: MIXED: ..."``; ``""`` for no pair."""
+    groups = pairs.groupby("pair_source", sort=False)["seed"].agg(list)
+    if len(groups) <= 1:
+        return groups.index[0] if len(groups) else ""
+    return "; ".join(f"{'seed' if len(s) == 1 else 'seeds'} {', '.join(map(str, s))}: {t}"
+                     for t, s in groups.items())
 
 
 def complete_variants(collected: Collected) -> tuple[list[str], list[str]]:
@@ -504,6 +679,10 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     band = seed_band(curves, confidence)
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
                               final_column) if len(runs) else pd.DataFrame()
+    if len(final):
+        pairs = col.pairs
+        final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
+                                for v in final.index]
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
                           final, curve_column, final_column,
                           tuple(dict.fromkeys(r.variant for r in refs)))
@@ -576,18 +755,34 @@ def aggregate_verdicts(verdicts) -> str:
     return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)
 
 
-def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[str, str]:
-    """(ours, verdict) of an ablation claim from its final ΔL table."""
+def _claim_from_final(final: pd.DataFrame, paper_largest: str | None
+                      ) -> tuple[str, str, str]:
+    """(ours, verdict, resolution) of an ablation claim from its final ΔL table; resolution
+    names, per variant, n, the mean ΔL with its interval, the smallest resolvable |ΔL|, how
+    many pairs would resolve the mean, and what could hide where the verdict is within noise."""
     from gtalib.book.figures import display_name
 
     if final.empty:
-        return "no complete runs", "not measured"
+        return "no complete runs", "not measured", ""
     ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
     verdict_ = aggregate_verdicts(final["verdict"])
     if paper_largest is not None and len(final) > 1:
         top = final["ΔL"].idxmax()
         ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
-    return ours, verdict_
+    return ours, verdict_, "; ".join(_resolution(display_name(v), r) for v, r in final.iterrows())
+
+
+def _resolution(name: str, r) -> str:
+    """One variant's resolution in the claims table, from its :func:`final_delta_table` row."""
+    n = int(r["seeds"])
+    if n < 2:
+        return f"{name}: 1 pair, ΔL {r['ΔL']:+.3f}, no interval"
+    pairs = pairs_text(n, r["pairs to resolve"])
+    return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
+            f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
+            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['seed spread'])})"
+               if r["verdict"] == "within noise" else "")
+            + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
 
 
 def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_head: int = 24,
@@ -690,17 +885,22 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
     computed exactly from :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on
     freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 from the recorded CPU
     decode measurement and the roofline model at H100 peaks (:func:`_decode_claim`; no GPU
-    measurement).
+    measurement). The ``resolution`` column gives, for every variant of an ablation claim, n,
+    the mean ΔL with its interval, the smallest |ΔL| the seeds could resolve, the pairs that
+    would resolve the measured mean and, where within noise, what could hide
+    (:func:`_claim_from_final`).
     """
     from gtalib.book import figures
 
     largest = {"init": "tpa", "gate": "gqa"}
     rows = []
     for c in figures.CLAIMS:
+        seen = {"tables": "exact (no training)",
+                "fresh-layers": "fresh layers (no training)"}.get(c.source, "")
         if c.source in figures.ABLATIONS:
             r = ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
                                 confidence=confidence)
-            ours, v = _claim_from_final(r.final, largest.get(c.source))
+            ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
             if r.incomplete:
                 ours += f" (incomplete: {', '.join(figures.display_name(x) for x in r.incomplete)})"
         elif c.source == "main":
@@ -728,9 +928,9 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
             ours, v = _variance_claim()
         else:  # decode
             ours, v = _decode_claim()
-        rows.append((c.number, c.text, c.paper_value, ours, v))
-    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict"]
-                        ).set_index("claim")
+        rows.append((c.number, c.text, c.paper_value, ours, v, seen))
+    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
+                                       "resolution"]).set_index("claim")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -745,8 +945,10 @@ class LadderResult:
         per_seed: one row per paired seed: ``part, variant, arm, n_layer, max_steps, seed,
             delta`` with ``delta = L(arm) − L(rec)``, final validation loss (nats).
         points: one row per ladder point: ``part, variant, arm, n_layer, max_steps, n, mean,
-            low, high, spread, paper, verdict`` (``paper``: the paper's ΔL at 2.9 B parameters,
-            ``ln PPL(alt) − ln PPL(rec)``; NaN where the paper has no such arm).
+            low, high, resolvable, pairs_needed, spread, paper, verdict, pair_source``
+            (``resolvable``, ``pairs_needed``: :class:`DeltaStats`; ``paper``: the paper's ΔL
+            at 2.9 B parameters, ``ln PPL(alt) − ln PPL(rec)``, NaN where the paper has no such
+            arm; ``pair_source``: :func:`pair_source_summary` of the point's pairs).
         params: parameter matching per rung: ``n_layer, config, n_params, vs_mha_pct``.
     """
 
@@ -822,18 +1024,25 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
                 part = "gate" if variant in figures.ladder(preset).gate_variants else "init"
                 per_seed.append((part, variant, arm, depth, steps, seed, value - final[key]))
     per_seed = pd.DataFrame(per_seed, columns=cols)
+    pairs = collected.pairs
     for (part, variant, arm, depth, steps), g in per_seed.groupby(
             ["part", "variant", "arm", "n_layer", "max_steps"], sort=True):
-        m, lo, hi, n = mean_ci(g["delta"], confidence)
+        st = delta_stats(g["delta"], confidence)
+        m, lo, hi, n = st.mean, st.low, st.high, st.n
         fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
         spread = max(float(np.ptp(fin.xs(a, level="arm").to_numpy())) for a in (arm, "rec"))
         paper = paper_delta(part, variant) if arm == "alt" else math.nan  # part = ablation key
         v = verdict(lo, hi, m, spread, paper if math.isfinite(paper) else 1.0, n)
         if arm != "alt" and v in ("agrees", "differs"):  # no paper value: say who is ahead
             v = "zero init better" if m > 0 else f"{arm} init better"
-        points.append((part, variant, arm, depth, steps, n, m, lo, hi, spread, paper, v))
+        source = pair_source_summary(pairs[(pairs["variant"] == variant) & (pairs["arm"] == arm)
+                                           & (pairs["n_layer"] == depth)
+                                           & (pairs["max_steps"] == steps)])
+        points.append((part, variant, arm, depth, steps, n, m, lo, hi, st.resolvable,
+                       st.pairs_needed, spread, paper, v, source))
     points = pd.DataFrame(points, columns=["part", "variant", "arm", "n_layer", "max_steps", "n",
-                                           "mean", "low", "high", "spread", "paper", "verdict"])
+                                           "mean", "low", "high", "resolvable", "pairs_needed",
+                                           "spread", "paper", "verdict", "pair_source"])
     return LadderResult(preset, seeds, confidence, collected, per_seed, points,
                         ladder_params(preset))
 

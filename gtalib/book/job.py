@@ -413,18 +413,25 @@ def recipe_markdown() -> str:
 
 def statistics_markdown(seeds: int, confidence: float = 0.95) -> str:
     """What this build's seed count means for its intervals (methods chapter): the Student-t
-    factor at ``seeds − 1`` degrees of freedom, from :func:`gtalib.book.analysis.t_critical`."""
-    from gtalib.book.analysis import t_critical
-    from gtalib.book.plotting import plural
+    factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.analysis.t_critical`),
+    whether the figures shade the interval (from :data:`gtalib.book.plotting.MIN_BAND_SEEDS`
+    seeds) and the cap of *pairs to resolve* (:data:`gtalib.book.analysis.MAX_PAIRS`)."""
+    from gtalib.book.analysis import MAX_PAIRS, t_critical
+    from gtalib.book.plotting import MIN_BAND_SEEDS, plural
 
+    q = 0.5 + confidence / 2
+    cap = f"*Pairs to resolve* is sought up to {MAX_PAIRS} pairs."
     if seeds < 2:
         return (f"This build trains {plural(seeds, 'seed')} per configuration: there is no "
-                f"interval, and every verdict is *undetermined (1 seed)*.\n")
+                f"interval, and every verdict is *undetermined (1 seed)*. {cap}\n")
     t = t_critical(confidence, seeds - 1)
-    q = 0.5 + confidence / 2
+    shade = f"The figures shade the interval from {plural(MIN_BAND_SEEDS, 'seed')} on, " + (
+        "as here." if seeds >= MIN_BAND_SEEDS else
+        f"so this build's figures do not: at {seeds} the factor makes it wider than the curves.")
     return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
             f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
-            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds.\n")
+            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds. "
+            f"{shade} {cap}\n")
 
 
 def short_hash(value, n: int = 12) -> str:

@@ -2,7 +2,8 @@
 
 Layout of an ablation figure: two panels (stacked), because the scales differ by three orders
 of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training
-tokens, every seed as a thin line, the mean over seeds as a thick line with its Student-t band.
+tokens, every seed as a thin light line, the mean over seeds as a bold line, its Student-t band
+shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range follows the curves, not the band.
 Below, **paper (≈)**: the paper's curves, dashed, against the paper's 0–100 B tokens, read off its
 figure (``gtalib.book.figures``); where the paper gives only final perplexities, a marker at 100 B.
 Legends sit outside the axes, to the right, so that they hide no curve or marker. Each variant
@@ -60,12 +61,48 @@ def token_unit(max_tokens: float) -> tuple[float, str]:
     return 1, ""
 
 
+#: Fewest seeds (pairs) for which a figure draws the Student-t interval of the mean: with two,
+#: ``t_{0.975, 1} = 12.7`` makes the interval wider than the curves' whole range.
+MIN_BAND_SEEDS = 3
+
+
+def drawn_text(seeds: int, confidence: float) -> str:
+    """What an ablation figure draws, as its caption says it: ``"thin lines: each seed's ΔL;
+    bold: mean over 3 seeds; shaded: 95% t-interval of the mean, shown from 3 seeds; the
+    y-range follows the curves, the shading is cut at the frame"`` (with fewer seeds: no
+    shading, and why)."""
+    band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
+            f"seeds; the y-range follows the curves, the shading is cut at the frame"
+            if seeds >= MIN_BAND_SEEDS else
+            f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
+            f"{MIN_BAND_SEEDS} seeds, this figure has {seeds}; the y-range follows the curves")
+    return f"thin lines: each seed's ΔL; bold: mean over {plural(seeds, 'seed')}; {band}"
+
+
+def curve_limits(values, margin: float = 0.08) -> tuple[float, float]:
+    """y-range of a panel from the values it plots (and 0, the line of no effect), widened by
+    ``margin`` of the span on each side; ``(-1, 1)`` without any finite value."""
+    import numpy as np
+
+    v = np.asarray(list(values), dtype=float)
+    v = np.append(v[np.isfinite(v)], 0.0)
+    lo, hi = float(v.min()), float(v.max())
+    pad = margin * (hi - lo) if hi > lo else 1.0
+    return lo - pad, hi + pad
+
+
 def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
-    """The ablation figure of an :class:`gtalib.book.analysis.AblationResult` (see module docstring).
+    """The ablation figure of an :class:`gtalib.book.analysis.AblationResult` (see module
+    docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
+    of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
+    curves (seeds and means, with a margin), never by the interval, which is clipped to it.
 
     Returns:
         the matplotlib figure (two axes: ours, paper).
     """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     set_style()
     fig_spec = F.ablation(result.key)
     if ax_ours is None:
@@ -77,25 +114,36 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
         fig = ax_ours.figure
     curves, band = result.curves, result.band
     div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
+    shown, banded = [], False
     for v in result.complete:
         color = fig_spec.colors[v]
         for _, g in curves[curves["variant"] == v].groupby("seed"):
-            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.8, alpha=0.35)
+            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.7, alpha=0.4)
+            shown += list(g["delta"])
         b = band[band["variant"] == v]
         x = b["tokens"] / div
         marker, _ = _variant_style(fig_spec, v)
-        ax_ours.plot(x, b["mean"], color=color, lw=2.0, marker=marker, ms=5,
+        ax_ours.plot(x, b["mean"], color=color, lw=2.2, marker=marker, ms=5,
                      markevery=max(1, len(b) // 8), label=F.display_name(v))
-        if b["n"].min() >= 2:
-            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.15, lw=0)
+        shown += list(b["mean"])
+        if len(b) and b["n"].min() >= MIN_BAND_SEEDS:
+            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.08, lw=0)
+            banded = True
+    ax_ours.set_ylim(*curve_limits(shown))  # the band is clipped to the curves' range
     ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
     ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
     ax_ours.set_title(f"ours: {result.preset} preset, {plural(result.seeds, 'seed')}, "
-                      f"{result.curve_column.replace('_', ' ')} (thin: seeds; band: "
-                      f"{result.confidence:.0%} t-CI)", fontsize=10)
+                      f"{result.curve_column.replace('_', ' ')}", fontsize=10)
     if result.complete:
-        _outside_legend(ax_ours, title="variant")
+        handles, _ = ax_ours.get_legend_handles_labels()
+        handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
+                    Line2D([], [], color="0.4", lw=2.2,
+                           label=f"mean over {plural(result.seeds, 'seed')}")]
+        if banded:
+            handles.append(Patch(color="0.4", alpha=0.2, lw=0,
+                                 label=f"{result.confidence:.0%} t-interval of the mean"))
+        _outside_legend(ax_ours, handles=handles)
     else:
         ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
                      va="center", transform=ax_ours.transAxes, color="crimson")
@@ -161,7 +209,8 @@ _COLUMN_WORDS = {
 
 
 def ablation_caption(result) -> str:
-    """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and band."""
+    """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and what is
+    drawn (:func:`drawn_text`)."""
     fig_spec = F.ablation(result.key)
     tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
     div, unit = token_unit(max(tokens, 1))
@@ -174,9 +223,8 @@ def ablation_caption(result) -> str:
         f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
         f"{plural(result.seeds, 'seed')} per configuration, hardware: {_hardware(result.collected.cards)}. "
         f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
-        f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; thin lines = "
-        f"seeds, thick line = mean over seeds, band = {result.confidence:.0%} Student-t "
-        f"interval over seeds. Table below: "
+        f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; "
+        f"{drawn_text(result.seeds, result.confidence)}. Table below: "
         f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
         f"unsmoothed. Lower panel: the paper's "
         f"curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
@@ -200,7 +248,9 @@ def missing_notice(collected) -> str | None:
 def sources_notice(collected) -> str:
     """Markdown line saying where a page's complete runs come from: trained in the local run
     store, or read from the repository's recorded runs (when and on which machine, and which
-    configurations when the page mixes both)."""
+    configurations when the page mixes both); then how many of its ΔL pairs are mixed, i.e.
+    have arms from different sources or machines (:func:`gtalib.book.analysis.run_pairs`), and
+    which."""
     done = collected.status[collected.status["state"] == "done"]
     if done.empty:
         return "**No complete run.**"
@@ -211,31 +261,62 @@ def sources_notice(collected) -> str:
         else:
             labels = "" if len(g) == len(done) else f" ({', '.join(dict.fromkeys(g['label']))})"
             parts.append(f"{len(g)} {source}{labels}")
-    return "**Where these runs come from:** " + "; ".join(parts) + "."
+    text = "**Where these runs come from:** " + "; ".join(parts) + "."
+    pairs = collected.pairs
+    if pairs.empty:
+        return text
+    mixed = pairs[pairs["mixed"]]
+    text += (f" ΔL pairs (both arms of one seed): {len(pairs)}, of which **{len(mixed)} mixed** "
+             f"(arms from different sources or machines, not paired as the figure assumes)")
+    if len(mixed):
+        text += ": " + ", ".join(
+            f"{F.display_name(r.variant)} {r.arm} seed {r.seed} ({r.n_layer} layers, "
+            f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* column)"
+    unknown = int((pairs["unknown"] & ~pairs["mixed"]).sum())
+    if unknown:
+        text += f"; {unknown} with an arm whose run card names no machine"
+    return text + "."
 
 
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The final-ΔL table as printed: paper variant names, ΔL with its CI as text."""
+    """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
+    resolvable |ΔL| and the pairs that would resolve the mean, the verdict saying what could
+    hide (:func:`gtalib.book.analysis.verdict_text`), and the pair source."""
+    from gtalib.book.analysis import verdict_text
+
     if final.empty:
         return final
 
-    def ci(r):
-        if math.isnan(r["CI low"]):
-            return "n/a"
-        return f"[{r['CI low']:+.4f}, {r['CI high']:+.4f}]"
-
     out = pd.DataFrame({
-        "seeds": final["seeds"],
+        "n (pairs)": final["seeds"],
         "tokens": final["tokens"],
-        "ΔL (mean)": final["ΔL"].map("{:+.4f}".format),
-        f"{confidence:.0%} CI": final.apply(ci, axis=1),
+        **_interval_columns(final["seeds"], final["ΔL"], final["CI low"], final["CI high"],
+                            final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
         "seed spread": final["seed spread"].map("{:.4f}".format),
         "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
-        "verdict": final["verdict"],
+        "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
+                    zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
+                        final["seed spread"])],
+        "pair source": final["pair source"] if "pair source" in final else "",
     })
     out.index = [F.display_name(v) for v in final.index]
     out.index.name = "variant"
     return out
+
+
+def _interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: float) -> dict:
+    """The columns a final-ΔL table and the ladder's table share, as printed: mean ΔL, its
+    interval, the smallest resolvable |ΔL| and the pairs to resolve
+    (:func:`gtalib.book.analysis.resolvable_text`, :func:`~gtalib.book.analysis.pairs_text`)."""
+    from gtalib.book.analysis import pairs_text, resolvable_text
+
+    return {
+        "ΔL (mean)": [f"{m:+.4f}" for m in mean],
+        f"{confidence:.0%} CI": ["n/a (1 pair)" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]"
+                                 for lo, hi in zip(low, high)],
+        "resolvable |ΔL|": [resolvable_text(k, x) for k, x in zip(n, resolvable)],
+        "pairs to resolve": [pairs_text(k, x) for k, x in zip(n, pairs_needed)],
+    }
 
 
 def show_ablation(result) -> None:
@@ -251,15 +332,26 @@ def show_ablation(result) -> None:
     plt.show()
     display(Markdown(ablation_caption(result)))
     if result.complete:
-        display(Markdown(
-            f"Final ΔL per variant: validation loss at the last step (unsmoothed), mean over "
-            f"seeds with its "
-            f"{result.confidence:.0%} Student-t interval; *seed spread* = max − min of the final "
-            f"validation loss over seeds of one configuration (the larger of the two arms). "
-            f"Verdict: *within noise* if the interval covers 0 or |ΔL| ≤ seed spread, else "
-            f"*agrees*/*differs* by the sign of the paper's ΔL."
-        ))
+        display(Markdown(final_table_words(result.confidence)))
         display(format_final_table(result.final, result.confidence))
+
+
+def final_table_words(confidence: float = 0.95) -> str:
+    """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is."""
+    from gtalib.book.analysis import MAX_PAIRS
+
+    return (
+        f"Final ΔL: validation loss at the last step (unsmoothed), mean over the n seed pairs "
+        f"with its {confidence:.0%} Student-t interval. *Resolvable |ΔL|*: the interval's "
+        f"half-width t·s/√n, from the measured spread s of the paired ΔL; a mean at least that "
+        f"large would exclude zero at this n. *Pairs to resolve*: the smallest n whose "
+        f"half-width at the same s is below the measured |ΔL| (— : none up to {MAX_PAIRS}). "
+        f"*Seed spread*: max − min of the final validation loss over seeds of one configuration "
+        f"(the larger of the two arms). Verdict: *within noise* if the interval covers 0 or "
+        f"|ΔL| ≤ seed spread, naming the largest |ΔL| that could hide there (the larger of the "
+        f"two bars; more pairs narrow the interval, not the seed spread), else *agrees* / "
+        f"*differs* by the sign of the paper's ΔL. *Pair source*: where both arms of each pair "
+        f"come from; MIXED marks a pair whose arms differ in source or machine.")
 
 
 def verdict_summary(result) -> str:
@@ -588,16 +680,19 @@ def _ladder_series(points: pd.DataFrame):
 
 def plot_ladder(result) -> plt.Figure:
     """ΔL against depth (log₂ axis): the init ladder (left) and the gate ladder (right). Each
-    point is the mean over seeds with its Student-t interval as an error bar, every seed a small
-    dot; the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers, and a grey band
-    marks the depth the preset's ablation pages train at."""
+    point is the mean over seeds, with its Student-t interval as an error bar from
+    :data:`MIN_BAND_SEEDS` seeds up, every seed a small dot; the paper's ΔL (2.9 B parameters,
+    24 layers) is a star at 24 layers, and a grey band marks the depth the preset's ablation
+    pages train at. The y-range is set by the points, dots and stars (an error bar reaching
+    beyond is cut at the frame); the legends sit below the panels."""
     set_style()
     book_depth = PRESETS[result.preset]["n_layer"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
     pts, per_seed = result.points, result.per_seed
     base_steps = pts["max_steps"].min()
     for ax, part in zip(axes, ("init", "gate")):
         fig_spec = F.ablation(part)
+        shown = []
         ax.axhline(0, color="black", lw=0.8)
         ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
                    label=f"depth of this book's ablation pages ({book_depth} layers)")
@@ -607,18 +702,23 @@ def plot_ladder(result) -> plt.Figure:
             # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
             style = ":" if arm == "scaled" else "-" if steps == base_steps else "--"
             label = f"{F.display_name(variant)}: {_LADDER_DELTA[(part, arm)]}, {steps} steps"
-            yerr = [(g["mean"] - g["low"]).fillna(0), (g["high"] - g["mean"]).fillna(0)]
+            wide = g["n"] < MIN_BAND_SEEDS  # no error bar: the interval would fill the panel
+            yerr = [(g["mean"] - g["low"]).mask(wide).fillna(0),
+                    (g["high"] - g["mean"]).mask(wide).fillna(0)]
             ax.errorbar(g["n_layer"], g["mean"], yerr=yerr, color=color, ls=style, marker=marker,
                         capsize=3, label=label, mfc="white" if arm == "scaled" else color)
             dots = per_seed[(per_seed["part"] == part) & (per_seed["variant"] == variant)
                             & (per_seed["arm"] == arm) & (per_seed["max_steps"] == steps)]
             ax.scatter(dots["n_layer"], dots["delta"], color=color, s=8, alpha=0.5, zorder=1)
+            shown += [*g["mean"], *dots["delta"]]
         for variant in dict.fromkeys(pts.loc[pts["part"] == part, "variant"]):
             paper = pts[(pts["part"] == part) & (pts["variant"] == variant)]["paper"].dropna()
             if not paper.empty:
                 ax.scatter([PAPER_DEPTH], [paper.iloc[0]], marker="*", s=140,
                            color=F.VARIANT_COLORS[variant], edgecolor="black", zorder=3,
                            label=f"{F.display_name(variant)}: paper (2.9 B, 24 layers)")
+                shown.append(paper.iloc[0])
+        ax.set_ylim(*curve_limits(shown))
         depths = sorted(set(pts["n_layer"])) + [PAPER_DEPTH]
         ax.set_xscale("log", base=2)
         ax.set_xticks(depths, [str(d) for d in depths])
@@ -627,13 +727,16 @@ def plot_ladder(result) -> plt.Figure:
         ax.set_title({"init": "Initialisation: ΔL = L(arm) − L(zero init)",
                       "gate": "Gate: ΔL = L(no gate) − L(gate)"}[part], fontsize=10)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="best")
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     fig.tight_layout()
     return fig
 
 
 def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The ladder's points as printed: one row per (series, depth)."""
+    """The ladder's points as printed: one row per (series, depth), with the columns of
+    :func:`format_final_table`."""
+    from gtalib.book.analysis import verdict_text
+
     if points.empty:
         return points
     out = pd.DataFrame({
@@ -641,13 +744,14 @@ def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.Da
         "ΔL": [_LADDER_DELTA[(p, a)] for p, a in zip(points["part"], points["arm"])],
         "steps": points["max_steps"],
         "layers": points["n_layer"],
-        "seeds": points["n"],
-        "ΔL (mean)": points["mean"].map("{:+.4f}".format),
-        f"{confidence:.0%} CI": [("n/a" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]")
-                                 for lo, hi in zip(points["low"], points["high"])],
+        "n (pairs)": points["n"],
+        **_interval_columns(points["n"], points["mean"], points["low"], points["high"],
+                            points["resolvable"], points["pairs_needed"], confidence),
         "seed spread": points["spread"].map("{:.4f}".format),
         "paper ΔL (≈)": points["paper"].map(lambda x: "—" if math.isnan(x) else f"{x:+.4f}"),
-        "verdict": points["verdict"],
+        "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
+                    zip(points["verdict"], points["n"], points["resolvable"], points["spread"])],
+        "pair source": points["pair_source"],
     })
     return out.reset_index(drop=True)
 
@@ -671,6 +775,7 @@ def show_ladder(result) -> None:
              + ladder_sentence(result.points, part, variant, arm, steps)
              for part, variant, arm, steps, _ in _ladder_series(result.points)]
     display(Markdown("\n".join(lines)))
+    display(Markdown(final_table_words(result.confidence)))
     display(format_ladder_table(result.points, result.confidence))
     display(Markdown(
         "**Parameter matching per rung:** total parameters of each configuration and its "

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from gtalib.book import analysis as A
 
@@ -61,6 +62,58 @@ def test_mean_ci_two_values():
         A.mean_ci([math.nan])
 
 
+def test_delta_stats_hand_computed_example():
+    # ΔL = 0.10, 0.30, 0.20: mean 0.2, s = 0.1, n = 3; t_{0.975, 2} = sqrt(2 p² / (1 − p²))
+    st = A.delta_stats([0.10, 0.30, 0.20])
+    t2 = math.sqrt(2 * 0.95**2 / (1 - 0.95**2))  # 4.3027
+    assert (st.n, st.mean, st.sd) == (3, pytest.approx(0.2), pytest.approx(0.1))
+    assert st.resolvable == pytest.approx(t2 * 0.1 / math.sqrt(3)) == pytest.approx(0.24841, abs=1e-5)
+    assert (st.low, st.high) == (pytest.approx(0.2 - st.resolvable), pytest.approx(0.2 + st.resolvable))
+    # n = 2: 12.706·0.1/√2 = 0.898; n = 3: 0.248; n = 4: t_{0.975, 3} = 3.1824 → 0.159 < 0.2
+    assert stats.t.ppf(0.975, 3) * 0.1 / 2 == pytest.approx(0.15912, abs=1e-5)
+    assert st.pairs_needed == 4 and st.max_pairs == A.MAX_PAIRS == 20
+
+
+def test_delta_stats_against_scipy_and_edge_cases():
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 8):
+        x = rng.normal(0.02, 0.03, n)
+        st = A.delta_stats(x, 0.9)
+        half = stats.t.ppf(0.95, n - 1) * np.std(x, ddof=1) / math.sqrt(n)
+        assert st.resolvable == pytest.approx(half, rel=1e-12)
+        need = [m for m in range(2, 21)
+                if stats.t.ppf(0.95, m - 1) * np.std(x, ddof=1) / math.sqrt(m) < abs(x.mean())]
+        assert (st.pairs_needed == need[0]) if need else math.isnan(st.pairs_needed)
+    # a mean far below the spread: no number of pairs up to the cap resolves it
+    tiny = A.delta_stats([0.01, -0.01, 0.005])
+    assert math.isnan(tiny.pairs_needed) and A.pairs_text(tiny.n, tiny.pairs_needed) == "—"
+    assert A.delta_stats([0.01, -0.01, 0.005], max_pairs=10**4).pairs_needed > 20
+    # no spread: the half-width is 0 and two pairs resolve any nonzero mean
+    flat = A.delta_stats([0.05, 0.05])
+    assert flat.resolvable == 0 and flat.pairs_needed == 2
+    # one pair: no interval, no resolution, and the tables say so
+    one = A.delta_stats([0.05])
+    assert one.n == 1 and all(math.isnan(v) for v in (one.sd, one.low, one.high,
+                                                        one.resolvable, one.pairs_needed))
+    assert A.pairs_text(1, math.nan) == A.resolvable_text(1, math.nan) == "n/a (1 pair)"
+    assert A.verdict_text("undetermined (1 seed)", 1, math.nan, 0.0) == (
+        "undetermined (1 seed): one pair, no interval")
+    for bad, match in ((dict(values=[]), "finite"), (dict(values=[1, 2], max_pairs=1), "max_pairs"),
+                       (dict(values=[1, 2], confidence=1.0), "confidence")):
+        with pytest.raises(ValueError, match=match):
+            A.delta_stats(**bad)
+
+
+def test_verdict_text_says_what_could_hide():
+    # the larger of the half-width and the seed spread: the two bars of the verdict
+    assert A.verdict_text("within noise", 3, 0.031, 0.02) == (
+        "within noise: |ΔL| < 0.031 nats could hide here")
+    assert A.verdict_text("within noise", 3, 0.01, 0.0392) == (
+        "within noise: |ΔL| < 0.039 nats could hide here")
+    assert A.verdict_text("agrees", 3, 0.01, 0.02) == "agrees"
+    assert A.pairs_text(3, 7.0) == "7" and A.resolvable_text(3, 0.03125) == "0.0312"
+
+
 # --- ΔL ----------------------------------------------------------------------------------------
 
 def test_paired_delta_uses_common_steps_only():
@@ -115,6 +168,12 @@ def test_band_and_final_table_closed_form():
     assert row["verdict"] == "within noise"
     # alt finals 3.1 and 3.3 -> spread 0.2 (the larger arm); rec spread 0
     assert row["seed spread"] == pytest.approx(0.2)
+    # resolvable |ΔL| = the half-width; 0.2 needs the smallest n with t_{n-1}·0.1√2/√n < 0.2:
+    # n = 4: 3.182·0.1414/2 = 0.225, n = 5: 2.776·0.1414/√5 = 0.176
+    assert row["resolvable |ΔL|"] == pytest.approx(half)
+    sd = 0.2 / math.sqrt(2)
+    need = min(n for n in range(2, 21) if stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n) < 0.2)
+    assert row["pairs to resolve"] == need == 5
 
 
 def test_verdict_rules():
@@ -274,9 +333,11 @@ def test_key_variance_ratio_rejects_non_latent_variant():
 # --- one aggregation rule for every claim ------------------------------------------------------
 
 def _final(verdicts: dict) -> pd.DataFrame:
-    """A final-ΔL table with the given per-variant verdicts (ΔL values are placeholders)."""
-    return pd.DataFrame({"ΔL": [0.01 * (i + 1) for i in range(len(verdicts))],
-                         "verdict": list(verdicts.values())},
+    """A final-ΔL table with the given per-variant verdicts (numbers are placeholders)."""
+    k = len(verdicts)
+    return pd.DataFrame({"seeds": 3, "ΔL": [0.01 * (i + 1) for i in range(k)], "CI low": -0.1,
+                         "CI high": 0.1, "resolvable |ΔL|": 0.1, "pairs to resolve": math.nan,
+                         "seed spread": 0.02, "verdict": list(verdicts.values())},
                         index=pd.Index(list(verdicts), name="variant"))
 
 
@@ -301,8 +362,116 @@ def test_claims_aggregate_verdicts_by_one_rule(verdicts, expected):
         assert A._claim_from_final(_final(verdicts), largest)[1] == expected
 
 
+def test_claims_resolution_names_each_variants_n_interval_and_what_could_hide():
+    final = _final({"mha": "within noise", "tpa": "agrees"})
+    final["pair source"] = ["both local on X", "seed 0: both local on X; seed 1: MIXED: ..."]
+    final.loc["tpa", "pairs to resolve"] = 3
+    _, _, seen = A._claim_from_final(final, None)
+    assert seen == (
+        "MHA: n 3, ΔL +0.010 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve — "
+        "(within noise: |ΔL| < 0.100 nats could hide here); "
+        "TPA: n 3, ΔL +0.020 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve 3, "
+        "with MIXED pairs (see its page)")
+    one = _final({"gqa": "undetermined (1 seed)"}).assign(seeds=1)
+    assert A._claim_from_final(one, None)[2] == "GQA: 1 pair, ΔL +0.010, no interval"
+
+
 def test_aggregate_verdicts_refuses_unknown_or_empty():
     with pytest.raises(ValueError, match="non-empty"):
         A.aggregate_verdicts([])
     with pytest.raises(ValueError, match="'maybe'"):
         A.aggregate_verdicts(["agrees", "maybe"])
+
+
+# --- both arms of a pair from one source and one machine ----------------------------------------
+
+def _status(*runs):
+    """Status rows (alt/rec of MHA, 8 layers, 250 steps) from (arm, seed, source, device, kind)."""
+    return pd.DataFrame([("mha", arm, f"MHA {arm}", seed, 8, 250, f"{arm}{seed}", "done", "",
+                          source, device, kind) for arm, seed, source, device, kind in runs],
+                        columns=A.STATUS_COLUMNS)
+
+
+def test_same_machine_compares_kind_dicts_else_device_strings():
+    amd = {"vendor": "AuthenticAMD", "model": "EPYC"}
+    row = lambda device, kind=None: {"device": device, "machine_kind": kind}  # noqa: E731
+    assert A.same_machine(row("AMD EPYC (2 logical CPUs)", amd), row("other text", dict(amd)))
+    assert A.same_machine(row("x", amd), row("x", {"vendor": "GenuineIntel"})) is False
+    assert A.same_machine(row("AMD EPYC", amd), row("AMD EPYC")) is True  # one dict: strings
+    assert A.same_machine(row("AMD EPYC"), row("Intel Xeon")) is False
+    assert A.same_machine(row(None), row("AMD EPYC")) is None  # unknown, never "same"
+
+
+def test_run_pairs_mark_mixed_source_and_machine():
+    rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
+    amd, intel = "AMD EPYC (2 logical CPUs)", "Intel Xeon (16 logical CPUs)"
+    status = _status(("alt", 0, rec, amd, None), ("rec", 0, rec, amd, None),
+                     ("alt", 1, rec, amd, None), ("rec", 1, "local", intel, None),
+                     ("alt", 2, "local", amd, None), ("rec", 2, "local", intel, None),
+                     ("alt", 3, "local", None, None), ("rec", 3, "local", intel, None))
+    pairs = A.run_pairs(status).set_index("seed")
+    assert pairs.loc[0, "pair_source"] == f"both recorded on {amd}" and not pairs.loc[0, "mixed"]
+    assert pairs.loc[1, "pair_source"] == f"MIXED: alt recorded on {amd}, rec local on {intel}"
+    assert pairs.loc[2, "pair_source"] == f"MIXED: alt local on {amd}, rec local on {intel}"
+    assert pairs.loc[3, "pair_source"] == "both local, machine unknown"
+    assert pairs["mixed"].tolist() == [False, True, True, False]
+    assert pairs["unknown"].tolist() == [False, False, False, True]
+    assert A.pair_source_summary(pairs.reset_index().iloc[:1]) == f"both recorded on {amd}"
+    assert A.pair_source_summary(pairs.reset_index().iloc[:2]) == (
+        f"seed 0: both recorded on {amd}; seed 1: MIXED: alt recorded on {amd}, rec local on {intel}")
+    # a missing run makes no pair; a main-table run is never one
+    assert len(A.run_pairs(status.assign(state=["done"] * 7 + ["missing"]))) == 3
+    assert A.run_pairs(status.assign(arm="main")).empty
+
+
+def _real_gate_pair():
+    """Specs of a recorded GQA pair (no gate / gate, seed 0, the shortest recorded length)."""
+    from gtalib import records
+    from gtalib import runs as store
+
+    found = {}
+    for folder in records.list_records():
+        spec = store.load_spec(folder)
+        if spec.model.variant == "gqa" and spec.seed == 0:
+            key = (spec.model.n_layer, spec.train.max_steps)
+            found.setdefault(key, {})["rec" if spec.model.gate else "alt"] = (spec, folder)
+    pairs = sorted(k for k, v in found.items() if len(v) == 2)
+    if not pairs:
+        pytest.fail("no recorded GQA gate pair in book/recorded/")
+    return found[pairs[0]]
+
+
+def test_a_recorded_and_a_local_arm_are_marked_mixed_on_the_page(tmp_path):
+    """Real bundles of book/recorded: both arms read from records are one pair; with the
+    recommended arm trained in the local store (here: its bundle copied there, its card naming
+    another CPU) the pair is MIXED, in the table's column and in the sources notice."""
+    import json
+    import shutil
+    from types import SimpleNamespace
+
+    from gtalib.book import figures, plotting
+
+    specs = _real_gate_pair()
+    refs = [figures.RunRef("gqa", "alt", (), 0), figures.RunRef("gqa", "rec", (("gate", True),), 0)]
+    plan = SimpleNamespace(spec=lambda ref: specs[ref.arm][0])
+    store = tmp_path / "store"
+    both = A.collect_runs(refs, plan, store)
+    device = both.cards[0]["device"]
+    assert both.pairs["pair_source"].tolist() == [f"both recorded on {device}"]
+    assert "of which **0 mixed**" in plotting.sources_notice(both)
+
+    spec, folder = specs["rec"]
+    local = store / spec.run_id
+    shutil.copytree(folder, local)
+    (local / "DONE").write_text("copied for the test\n")
+    card = json.loads((local / "card.json").read_text())
+    (local / "card.json").write_text(json.dumps({**card, "device": "Intel Xeon (16 logical CPUs)"}))
+    mixed = A.collect_runs(refs, plan, store)
+    assert mixed.status.set_index("arm")["source"]["rec"] == "local"
+    assert mixed.pairs["pair_source"].tolist() == [
+        f"MIXED: alt recorded on {device}, rec local on Intel Xeon (16 logical CPUs)"]
+    notice = plotting.sources_notice(mixed)
+    assert "of which **1 mixed**" in notice and "GQA alt seed 0" in notice
+    # same machine, different source: still not paired as the figures assume
+    (local / "card.json").write_text(json.dumps(card))
+    assert A.collect_runs(refs, plan, store).pairs["mixed"].tolist() == [True]

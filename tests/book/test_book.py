@@ -174,6 +174,8 @@ def test_methods_prose_takes_its_numbers_from_the_configuration():
     two = book.statistics_markdown(2, confidence=0.9)
     assert "2 seeds" in two and "t_{0.95,\\,1} = 6.31$" in two
     assert "undetermined (1 seed)" in book.statistics_markdown(1)
+    assert "from 3 seeds on, as here." in three and "do not: at 2 the factor" in two
+    assert "*Pairs to resolve* is sought up to 20 pairs." in three
     t = train_config("cpu")
     assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
             f"gradient-norm clip {t.grad_clip}") in book.recipe_markdown()
@@ -290,22 +292,34 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
 def test_pages_say_which_runs_are_recorded():
     """An ablation or main-results page names the recorded configurations and where they were
     recorded; a page whose runs all share one source is not given a list."""
-    from types import SimpleNamespace
-
     import pandas as pd
 
+    from gtalib.book.analysis import STATUS_COLUMNS, Collected
     from gtalib.book.plotting import sources_notice
 
     rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
     status = pd.DataFrame({
+        "variant": ["mha", "mha", "mqa", "mlra-4", "gqa"], "arm": "main",
         "label": ["MHA zero init", "MHA zero init", "MQA zero init", "MLRA-4 + gate", "GQA x"],
-        "seed": [0, 1, 0, 0, 0], "run_id": list("abcde"),
+        "seed": [0, 1, 0, 0, 0], "n_layer": 2, "max_steps": 10, "run_id": list("abcde"),
         "state": ["done", "done", "done", "done", "missing"],
-        "detail": [""] * 5, "source": [rec, rec, "local", rec, "local"]})
-    text = sources_notice(SimpleNamespace(status=status))
-    assert text == (f"**Where these runs come from:** 3 {rec} (MHA zero init, MLRA-4 + gate); "
-                    "1 trained in the local run store.")
-    only = SimpleNamespace(status=status[status["source"] == "local"])
-    assert sources_notice(only) == "**Where these runs come from:** 1 trained in the local run store."
-    none = SimpleNamespace(status=status[status["state"] == "missing"])
-    assert sources_notice(none) == "**No complete run.**"
+        "detail": [""] * 5, "source": [rec, rec, "local", rec, "local"],
+        "device": "AMD EPYC (2 logical CPUs)", "machine_kind": None})[STATUS_COLUMNS]
+
+    def notice(st):
+        return sources_notice(Collected(pd.DataFrame(), st))
+
+    assert notice(status) == (f"**Where these runs come from:** 3 {rec} (MHA zero init, "
+                              "MLRA-4 + gate); 1 trained in the local run store.")
+    only = status[status["source"] == "local"]
+    assert notice(only) == "**Where these runs come from:** 1 trained in the local run store."
+    assert notice(status[status["state"] == "missing"]) == "**No complete run.**"
+    # an ablation page also counts its pairs, and names the mixed ones
+    paired = status.iloc[:2].assign(variant="mha", arm=["alt", "rec"], seed=0)
+    assert notice(paired).endswith(
+        " ΔL pairs (both arms of one seed): 1, of which **0 mixed** (arms from different sources "
+        "or machines, not paired as the figure assumes).")
+    mixed = paired.assign(source=[rec, "local"])
+    assert notice(mixed).endswith(
+        "of which **1 mixed** (arms from different sources or machines, not paired as the figure "
+        "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* column).")

@@ -115,6 +115,9 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     p = pts.loc[("init", "mha", "alt", 1, 10)]
     assert p["mean"] == pytest.approx(-0.005 + 0.001)
     assert p["high"] - p["mean"] == pytest.approx(half)
+    assert p["resolvable"] == pytest.approx(half) and p["n"] == 2
+    # the synthetic cards name no machine: every pair is local, its machine unknown
+    assert set(r.points["pair_source"]) == {"both local, machine unknown"}
     assert pts.loc[("init", "mha", "alt", 2, 10), "mean"] == pytest.approx(0.005 + 0.001)
     assert pts.loc[("gate", "gqa", "alt", 2, 30), "mean"] == pytest.approx(0.021)
     # the paper's ΔL is ln PPL(alt) − ln PPL(rec) from figures

@@ -69,3 +69,51 @@ def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch)
     assert [t.get_text().split(" paper")[0] for t in paper_ax.get_legend().get_texts()] == [
         "GQA", "MLRA-4"]
     plt.close(fig)
+
+
+@pytest.mark.parametrize("seeds", [2, 3])
+def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path, monkeypatch,
+                                                                       seeds):
+    """Every seed thin, the mean bold; the t-interval shaded only from 3 seeds (with 2,
+    t = 12.7 makes it cover the plot); the y-range is the curves' (seeds and means, 8 %
+    margin, and 0), so a wider band is clipped; legend and caption say what is drawn."""
+    from dataclasses import replace
+
+    from matplotlib.collections import PolyCollection
+
+    import synthetic
+    from gtalib.book import analysis
+
+    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", seeds)
+    r = analysis.ablation_result("init", "ci", seeds, tmp_path)
+    curves = r.curves.copy()
+    curves["delta"] += curves["seed"].map({0: 0.0, 1: 0.03, 2: -0.02})  # a seed-to-seed spread
+    r = replace(r, curves=curves, band=analysis.seed_band(curves))
+    fig = plotting.plot_ablation(r)
+    ax = fig.axes[0]
+    fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(fills) == (len(r.complete) if seeds >= 3 else 0)
+    assert ax.get_ylim() == pytest.approx(plotting.curve_limits([*curves["delta"],
+                                                                 *r.band["mean"]]))
+    if seeds >= 3:  # this band reaches beyond the curves: cut at the frame, not widening it
+        assert r.band["hi"].max() > ax.get_ylim()[1]
+    thin = [ln for ln in ax.get_lines() if ln.get_linewidth() < 1]
+    assert len(thin) == seeds * len(r.complete) + 1  # + the legend's "each seed" entry
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[-3 if seeds >= 3 else -2:] == (
+        ["each seed's ΔL", f"mean over {seeds} seeds"]
+        + (["95% t-interval of the mean"] if seeds >= 3 else []))
+    caption = plotting.ablation_caption(r)
+    assert (f"thin lines: each seed's ΔL; bold: mean over {seeds} seeds; " + (
+        "shaded: 95% t-interval of the mean, shown from 3 seeds; the y-range follows the curves, "
+        "the shading is cut at the frame." if seeds >= 3 else
+        "no shading: the 95% t-interval of the mean is shown from 3 seeds, this figure has 2; "
+        "the y-range follows the curves.")) in caption
+    plt.close(fig)
+
+
+def test_curve_limits():
+    assert plotting.curve_limits([0.1, 0.3]) == pytest.approx((-0.024, 0.324))  # 0 included
+    assert plotting.curve_limits([-0.2, float("nan")]) == pytest.approx((-0.216, 0.016))
+    assert plotting.curve_limits([]) == (-1.0, 1.0)
