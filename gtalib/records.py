@@ -192,11 +192,11 @@ class Envelope:
 
     Attributes:
         early_steps: the early window, in steps (steps ``1..early_steps``).
-        early_tol: largest |Δ train_loss| (nats) at a step of the early window ("agree to
-            rounding").
+        early_tol: largest |Δ| (nats) of every loss column at a step of the early window
+            ("agree to rounding").
         train_tol: largest |Δ train_loss| (nats) at any later step.
         val_tol: largest |Δ| (nats) of ``val_loss`` and of every ``val_loss/<source>`` at every
-            evaluation step, the final one included.
+            later evaluation step, the final one included.
 
     The columns ``step``, ``tokens`` and ``lr`` must match exactly (:data:`EXACT_COLUMNS`).
 
@@ -230,12 +230,12 @@ class Envelope:
         """
         if not isinstance(step, int) or isinstance(step, bool) or step < 1:
             raise ValueError(f"step must be a positive integer (a metrics.csv step), got {step!r}")
-        if column == "train_loss":
-            return self.early_tol if step <= self.early_steps else self.train_tol
-        if is_loss_column(column):
-            return self.val_tol
         if column in EXACT_COLUMNS:
             return 0.0
+        if is_loss_column(column):
+            if step <= self.early_steps:
+                return self.early_tol
+            return self.train_tol if column == "train_loss" else self.val_tol
         raise ValueError(f"column must be one of {', '.join(EXACT_COLUMNS)}, train_loss, "
                          f"val_loss, val_loss/<source>; got {column!r}")
 

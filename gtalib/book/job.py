@@ -43,6 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
 NOTEBOOK_DIR = REPO / "notebooks"
 MATHJAX_VERSION = "3.2.2"
+#: Seeds per configuration of the default book (the Makefile's ``SEEDS`` says the same).
+DEFAULT_SEEDS = 2
 
 #: Notebooks whose pages carry a figure (checked by scripts/check_book.py).
 FIGURE_NOTEBOOKS = (
@@ -668,7 +670,7 @@ def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
 # The job
 
 
-def build_book(preset: str = "cpu", seeds: int = 2, max_steps=None, jobs: int = 1,
+def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, jobs: int = 1,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
                accelerator: str = "auto", cell_timeout: float | None = None,
@@ -792,7 +794,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=int, default=2, help="seeds per configuration (default 2)")
+    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                   help=f"seeds per configuration (default {DEFAULT_SEEDS})")
     p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
     p.add_argument("--jobs", type=int, default=1,
                    help="training processes, and notebooks executed at once (default 1)")

@@ -323,3 +323,35 @@ def test_pages_say_which_runs_are_recorded():
     assert notice(mixed).endswith(
         "of which **1 mixed** (arms from different sources or machines, not paired as the figure "
         "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* column).")
+
+
+def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
+    """Pairs come from one machine: at the default preset and seed count, both arms of every ΔL
+    pair are bundles in the repository recorded on one machine, or neither arm is (then the job
+    trains both locally). A pair with one recorded arm would mix CPU kinds on any machine other
+    than the recording one."""
+    from gtalib import records
+
+    plan = make_plan("cpu", book.DEFAULT_SEEDS)
+    groups = [(key, refs) for key, refs in plan.figure_refs.items() if key != "main"]
+    groups.append(("ladder", plan.ladder_refs))
+    pairs = {}
+    for key, refs in groups:
+        for r in refs:
+            depth = dict(r.options).get("n_layer")
+            pairs.setdefault((key, r.variant, r.seed, depth, r.train), {})[r.arm] = r
+    checked = 0
+    for arms in pairs.values():
+        folders = [records.find_record(plan.spec(r)) for r in arms.values()]
+        recorded = [f for f in folders if f is not None]
+        assert len(recorded) in (0, len(folders)), \
+            f"pair {[r.label for r in arms.values()]}: only {len(recorded)} arm(s) recorded"
+        machines = {records.load_record_info(f)["machine"]["cpu"] for f in recorded}
+        assert len(machines) <= 1, f"pair {[r.label for r in arms.values()]}: arms from {machines}"
+        checked += bool(recorded)
+    assert checked >= 20  # the ladder and the default book's recorded pairs
+
+
+def test_the_makefile_and_the_cli_default_to_the_same_seed_count():
+    make = (Path(book.REPO) / "Makefile").read_text()
+    assert f"SEEDS ?= {book.DEFAULT_SEEDS}\n" in make
