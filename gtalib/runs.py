@@ -182,29 +182,38 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _tells_something(record: logging.LogRecord) -> bool:
+    """A log filter: ``False`` for the Lightning lines that tell the reader nothing about the
+    run: the advertisement for Lightning's cloud logger that every ``Trainer`` logs unless a
+    ``LitLogger`` is configured ("Tip: ... litlogger ...", Lightning 2.6), and the TPU line on a
+    machine without TPUs."""
+    msg = record.getMessage()
+    return not ("litlogger" in msg or msg.startswith("TPU available: False"))
+
+
 @contextlib.contextmanager
 def _quiet_lightning(enabled: bool):
-    """Silence Lightning's banner lines and advisory warnings (e.g. "few dataloader workers")."""
-    if not enabled:
-        with warnings.catch_warnings():
-            # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates.
-            warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
-            yield
-        return
+    """Drop Lightning's log lines that tell nothing (:func:`_tells_something`, always) and, when
+    ``enabled``, its banner lines and advisory warnings (e.g. "few dataloader workers")."""
+    # Lightning's rank-zero messages are all logged by this one logger
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     names = ("lightning.pytorch", "lightning.fabric", "lightning")
     levels = {n: logging.getLogger(n).level for n in names}
-    for n in names:
-        logging.getLogger(n).setLevel(logging.WARNING)
+    rank_zero.addFilter(_tells_something)
     with warnings.catch_warnings():
-        from lightning.fabric.utilities.warnings import PossibleUserWarning
-
-        warnings.simplefilter("ignore", PossibleUserWarning)
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates, once per fit.
         warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+        if enabled:
+            from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+            for n in names:
+                logging.getLogger(n).setLevel(logging.WARNING)
+            warnings.simplefilter("ignore", PossibleUserWarning)
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         try:
             yield
         finally:
+            rank_zero.removeFilter(_tells_something)
             for n, lvl in levels.items():
                 logging.getLogger(n).setLevel(lvl)
 

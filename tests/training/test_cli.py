@@ -253,3 +253,11 @@ def test_wrapped_expected_errors_are_found_and_bugs_are_not_hidden():
     except TypeError as bug:
         assert expected_error(bug) is None
 
+
+def test_training_output_has_no_advertisement(data_dir, tmp_path):
+    rc, out, err = _cli("train", "--variant", "mha", "--preset", "ci", "--max-steps", "2",
+                        "--run-dir", tmp_path, "--data-dir", data_dir, "--threads", "1")
+    assert rc == 0, err[-3000:]
+    for noise in ("litlogger", "Tip:", "TPU available"):
+        assert noise not in out + err
+    assert "GPU available: False, used: False" in out + err  # Lightning's informative lines stay
