@@ -10,6 +10,13 @@ Tests never touch the user's data: :func:`_private_stores` points ``$GTALIB_RUN_
 the user's built corpora, archives and tokenizer files read-only (symlinks, so tests do not
 download or rebuild them), and at the end of the session fails if anything in the user's run store
 or data cache was added, removed or modified.
+
+So that every test file passes when run alone on a fresh clone (no corpus built yet), the
+session then builds the default byte corpus (about 5 s, fetching its pinned archives) into the
+private cache when the user has none to share (``store_guard.ensure_default_corpus``). To check,
+point the user's cache at an empty folder::
+
+    GTALIB_DATA_DIR=/tmp/empty-xyz python -m pytest -q tests/training/test_records.py -k bundle
 """
 
 import os
@@ -23,7 +30,7 @@ torch.set_num_threads(1)
 
 from gtalib.data.archives import ENV_DATA_DIR, default_data_dir  # noqa: E402  (after TRITON_INTERPRET)
 from gtalib.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
-from store_guard import changes, share_read_only, snapshot  # noqa: E402  (tests/store_guard.py)
+from store_guard import changes, ensure_default_corpus, share_read_only, snapshot  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,6 +42,7 @@ def _private_stores(tmp_path_factory):
     os.environ[ENV_RUN_DIR] = str(root / "runs")
     os.environ[ENV_DATA_DIR] = str(root / "data_cache")
     share_read_only(user_data, root / "data_cache")
+    ensure_default_corpus(root / "data_cache")
     yield root
     for k, v in saved.items():
         if v is None:
