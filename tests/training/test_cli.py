@@ -210,10 +210,10 @@ def test_help_texts(capsys):
         assert "(default: None)" not in capsys.readouterr().out
 
 
-def _cli(*args, module="gtalib"):
-    """``python -m <module> ARGS`` in a fresh process: (exit status, stdout, stderr)."""
+def _cli(*args):
+    """``python -m gtalib ARGS`` in a fresh process: (exit status, stdout, stderr)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-m", module, *map(str, args)], env=env,
+    proc = subprocess.run([sys.executable, "-m", "gtalib", *map(str, args)], env=env,
                           capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -260,4 +260,4 @@ def test_training_output_has_no_advertisement(data_dir, tmp_path):
     assert rc == 0, err[-3000:]
     for noise in ("litlogger", "Tip:", "TPU available"):
         assert noise not in out + err
-    assert "GPU available: False, used: False" in out + err  # Lightning's informative lines stay
+    assert "GPU available: " in out + err  # Lightning's informative lines stay
