@@ -107,12 +107,13 @@ def test_two_processes_on_one_run_train_it_once(tmp_path):
 def test_the_lock_of_a_killed_process_is_taken_over(reference, tmp_path, capsys):
     s = reference_spec()
     runs = tmp_path / "runs"
-    first = start_script(tmp_path / "first.log", runs, "--hold-at", 13, tmp_path)  # past the step-10 checkpoint
+    # held past the checkpoint of step 10, then killed: its lock file is left, naming it
+    first = start_script(tmp_path / "first.log", runs, "--hold-at", 13, tmp_path)
     wait_for((tmp_path / "held").exists, first, "the first process training")
     first.send_signal(signal.SIGKILL)
     first.wait(60)
     lock = runs / f"{s.run_id}.lock"
-    assert lock.read_text().startswith(f"pid {first.pid} on ")  # left behind, but not held
+    assert lock.read_text().startswith(f"pid {first.pid} on ")
     done = ensure_run(s, runs, datamodule=synthetic(s))
     out = capsys.readouterr().out
     assert f"run {s.run_id}: pid {first.pid} on " in out and "ended without finishing it; taking over" in out
