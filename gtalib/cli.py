@@ -371,19 +371,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def expected_error(exc: BaseException) -> BaseException | None:
+    """The error to report in one line for ``exc``, or ``None`` if ``exc`` is a bug (whose
+    traceback should show).
+
+    Expected are bad input and bad stored state: :class:`CliError`, ``ValueError``, ``KeyError``,
+    ``FileNotFoundError``, ``FloatingPointError`` (a diverged run) and the run store's errors
+    (:class:`gtalib.runs.RunIncompleteError` and its subclasses). They are looked for in ``exc``
+    and then along its ``__cause__`` chain, so one that a library wrapped (``raise Wrapper from
+    err``) is reported with our message; an error raised *while handling* another (implicit
+    ``__context__``) is a bug of its own and is not looked through.
+    """
+    from gtalib.runs import RunIncompleteError
+
+    while exc is not None and not isinstance(
+            exc, (CliError, ValueError, KeyError, FileNotFoundError, FloatingPointError,
+                  RunIncompleteError)):
+        exc = exc.__cause__
+    return exc
+
+
+def run_reporting_errors(prog: str, func, *args) -> int:
+    """``func(*args)`` as an exit status. An expected error (:func:`expected_error`) is printed
+    as ``<prog>: error: <message>`` on stderr, without a traceback, and gives status 2; any
+    other exception propagates."""
+    try:
+        return int(func(*args) or 0)
+    except Exception as exc:  # noqa: BLE001 - sorted by expected_error, bugs re-raised
+        err = expected_error(exc)
+        if err is None:
+            raise
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``gtalib`` console script; returns the exit status."""
+    """Entry point of the ``gtalib`` console script; returns the exit status (2 and a one-line
+    message for an expected error, :func:`run_reporting_errors`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except (CliError, ValueError, KeyError, FileNotFoundError) as exc:  # bad input: a message, no traceback
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"gtalib {args.command}: error: {msg}", file=sys.stderr)
-        return 2
+    return run_reporting_errors(f"gtalib {args.command}", args.func, args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ Layout of ``<run_dir>/<run_id>/``::
                          on the default corpus on one device
     DONE                 written last; its presence is what "finished" means
 
+and ``<run_dir>/<run_id>.lock`` beside the folder while a process trains the run ("pid N on
+HOST since T"; :func:`ensure_run`).
+
 ``metrics.csv`` columns: ``step`` (updates done, 1..max_steps, one row each), ``tokens`` (training
 tokens consumed), ``train_loss`` (nats/token of that step's batch), ``lr``, ``val_loss`` (fixed
 held-out set, filled on eval steps only) and ``val_loss/<source>`` per data source.
@@ -184,29 +187,38 @@ def cpu_model() -> str:
     return cpu_info()["model_name"]
 
 
+def _tells_something(record: logging.LogRecord) -> bool:
+    """A log filter: ``False`` for the Lightning lines that tell the reader nothing about the
+    run: the advertisement for Lightning's cloud logger that every ``Trainer`` logs unless a
+    ``LitLogger`` is configured ("Tip: ... litlogger ...", Lightning 2.6), and the TPU line on a
+    machine without TPUs."""
+    msg = record.getMessage()
+    return not ("litlogger" in msg or msg.startswith("TPU available: False"))
+
+
 @contextlib.contextmanager
 def _quiet_lightning(enabled: bool):
-    """Silence Lightning's banner lines and advisory warnings (e.g. "few dataloader workers")."""
-    if not enabled:
-        with warnings.catch_warnings():
-            # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates.
-            warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
-            yield
-        return
+    """Drop Lightning's log lines that tell nothing (:func:`_tells_something`, always) and, when
+    ``enabled``, its banner lines and advisory warnings (e.g. "few dataloader workers")."""
+    # Lightning's rank-zero messages are all logged by this one logger
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     names = ("lightning.pytorch", "lightning.fabric", "lightning")
     levels = {n: logging.getLogger(n).level for n in names}
-    for n in names:
-        logging.getLogger(n).setLevel(logging.WARNING)
+    rank_zero.addFilter(_tells_something)
     with warnings.catch_warnings():
-        from lightning.fabric.utilities.warnings import PossibleUserWarning
-
-        warnings.simplefilter("ignore", PossibleUserWarning)
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates, once per fit.
         warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+        if enabled:
+            from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+            for n in names:
+                logging.getLogger(n).setLevel(logging.WARNING)
+            warnings.simplefilter("ignore", PossibleUserWarning)
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         try:
             yield
         finally:
+            rank_zero.removeFilter(_tells_something)
             for n, lvl in levels.items():
                 logging.getLogger(n).setLevel(lvl)
 
@@ -342,6 +354,64 @@ def _resume_checkpoint(path: Path) -> Path | None:
     return ckpt
 
 
+#: Environment variables through which launchers (torchrun, Lightning's own, SLURM, LSF) give a
+#: process its place in a multi-process job; any of them set to other than "0" means the
+#: process is not the job's rank 0.
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID",
+                   "JSM_NAMESPACE_RANK")
+
+
+def _is_rank_zero() -> bool:
+    """Whether this process is rank 0 of its job (or not part of a multi-process job)."""
+    return all(os.environ.get(v, "0") == "0" for v in _RANK_VARIABLES)
+
+
+@contextlib.contextmanager
+def _training_lock(path: Path):
+    """Hold the lock of the run folder ``path`` (``<run_id>.lock`` beside it; ``fcntl.flock``,
+    exclusive) for the block, so that two processes never train the same run: a second one
+    prints who holds it ("run <id> is being trained by pid N on HOST since T; waiting") and
+    waits. The operating system releases the lock when its process ends, however it ends, so a
+    killed trainer leaves no stale lock, only its file; the block then receives the file's
+    "pid N on HOST since T" of that holder (else ``None``). The file is removed on release."""
+    import fcntl
+    import socket
+
+    file = path.with_name(f"{path.name}.lock")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"run {path.name} is being trained by {_lock_holder(fd)}; waiting", flush=True)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            # the holder removes the file on release: a lock on a removed file guards nothing
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.fstat(fd), os.stat(file)):
+                    break
+        except BaseException:  # Ctrl-C while waiting
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        # a file left with content: its holder ended without releasing (killed, power lost)
+        stale = _lock_holder(fd) if os.fstat(fd).st_size else None
+        now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}".encode(), 0)
+        yield stale
+    finally:
+        file.unlink(missing_ok=True)  # before unlocking: a waiter then sees the file is gone
+        os.close(fd)
+
+
+def _lock_holder(fd: int) -> str:
+    """Who holds (or held) a lock, as its file says: "pid N on HOST since T"."""
+    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+
+
 def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=None,
                data_dir=None, accelerator: str = "cpu", devices: int | str = 1, num_nodes: int = 1,
                strategy: str = "auto", callbacks: list | None = None,
@@ -353,6 +423,13 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
     ``metrics.csv`` and ``card.json`` atomically, then ``DONE``. Under multi-process strategies
     every process calls this (Lightning relaunches the calling script); only global rank 0
     writes the results.
+
+    Training holds the run's lock (``<run_dir>/<run_id>.lock``), so a second process asking for
+    the same run (a notebook and ``gtalib train``, two book builds) prints which process trains
+    it and waits, then returns the finished run, or, if that process ended without finishing,
+    takes over and resumes from its checkpoint. Only rank 0 of a multi-process job takes the
+    lock (environment ``RANK``, ``LOCAL_RANK``, ``NODE_RANK``, ``SLURM_PROCID``, ... unset or
+    ``0``): the other ranks are started by it and must not wait for it.
 
     Args:
         datamodule: object following the data contract of :mod:`gtalib.training`; default
@@ -389,39 +466,46 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
     if spec_file.exists() and RunSpec.from_dict(_read_json(spec_file)).hash_payload() \
             != spec.hash_payload():
         raise ValueError(f"{spec_file} describes a different run than the spec asked for")
+    # DDP ranks other than 0 are started by rank 0, which holds the lock: they must not wait
+    lock = _training_lock(path) if _is_rank_zero() else contextlib.nullcontext()
+    with lock as stale:
+        if is_done(path):  # trained meanwhile by the process this one waited for
+            load_metrics(path)
+            return path
+        if stale:
+            print(f"run {spec.run_id}: {stale} ended without finishing it; taking over", flush=True)
+        started = time.time()
+        created = not path.exists()
+        with _quiet_lightning(not progress):
+            ckpt = _resume_checkpoint(path) if not created else None
+            L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
+            module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
+            dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
+            path.mkdir(parents=True, exist_ok=True)
+            _write_atomic(spec_file, spec_text)
+            try:
+                trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator,
+                              devices=devices, num_nodes=num_nodes, strategy=strategy,
+                              progress=progress, extra_callbacks=callbacks)
+            except BaseException:
+                # nothing to resume from: leave no half-made run folder behind
+                if created and not (path / "checkpoints" / "last.ckpt").exists():
+                    shutil.rmtree(path, ignore_errors=True)
+                raise
+        if not trainer.is_global_zero:
+            return path
+        _write_metrics(path, module.history, spec)
+        _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
+        if datamodule is None and trainer.world_size == 1:
+            # the gate probes of the final weights on the corpus's fixed held-out batch (a test's
+            # own datamodule names no corpus; a sharded model is not whole on one process)
+            from gtalib.probes import write_probes
 
-    started = time.time()
-    created = not path.exists()
-    with _quiet_lightning(not progress):
-        ckpt = _resume_checkpoint(path) if not created else None
-        L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
-        module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
-        dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        _write_atomic(spec_file, spec_text)
-        try:
-            trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator,
-                          devices=devices, num_nodes=num_nodes, strategy=strategy,
-                          progress=progress, extra_callbacks=callbacks)
-        except BaseException:
-            # nothing to resume from: leave no half-made run folder behind
-            if created and not (path / "checkpoints" / "last.ckpt").exists():
-                shutil.rmtree(path, ignore_errors=True)
-            raise
-    if not trainer.is_global_zero:
+            write_probes(path, module.model, spec, data_dir)
+        _write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
+        if not keep_checkpoint:
+            shutil.rmtree(path / "checkpoints", ignore_errors=True)
         return path
-    _write_metrics(path, module.history, spec)
-    _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
-    if datamodule is None and trainer.world_size == 1:
-        # the gate probes of the final weights on the corpus's fixed held-out batch (a test's own
-        # datamodule names no corpus; a sharded model is not whole on one process)
-        from gtalib.probes import write_probes
-
-        write_probes(path, module.model, spec, data_dir)
-    _write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
-    if not keep_checkpoint:
-        shutil.rmtree(path / "checkpoints", ignore_errors=True)
-    return path
 
 
 def _write_metrics(path: Path, history: list[dict], spec: RunSpec) -> None:

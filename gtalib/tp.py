@@ -429,21 +429,33 @@ def reference_decode(model: GPT, tokens: torch.Tensor, prompt_len: int) -> torch
 
 def main(argv=None) -> int:
     """``python -m gtalib.tp``: decode a small random model at one TP degree, compare with the
-    single-process model, print the per-rank cache and the all-reduce traffic."""
-    from gtalib.kvcache import kv_elems_per_device
-    from gtalib.presets import PRESETS, model_config
+    single-process model, print the per-rank cache and the all-reduce traffic. A degree the
+    variant cannot take (or another bad value) is a one-line error with exit status 2
+    (:func:`gtalib.cli.run_reporting_errors`)."""
+    from gtalib.cli import _positive_int, _variant, run_reporting_errors
+    from gtalib.presets import PRESETS
 
     ap = argparse.ArgumentParser(prog="python -m gtalib.tp", description=main.__doc__)
-    ap.add_argument("--variant", default="mlra-4")
-    ap.add_argument("--tp", type=int, default=None,
+    ap.add_argument("--variant", type=_variant, default="mlra-4")
+    ap.add_argument("--tp", type=_positive_int, default=None,
                     help="degree to spawn (gloo); omit under torchrun (WORLD_SIZE is used)")
     ap.add_argument("--preset", default="ci", choices=sorted(PRESETS))
     ap.add_argument("--gate", action="store_true")
-    ap.add_argument("--prompt", type=int, default=16, help="prefill tokens")
-    ap.add_argument("--steps", type=int, default=8, help="decode steps after the prefill")
-    a = ap.parse_args(argv)
+    ap.add_argument("--prompt", type=_positive_int, default=16, help="prefill tokens")
+    ap.add_argument("--steps", type=_positive_int, default=8, help="decode steps after the prefill")
+    return run_reporting_errors(ap.prog, _decode_and_report, ap.parse_args(argv))
+
+
+def _decode_and_report(a: argparse.Namespace) -> int:
+    """The work of :func:`main` for its parsed arguments ``a``."""
+    from gtalib.kvcache import kv_elems_per_device
+    from gtalib.presets import model_config
+
     torch.manual_seed(0)
     model = GPT(model_config(a.preset, a.variant, init="normal", gate=a.gate)).eval()
+    if a.prompt + a.steps > model.cfg.block_size:
+        raise ValueError(f"--prompt {a.prompt} + --steps {a.steps} tokens exceed the {a.preset} "
+                         f"preset's block_size={model.cfg.block_size}")
     tokens = torch.randint(0, model.cfg.vocab_size, (1, a.prompt + a.steps))
     if "WORLD_SIZE" in os.environ and a.tp is None:  # under torchrun: this process is one rank
         backend = "nccl" if torch.cuda.is_available() else "gloo"

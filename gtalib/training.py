@@ -36,7 +36,7 @@ import time
 
 import torch
 import lightning as L
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.callbacks import Callback, TQDMProgressBar
 from torch.utils.data import DataLoader, IterableDataset
 
 from gtalib.config import ModelConfig
@@ -274,6 +274,15 @@ class StepRecorder(Callback):
         return out
 
 
+class ProgressBar(TQDMProgressBar):
+    """Lightning's progress bar, closed when training stops on an error, so that the error
+    message (``gtalib train: error: ...``) starts on a line of its own instead of after the bar."""
+
+    def on_exception(self, trainer, pl_module, exception):
+        if self._train_progress_bar is not None:
+            self._train_progress_bar.close()
+
+
 # ---------------------------------------------------------------------------------------------
 # Fitting one run
 
@@ -340,12 +349,13 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     recorder = StepRecorder(datamodule)
     ckpt = ModelCheckpoint(dirpath=run_path / "checkpoints", every_n_train_steps=cfg.checkpoint_every,
                            save_top_k=0, save_last=True, save_on_train_epoch_end=False)
+    callbacks = [recorder, ckpt, *(extra_callbacks or [])] + ([ProgressBar()] if progress else [])
     trainer = L.Trainer(
         accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
         precision=resolve_precision(cfg.precision, accelerator),
         max_steps=cfg.max_steps, max_epochs=-1, gradient_clip_val=cfg.grad_clip,
         gradient_clip_algorithm="norm", limit_val_batches=0, num_sanity_val_steps=0,
-        logger=loggers, callbacks=[recorder, ckpt, *(extra_callbacks or [])],
+        logger=loggers, callbacks=callbacks,
         enable_progress_bar=progress, enable_model_summary=False, log_every_n_steps=1,
         use_distributed_sampler=False, deterministic=False,
     )

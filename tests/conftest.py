@@ -15,6 +15,13 @@ A test that re-trains a recorded run reports the check's outcome with the ``reco
 fixture; :func:`pytest_terminal_summary` prints those lines at the end of the run (also under
 ``-q``), so the output says which outcome the check had on this machine (bit-identical, within
 the cross-machine envelope, or mismatch; :mod:`gtalib.records`).
+
+So that every test file passes when run alone on a fresh clone (no corpus built yet), the
+session then builds the default byte corpus (about 5 s, fetching its pinned archives) into the
+private cache when the user has none to share (``store_guard.ensure_default_corpus``). To check,
+point the user's cache at an empty folder::
+
+    GTALIB_DATA_DIR=/tmp/empty-xyz python -m pytest -q tests/training/test_records.py -k bundle
 """
 
 import os
@@ -28,7 +35,7 @@ torch.set_num_threads(1)
 
 from gtalib.data.archives import ENV_DATA_DIR, default_data_dir  # noqa: E402  (after TRITON_INTERPRET)
 from gtalib.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
-from store_guard import changes, share_read_only, snapshot  # noqa: E402  (tests/store_guard.py)
+from store_guard import changes, ensure_default_corpus, share_read_only, snapshot  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -40,6 +47,7 @@ def _private_stores(tmp_path_factory):
     os.environ[ENV_RUN_DIR] = str(root / "runs")
     os.environ[ENV_DATA_DIR] = str(root / "data_cache")
     share_read_only(user_data, root / "data_cache")
+    ensure_default_corpus(root / "data_cache")
     yield root
     for k, v in saved.items():
         if v is None:

@@ -1,7 +1,8 @@
 """Helpers of the session guard in tests/conftest.py: snapshots of a folder tree, their
-differences, and read-only sharing of the user's built data."""
+differences, read-only sharing of the user's built data, and the default corpus the tests need."""
 
 import os
+import warnings
 from pathlib import Path
 
 #: Sub-folders of a data cache whose entries the tests may read but never write.
@@ -36,3 +37,18 @@ def share_read_only(user: Path, private: Path) -> None:
             for entry in (user / sub).iterdir():
                 if not entry.name.startswith("."):
                     (private / sub / entry.name).symlink_to(entry.resolve())
+
+
+def ensure_default_corpus(data_dir: Path) -> None:
+    """Build the default byte corpus into the private cache ``data_dir`` unless the user's is
+    shared there (a symlink, even a broken one, is never built through). A failed build (offline
+    on a fresh clone) is a warning: the tests that train then fail, saying the corpus is missing."""
+    from gtalib.data.build import build_default, corpus_dir
+
+    if os.path.lexists(corpus_dir("default", "bytes", data_dir)):
+        return
+    try:
+        build_default("bytes", data_dir, log=None)
+    except Exception as exc:  # noqa: BLE001 - reported; only the tests that need it fail
+        warnings.warn(f"could not build the default byte corpus for the tests: "
+                      f"{type(exc).__name__}: {exc}")

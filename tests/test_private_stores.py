@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from store_guard import changes, share_read_only, snapshot
+from store_guard import changes, ensure_default_corpus, share_read_only, snapshot
 from gtalib.data.archives import default_data_dir
 from gtalib.runs import default_run_dir
 
@@ -49,3 +49,19 @@ def test_user_corpora_are_shared_read_only(tmp_path):
     (private / "archives" / "new.whl").write_text("y")
     assert not (user / "archives" / "new.whl").exists()
     assert (private / "tokenizers").is_dir()
+
+
+def test_the_default_corpus_is_always_there(_private_stores):
+    """Shared from the user's cache, or built into the private one when the user has none (a
+    fresh clone), so that every test file passes alone."""
+    from gtalib.data.build import corpus_dir
+
+    assert (corpus_dir("default", "bytes") / "manifest.json").is_file()
+
+
+def test_a_shared_corpus_is_never_built_through(tmp_path):
+    corpora = tmp_path / "corpora"
+    corpora.mkdir()
+    (corpora / "default-bytes").symlink_to(tmp_path / "user" / "missing")  # a broken share
+    ensure_default_corpus(tmp_path)
+    assert not (tmp_path / "user").exists() and sorted(p.name for p in corpora.iterdir()) == ["default-bytes"]

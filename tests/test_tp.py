@@ -148,3 +148,17 @@ def test_allreduce_bytes_per_token():
     assert allreduce_bytes_per_token(cfg, 1) == 0
     assert allreduce_bytes_per_token(cfg, 4) == cfg.n_layer * cfg.d_model * 4
     assert allreduce_bytes_per_token(cfg, 4, torch.bfloat16) == cfg.n_layer * cfg.d_model * 2
+
+
+def test_command_refuses_a_degree_in_one_line():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "gtalib.tp", "--variant", "mlra-4", "--tp", "3"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "python -m gtalib.tp: error: tp=3 is not a tensor-parallel degree variant 'mlra-4' can "
+        "take (n_head=4): tp must divide n_head=4; allowed degrees: 1, 2, 4"]

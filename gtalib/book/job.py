@@ -834,10 +834,8 @@ def _run_cli(args) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m gtalib.book ...`` (same options as ``gtalib book``)."""
-    parser = argparse.ArgumentParser(prog="gtalib")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_cli(sub)
-    args = parser.parse_args(["book", *(argv if argv is not None else sys.argv[1:])])
-    return args.func(args)
+    """``python -m gtalib.book ...``: ``gtalib book`` with the same options and errors."""
+    from gtalib.cli import main as cli_main
+
+    return cli_main(["book", *(argv if argv is not None else sys.argv[1:])])
 

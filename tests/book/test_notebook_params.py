@@ -2,6 +2,7 @@
 with the parameter, the value and what is allowed; every notebook calls it first."""
 
 import ast
+from dataclasses import fields
 from pathlib import Path
 
 import nbformat
@@ -94,21 +95,59 @@ def test_the_parameters_table_names_no_machine_path(tmp_path):
     assert run_dir_label(None).startswith("default")
 
 
+NOTEBOOK_FILES = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
 def _first_code_after_parameters(nb):
     code = [c for c in nb.cells if c.cell_type == "code"]
     i = next(i for i, c in enumerate(code) if "parameters" in c.metadata.get("tags", []))
     return code[i], code[i + 1]
 
 
-@pytest.mark.parametrize("name", [n for n in book.NOTEBOOKS
-                                  if any("parameters" in c.metadata.get("tags", []) for c in
-                                         nbformat.read(REPO / "notebooks" / f"{n}.ipynb", 4).cells)])
+def _declared(nb) -> set[str]:
+    """The names the (first) ``parameters`` cell of ``nb`` assigns; none without one."""
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    return {t.id for c in cells[:1] for n in ast.parse(c.source).body for t in n.targets}
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
+def test_every_notebook_has_one_parameters_cell_that_papermill_injects_after(path):
+    """One cell tagged ``parameters``, the first code cell, declaring only names notebook_params
+    knows; papermill puts its injected cell right after it (not at the top, with a warning)."""
+    import papermill as pm
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    from gtalib.book.params import NotebookParams
+
+    nb = load_notebook_node(str(path))  # as papermill reads it (every cell has its tags list)
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    assert tagged == code[:1], f"{path.name}: cells tagged parameters: {tagged}; code cells: {code}"
+    declared = set(pm.inspect_notebook(str(path)))
+    assert declared == _declared(nb)
+    assert declared <= {f.name for f in fields(NotebookParams)} - {"given"}
+    injected = parameterize_notebook(nb, book.notebook_parameters("ci", 2), kernel_name="python3",
+                                     language="python")
+    assert "injected-parameters" in injected.cells[tagged[0] + 1].metadata["tags"]
+
+
+def test_the_book_executes_every_notebook_and_each_injected_parameter_is_declared():
+    import papermill as pm
+
+    assert sorted(book.NOTEBOOKS) == [p.stem for p in NOTEBOOK_FILES]
+    declared = set().union(*(pm.inspect_notebook(str(p)) for p in NOTEBOOK_FILES))
+    assert set(book.notebook_parameters("ci", 2)) <= declared
+
+
+@pytest.mark.parametrize("name", [p.stem for p in NOTEBOOK_FILES
+                                  if _declared(nbformat.read(p, as_version=4))])
 def test_every_notebook_validates_all_its_parameters_first(name):
     """The cell after ``parameters`` passes every parameter through notebook_params before any
     other call, and the rest of the notebook reads only the validated values."""
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
     params, first = _first_code_after_parameters(nb)
-    declared = {t.id for n in ast.parse(params.source).body for t in n.targets}
+    declared = _declared(nb)
     calls = [n for n in ast.parse(first.source).body if not isinstance(n, (ast.Import,
                                                                           ast.ImportFrom))]
     call = calls[0].value

@@ -34,3 +34,27 @@ def test_info(tmp_path, capsys):
                          corpus_dir("default", "bytes", tmp_path), "default")
     assert a.func(a) == 0
     assert "| s | pkg |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, flag, corpus", [
+    (["data", "build", "--config", "sample-100BT"], "--config", "fineweb-edu"),
+    (["data", "info", "--config", "sample-100BT"], "--config", "fineweb-edu"),
+    (["data", "build", "--path", "/x"], "--path", "fineweb-edu"),
+    (["data", "build", "--max-tokens", "5"], "--max-tokens", "fineweb-edu"),
+    (["data", "build", "--corpus", "fineweb-edu", "--with-npm"], "--with-npm", "default"),
+])
+def test_an_option_of_the_other_corpus_is_refused(argv, flag, corpus, tmp_path, capsys):
+    from gtalib.cli import main
+
+    assert main([*argv, "--dir", str(tmp_path / "data")]) == 2
+    other = "fineweb-edu" if corpus == "default" else "default"
+    assert capsys.readouterr().err == (
+        f"gtalib data: error: {flag} applies to --corpus {corpus} only, and --corpus is "
+        f"'{other}'; add --corpus {corpus} or leave out {flag}\n")
+    assert not (tmp_path / "data").exists()  # refused before anything is fetched or built
+
+
+def test_max_tokens_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["data", "build", "--corpus", "fineweb-edu", "--max-tokens", "0"])
+    assert "argument --max-tokens: expected a positive integer, got 0" in capsys.readouterr().err

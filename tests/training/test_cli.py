@@ -2,11 +2,14 @@
 (two sources of generated English sentences, byte tokenizer, built by gtalib.data's builder)."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from gtalib.cli import main
+from gtalib.cli import expected_error, main
 from gtalib.presets import model_config, train_config
 from gtalib.runs import RunSpec, data_spec, default_datamodule, load_metrics
 
@@ -205,3 +208,56 @@ def test_help_texts(capsys):
         with pytest.raises(SystemExit):
             main([cmd, "--help"])
         assert "(default: None)" not in capsys.readouterr().out
+
+
+def _cli(*args):
+    """``python -m gtalib ARGS`` in a fresh process: (exit status, stdout, stderr)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "gtalib", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_diverging_run_is_a_one_line_error(data_dir, tmp_path):
+    rc, _, err = _cli("train", "--variant", "mha", "--preset", "ci", "--lr", "80", "--run-dir",
+                      tmp_path, "--data-dir", data_dir, "--threads", "1")
+    assert rc == 2 and "Traceback" not in err, err[-3000:]
+    last = err.splitlines()[-1]
+    assert last.startswith("gtalib train: error: run ") and "non-finite training loss (nan) at step" in last
+    assert last.endswith("; stopping (lower the learning rate or check the data)")
+
+
+def test_a_bad_variant_is_a_one_line_error(tmp_path):
+    rc, _, err = _cli("train", "--variant", "mlra9", "--preset", "ci", "--run-dir", tmp_path)
+    assert rc == 2 and "Traceback" not in err
+    assert "gtalib train: error: argument --variant: unknown variant 'mlra9'" in err.splitlines()[-1]
+
+
+def test_wrapped_expected_errors_are_found_and_bugs_are_not_hidden():
+    from gtalib.runs import RunCorruptError, RunIncompleteError
+
+    try:
+        try:
+            raise FloatingPointError("diverged")
+        except FloatingPointError as exc:
+            raise RuntimeError("a library's wrapper") from exc
+    except RuntimeError as wrapped:
+        assert str(expected_error(wrapped)) == "diverged"
+    for exc in (RunIncompleteError("x"), RunCorruptError("x"), KeyError("x"), FileNotFoundError("x")):
+        assert expected_error(exc) is exc
+    try:
+        try:
+            raise ValueError("bad input")
+        except ValueError:
+            raise TypeError("a bug while handling it")  # implicit __context__: not looked through
+    except TypeError as bug:
+        assert expected_error(bug) is None
+
+
+def test_training_output_has_no_advertisement(data_dir, tmp_path):
+    rc, out, err = _cli("train", "--variant", "mha", "--preset", "ci", "--max-steps", "2",
+                        "--run-dir", tmp_path, "--data-dir", data_dir, "--threads", "1")
+    assert rc == 0, err[-3000:]
+    for noise in ("litlogger", "Tip:", "TPU available"):
+        assert noise not in out + err
+    assert "GPU available: " in out + err  # Lightning's informative lines stay

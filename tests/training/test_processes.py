@@ -1,9 +1,15 @@
-"""Runs in fresh processes: 2-process DDP on CPU (gloo) equals the single-process run, and a
-process killed mid-run (``os._exit``, no clean-up) resumes to the uninterrupted result."""
+"""Runs in fresh processes: 2-process DDP on CPU (gloo) equals the single-process run, a
+process killed mid-run (``os._exit``, no clean-up) resumes to the uninterrupted result, and two
+processes asking for the same run train it once (the second waits; a killed holder's lock is
+taken over)."""
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,8 +56,6 @@ def test_ddp_two_processes_equals_single_process(reference, tmp_path):
     # same global batch split over two ranks: equal up to float reduction order
     for col in ("train_loss", "val_loss", "val_loss/a", "val_loss/b"):
         np.testing.assert_allclose(df[col], reference[col], rtol=0, atol=1e-4, err_msg=col)
-    import json
-
     assert json.loads((path / "card.json").read_text())["world_size"] == 2
 
 
@@ -63,3 +67,70 @@ def test_hard_kill_then_resume_equals_uninterrupted(reference, tmp_path):
     assert not is_done(path) and (path / "checkpoints" / "last.ckpt").exists()
     done = ensure_run(s, tmp_path, datamodule=synthetic(s))
     pd.testing.assert_frame_equal(load_metrics(done), reference)
+
+
+def start_script(out, *args):
+    """``run_script.py`` started in the background, its stdout and stderr going to ``out``."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    with open(out, "w") as f:
+        return subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], env=env,
+                                stdout=f, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(condition, proc, what, timeout=120):
+    t0 = time.monotonic()
+    while not condition():
+        assert proc.poll() is None, f"the process ended (status {proc.returncode}) before {what}"
+        assert time.monotonic() - t0 < timeout, f"no {what} after {timeout} s"
+        time.sleep(0.1)
+
+
+def test_two_processes_on_one_run_train_it_once(tmp_path):
+    s = reference_spec()
+    runs, path = tmp_path / "runs", tmp_path / "runs" / s.run_id
+    first = start_script(tmp_path / "first.log", runs, "--hold-at", 5, tmp_path)
+    wait_for((tmp_path / "held").exists, first, "the first process training")
+    second = start_script(tmp_path / "second.log", runs)
+    log = tmp_path / "second.log"
+    wait_for(lambda: "waiting" in log.read_text(), second, "the second process waiting")
+    (tmp_path / "go").touch()
+    assert first.wait(240) == 0 and second.wait(240) == 0, log.read_text()[-3000:]
+    out = log.read_text()
+    assert (f"run {s.run_id} is being trained by pid {first.pid} on {socket.gethostname()} since "
+            in out)
+    assert str(path) in out and str(path) in (tmp_path / "first.log").read_text()
+    assert [p.name for p in (path / "logs").iterdir()] == ["version_0"]  # one training attempt
+    assert json.loads((path / "card.json").read_text())["resumed"] is False
+    assert not (runs / f"{s.run_id}.lock").exists()
+
+
+def test_the_lock_of_a_killed_process_is_taken_over(reference, tmp_path, capsys):
+    s = reference_spec()
+    runs = tmp_path / "runs"
+    # held past the checkpoint of step 10, then killed: its lock file is left, naming it
+    first = start_script(tmp_path / "first.log", runs, "--hold-at", 13, tmp_path)
+    wait_for((tmp_path / "held").exists, first, "the first process training")
+    first.send_signal(signal.SIGKILL)
+    first.wait(60)
+    lock = runs / f"{s.run_id}.lock"
+    assert lock.read_text().startswith(f"pid {first.pid} on ")
+    done = ensure_run(s, runs, datamodule=synthetic(s))
+    out = capsys.readouterr().out
+    assert f"run {s.run_id}: pid {first.pid} on " in out and "ended without finishing it; taking over" in out
+    assert "waiting" not in out
+    pd.testing.assert_frame_equal(load_metrics(done), reference)
+    assert json.loads((done / "card.json").read_text())["resumed"] is True
+    assert not lock.exists()
+
+
+@pytest.mark.parametrize("env, zero", [({}, True), ({"RANK": "0", "LOCAL_RANK": "0"}, True),
+                                       ({"LOCAL_RANK": "1"}, False), ({"RANK": "3"}, False),
+                                       ({"NODE_RANK": "1"}, False), ({"SLURM_PROCID": "2"}, False)])
+def test_only_rank_zero_takes_the_lock(env, zero, monkeypatch):
+    from gtalib.runs import _RANK_VARIABLES, _is_rank_zero
+
+    for v in _RANK_VARIABLES:
+        monkeypatch.delenv(v, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert _is_rank_zero() is zero
