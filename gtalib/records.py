@@ -241,9 +241,12 @@ class Envelope:
 
 
 #: The envelope a re-trained curve must stay in when this machine's kind differs from the
-#: recording one's or is unknown. PLACEHOLDER numbers, being measured across CPU kinds in
-#: benchmarks/cross_cpu.md (derivation: docs/cross_cpu.md); replace them from there.
-CROSS_MACHINE_ENVELOPE = Envelope(early_steps=10, early_tol=1e-5, train_tol=0.1, val_tol=0.05)
+#: recording one's or is unknown, derived from re-trainings of recorded runs under emulated CPU
+#: kinds (``benchmarks/cross_cpu.md``, data in ``benchmarks/cross_cpu/``; the rule and what it can
+#: detect: ``docs/cross_cpu.md``): steps 1-10 within 10x the largest |Δ| measured there, later
+#: steps within 1.5x the largest measured (one 2-layer MLA run, whose curves drift furthest).
+#: ``tests/training/test_records.py`` re-derives these numbers from the data.
+CROSS_MACHINE_ENVELOPE = Envelope(early_steps=10, early_tol=1e-5, train_tol=0.6, val_tol=0.4)
 
 #: The outcomes of a check (:class:`CheckResult`).
 OUTCOMES = ("bit-identical", "within envelope", "mismatch")
