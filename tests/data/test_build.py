@@ -5,6 +5,7 @@ downloads, so every test here is offline.
 """
 import csv
 import hashlib
+import gzip
 import io
 import json
 import subprocess
@@ -47,7 +48,9 @@ def _csv_bytes(fields, rows) -> bytes:
 
 def _tar_bytes(files: dict) -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+    # gzip's header holds a modification time: fixed, so two calls give the same bytes (and sha256)
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as tf:
         for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
