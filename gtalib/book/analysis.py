@@ -719,8 +719,7 @@ PROBE_KEYS = ("gate_mean", "first_token_share", "max_abs_residual")
 PROBE_COLUMNS = ["variant", "arm", "seed", "run_id", "layer", "tokens", *PROBE_KEYS]
 #: Columns of :attr:`Probes.summary`.
 PROBE_SUMMARY_COLUMNS = ["variant", "arm", "runs", "with_probes", "tokens",
-                         *(f"{k}{s}" for k in PROBE_KEYS for s in ("", "_last")),
-                         "max_abs_residual_max"]
+                         *(f"{k}{s}" for k in PROBE_KEYS for s in ("", "_last", "_max"))]
 
 
 @dataclass
@@ -738,9 +737,10 @@ class Probes:
             layer of its spec.
         summary: one row per (variant, arm), in the page's order: ``runs`` (done runs),
             ``with_probes`` (of them, those with probes), ``tokens``, and per probe its mean over
-            seeds and layers (``gate_mean``, ...) and over seeds of the last layer
-            (``gate_mean_last``, ...); ``max_abs_residual_max``: the mean over seeds of each
-            run's largest ``|h|`` over layers. NaN where no run of the arm has probes.
+            seeds and layers (``gate_mean``, ...), over seeds of the last layer
+            (``gate_mean_last``, ...) and over seeds of each run's largest value over layers
+            (``gate_mean_max``, ...; ``max_abs_residual_max`` is the run's largest ``|h|``). NaN
+            where no run of the arm has probes.
         missing: the :attr:`Collected.status` rows of the done runs without probes, ``detail``
             saying why (e.g. ``"recorded before probes were stored"``).
     """
@@ -802,9 +802,9 @@ def read_probes(collected: Collected) -> Probes:
         row = {"variant": variant, "arm": arm, "runs": by_run.ngroups,
                "with_probes": int((by_run["first_token_share"].count() > 0).sum()),
                "tokens": g["tokens"].max()}
-        for k in PROBE_KEYS:
-            row[k], row[f"{k}_last"] = g[k].mean(), last[k].mean()  # NaN-skipping means
-        row["max_abs_residual_max"] = by_run["max_abs_residual"].max().mean()
+        for k in PROBE_KEYS:  # NaN-skipping means
+            row[k], row[f"{k}_last"], row[f"{k}_max"] = (g[k].mean(), last[k].mean(),
+                                                        by_run[k].max().mean())
         summary.append(row)
     return Probes(per_layer, pd.DataFrame(summary, columns=PROBE_SUMMARY_COLUMNS),
                   pd.DataFrame(missing, columns=STATUS_COLUMNS))
@@ -848,7 +848,7 @@ def probe_findings(summary: pd.DataFrame) -> str:
     without probes are ignored) and Qiu et al.'s values (:data:`gtalib.book.figures.QIU_PROBES`):
 
     * **sink**: without the gate, a variant has an attention sink when its first-token share
-      (mean over layers and seeds) exceeds :data:`SINK_FACTOR` times uniform attention's
+      (mean over layers and seeds; its largest layer is named too) exceeds :data:`SINK_FACTOR` times uniform attention's
       (:func:`uniform_first_token_share`); with a sink and a probed gated arm, the gate removes
       it when its share is below half of the ungated one;
     * **gate**: its mean against :data:`GATE_AT_INIT` and Qiu et al.'s 0.116, as the fraction of
@@ -887,9 +887,10 @@ def probe_findings(summary: pd.DataFrame) -> str:
         if not sink:
             out.append(f"No attention sink forms at this scale: without the gate the "
                        f"first-token share is {range_text(alt['first_token_share'])} "
-                       f"({names(alt)}), at most {SINK_FACTOR:g}× the {uniform}, against "
-                       f"{q_share[0]} in Qiu et al., so the gate's effect here cannot come from "
-                       f"removing one.")
+                       f"({names(alt)}; mean over layers, "
+                       f"{range_text(alt['first_token_share_max'])} in the largest layer), at "
+                       f"most {SINK_FACTOR:g}× the {uniform}, against {q_share[0]} in Qiu et "
+                       f"al., so the gate's effect here cannot come from removing one.")
         else:
             s = alt[is_sink]
             text = (f"An attention sink forms without the gate in {names(s)}: first-token share "

@@ -621,8 +621,8 @@ def format_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
 def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
     """First-token share against layer, one panel per variant (the variants of ``per_layer``
     with any probes, :attr:`gtalib.book.analysis.Probes.per_layer`): each probed run a thin
-    line, the mean over seeds bold, without the gate grey and dashed, with it in the variant's
-    colour; a dotted line at uniform attention's share
+    line, the mean over seeds bold, without the gate black and dashed, with it in the variant's
+    colour; a grey dotted line at uniform attention's share
     (:func:`gtalib.book.analysis.uniform_first_token_share`)."""
     from gtalib.book.analysis import uniform_first_token_share
 
@@ -636,7 +636,7 @@ def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
     top = probed["first_token_share"].max()
     for ax, v in zip(axes.flat, variants):
         g = probed[probed["variant"] == v]
-        for arm, color, ls, name in (("alt", "0.45", "--", "no gate"),
+        for arm, color, ls, name in (("alt", "black", "--", "no gate"),
                                      ("rec", F.GATE_COLORS.get(v, "tab:blue"), "-", "gate")):
             a = g[g["arm"] == arm]
             for _, run in a.groupby("run_id"):
@@ -647,11 +647,11 @@ def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
                 ax.plot(mean.index, mean.to_numpy(), color=color, ls=ls, lw=2, marker="o",
                         ms=3, label=f"{name} ({plural(a['run_id'].nunique(), 'run')})")
         t = int(g["tokens"].max())
-        ax.axhline(uniform_first_token_share(t), color="black", lw=0.8, ls=":",
+        ax.axhline(uniform_first_token_share(t), color="0.55", lw=1.2, ls=":",
                    label=f"uniform attention, {t} tokens")
         ax.set_title(F.display_name(v), fontsize=10)
         ax.set_xlabel("layer (0 = first block)")
-        ax.set_ylim(0, 1.15 * top)
+        ax.set_ylim(0, 1.6 * top)  # headroom: the legend covers no line
         ax.legend(fontsize=7, loc="upper left")
     for ax in axes[:, 0]:
         ax.set_ylabel("attention on the first token")

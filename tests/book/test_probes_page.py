@@ -61,6 +61,8 @@ def test_read_probes_gives_the_hand_computed_means_and_counts_missing_files(tmp_
     # means over seeds and layers: (0.1 + 0.3 + 0.2 + 0.4) / 4; last layer (0.3 + 0.4) / 2
     assert alt["first_token_share"] == pytest.approx(0.25)
     assert alt["first_token_share_last"] == pytest.approx(0.35)
+    assert alt["first_token_share_max"] == pytest.approx(0.35)  # each run's top layer, mean
+    assert rec["gate_mean_max"] == pytest.approx(0.4)
     assert alt["max_abs_residual"] == pytest.approx(3.0)  # (1 + 3 + 2 + 6) / 4
     assert alt["max_abs_residual_max"] == pytest.approx(4.5)  # (3 + 6) / 2
     assert math.isnan(alt["gate_mean"]) and alt["tokens"] == 128
@@ -113,7 +115,7 @@ def _summary(**arms):
         share, resid = arms["alt"]
         rows.append({"variant": "mla", "arm": "alt", "runs": 2, "with_probes": 2, "tokens": 128,
                      "gate_mean": math.nan, "first_token_share": share,
-                     "max_abs_residual_max": resid})
+                     "first_token_share_max": 2 * share, "max_abs_residual_max": resid})
     if "rec" in arms:
         gate, share, resid = arms["rec"]
         rows.append({"variant": "mla", "arm": "rec", "runs": 2, "with_probes": 2, "tokens": 128,
@@ -126,8 +128,9 @@ def test_the_sentence_says_no_sink_forms_at_this_scale():
     text = A.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
     assert text.startswith(
         "No attention sink forms at this scale: without the gate the first-token share is 0.030 "
-        "(MLA), at most 2× the 0.035 of uniform attention over 128 tokens, against 0.467 in "
-        "Qiu et al., so the gate's effect here cannot come from removing one.")
+        "(MLA; mean over layers, 0.060 in the largest layer), at most 2× the 0.035 of uniform "
+        "attention over 128 tokens, against 0.467 in Qiu et al., so the gate's effect here "
+        "cannot come from removing one.")
     assert "No massive activations form without the gate: the largest residual activation is " \
            "2.50, against 1053 in Qiu et al." in text
     assert "the gate scales it by 0.80 (MLA; Qiu et al.: 94 / 1053 = 0.09)" in text
