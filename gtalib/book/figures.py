@@ -115,6 +115,23 @@ PAPER_DECODE_US = pd.DataFrame(
 #: Bandwidth of the paper's GPU (H100 HBM, bytes/s; docs/paper_values.md "Physical limits").
 H100_HBM_BYTES_PER_S = 3.35e12
 
+# Gated attention (Qiu et al. 2025). Not the MLRA paper's values: the book labels them "Qiu et
+# al.". Source: Qiu et al., "Gated Attention for Large Language Models: Non-linearity, Sparsity,
+# and Attention-Sink-Free", arXiv 2505.06708, Table 4 (docs/paper_values.md, "Gated attention
+# (Qiu et al. 2025)"; what each probe measures here: docs/probes.md).
+
+#: Qiu et al.'s values of the gate probes of :mod:`gtalib.probes`, keyed by the ``probes.json``
+#: key, as ``(without the gate, with the gate)``: mean gate score ``σ(x̃ W_g)`` (gated model
+#: only, NaN without the gate), attention on the first token (0.467 → 0.048), largest residual
+#: activation ``|h|`` (1053 → 94, their "massive activations").
+QIU_PROBES: dict[str, tuple[float, float]] = {
+    "gate_mean": (math.nan, 0.116),
+    "first_token_share": (0.467, 0.048),
+    "max_abs_residual": (1053.0, 94.0),
+}
+#: The scale of Qiu et al.'s Table 4, as the book names it next to their values.
+QIU_SCALE = "1.7 B+ parameters, 400 B+ tokens"
+
 
 # ---------------------------------------------------------------------------------------------
 # Ablation figures

@@ -474,8 +474,10 @@ def plot_decode(cpu: pd.DataFrame, h100: pd.DataFrame, gpu: pd.DataFrame | None 
 
 
 def _span(values) -> str:
-    lo, hi = float(min(values)), float(max(values))
-    return f"{lo:.2f}×" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}–{hi:.2f}×"
+    """A range of ratios as the decode page prints it, e.g. ``"1.05–1.26×"``."""
+    from gtalib.book.analysis import range_text
+
+    return f"{range_text(values, '.2f')}×"
 
 
 def show_decode(cpu: dict, model: pd.DataFrame, paper: pd.DataFrame, gpu=None, tolerance: float = 0.25) -> None:
@@ -572,6 +574,136 @@ def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10)
         f"projections start every block at a saddle on this plateau, and a late escape explains "
         f"much of the seed-to-seed spread."))
     display(table)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gate probes (the gating page's "What the gate does inside the model")
+# ---------------------------------------------------------------------------------------------
+
+def _probe_value(x: float) -> str:
+    """A probe value as the table prints it: 3 decimals below 10, 2 below 100, else whole
+    numbers (Qiu et al.'s 1053); ``"—"`` for NaN (not measured)."""
+    if math.isnan(x):
+        return "—"
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:.2f}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def format_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The gate-probe table of the gating page from :attr:`gtalib.book.analysis.Probes.summary`:
+    one row per variant with the probed runs of each arm, the gate's mean (gated arm), the
+    first-token share and the largest residual activation without and with the gate, then a
+    row of Qiu et al.'s values (:data:`gtalib.book.figures.QIU_PROBES`). Gate and share: mean
+    over layers and seeds; largest ``|h|``: max over layers, mean over seeds. Strings."""
+    arms = summary.set_index(["variant", "arm"])
+    nan = pd.Series(math.nan, index=arms.columns)
+
+    def row(name, runs, gate, share, resid, fmt=_probe_value):
+        return {"variant": name, "runs with probes (no gate; gate)": runs,
+                "gate mean (gate)": fmt(gate[1]),
+                "first-token share, no gate": fmt(share[0]),
+                "first-token share, gate": fmt(share[1]),
+                "largest |h|, no gate": fmt(resid[0]), "largest |h|, gate": fmt(resid[1])}
+
+    rows = []
+    for v in dict.fromkeys(summary["variant"]):
+        a, r = (arms.loc[(v, arm)] if (v, arm) in arms.index else nan for arm in ("alt", "rec"))
+        runs = "; ".join("—" if math.isnan(x["runs"]) else f"{x['with_probes']:.0f} of "
+                         f"{x['runs']:.0f}" for x in (a, r))
+        rows.append(row(F.display_name(v), runs, (a["gate_mean"], r["gate_mean"]),
+                        (a["first_token_share"], r["first_token_share"]),
+                        (a["max_abs_residual_max"], r["max_abs_residual_max"])))
+    q = F.QIU_PROBES
+    rows.append(row(f"Qiu et al. 2025 ({F.QIU_SCALE})", "", q["gate_mean"],
+                    q["first_token_share"], q["max_abs_residual"], "{:g}".format))  # as printed
+    return pd.DataFrame(rows).set_index("variant")
+
+
+def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
+    """First-token share against layer, one panel per variant (the variants of ``per_layer``
+    with any probes, :attr:`gtalib.book.analysis.Probes.per_layer`): each probed run a thin
+    line, the mean over seeds bold, without the gate black and dashed, with it in the variant's
+    colour; a grey dotted line at uniform attention's share
+    (:func:`gtalib.book.analysis.uniform_first_token_share`)."""
+    from gtalib.book.analysis import uniform_first_token_share
+
+    set_style()
+    probed = per_layer.dropna(subset=["first_token_share"])
+    variants = list(dict.fromkeys(probed["variant"]))
+    cols = min(len(variants), 3)
+    rows = -(-len(variants) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False,
+                             sharey=True)
+    top = probed["first_token_share"].max()
+    for ax, v in zip(axes.flat, variants):
+        g = probed[probed["variant"] == v]
+        for arm, color, ls, name in (("alt", "black", "--", "no gate"),
+                                     ("rec", F.GATE_COLORS.get(v, "tab:blue"), "-", "gate")):
+            a = g[g["arm"] == arm]
+            for _, run in a.groupby("run_id"):
+                ax.plot(run["layer"], run["first_token_share"], color=color, ls=ls, lw=0.7,
+                        alpha=0.5)
+            if len(a):
+                mean = a.groupby("layer")["first_token_share"].mean()
+                ax.plot(mean.index, mean.to_numpy(), color=color, ls=ls, lw=2, marker="o",
+                        ms=3, label=f"{name} ({plural(a['run_id'].nunique(), 'run')})")
+        t = int(g["tokens"].max())
+        ax.axhline(uniform_first_token_share(t), color="0.55", lw=1.2, ls=":",
+                   label=f"uniform attention, {t} tokens")
+        ax.set_title(F.display_name(v), fontsize=10)
+        ax.set_xlabel("layer (0 = first block)")
+        ax.set_ylim(0, 1.6 * top)  # headroom: the legend covers no line
+        ax.legend(fontsize=7, loc="upper left")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("attention on the first token")
+    for ax in list(axes.flat)[len(variants):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def show_probes(result) -> None:
+    """Display the gating page's "What the gate does inside the model" for the complete
+    variants of an ablation result: the runs without probes, the table of
+    :func:`format_probe_table`, the first-token share per layer
+    (:func:`plot_first_token_share`) and what the numbers explain
+    (:func:`gtalib.book.analysis.probe_findings`); where no run has probes, only which runs
+    lack them."""
+    from IPython.display import Markdown, display
+
+    from gtalib.book.analysis import (GATE_AT_INIT, probe_findings, read_probes,
+                                      uniform_first_token_share)
+
+    probes = read_probes(result.collected)
+    summary = probes.summary[probes.summary["variant"].isin(result.complete)]
+    missing = probes.missing[probes.missing["variant"].isin(result.complete)]
+    if summary.empty:
+        display(Markdown("No complete runs: nothing to probe."))
+        return
+    lacking = "\n".join(f"- {r['label']}, seed {r['seed']} (`{r['run_id']}`): {r['detail']}"
+                         for _, r in missing.iterrows())
+    if summary["with_probes"].sum() == 0:
+        display(Markdown(f"**No run of this page has gate probes** (`probes.json`), so there is "
+                         f"nothing to show here:\n\n{lacking}"))
+        return
+    if len(missing):
+        display(Markdown(f"**{len(missing)} of {int(summary['runs'].sum())} runs have no gate "
+                         f"probes**: an arm's values below are the mean over its probed runs, "
+                         f"and — where it has none:\n\n{lacking}"))
+    t = int(summary["tokens"].max())
+    display(Markdown(
+        f"Gate probes of the final weights, on the same held-out windows of {t} tokens for "
+        f"both arms. *Gate mean*: the gate score σ(x̃ W_g), {GATE_AT_INIT} at initialisation. "
+        f"*First-token share*: attention probability on the first position, averaged over "
+        f"heads and the queries after the first (uniform attention over {t} tokens gives "
+        f"{uniform_first_token_share(t):.3f}). Both: mean over layers and seeds. *Largest |h|*: "
+        f"the largest activation of the residual stream, max over layers, batch, positions and "
+        f"channels, mean over seeds; its level depends on the model's width and "
+        f"initialisation, so only the ratio of the two arms compares with Qiu et al.'s. "
+        f"Qiu et al. 2025 (arXiv 2505.06708, Table 4): {F.QIU_SCALE}."))
+    display(format_probe_table(summary))
+    plot_first_token_share(probes.per_layer[probes.per_layer["variant"].isin(result.complete)])
+    plt.show()
+    display(Markdown(probe_findings(summary)))
 
 
 def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
