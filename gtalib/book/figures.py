@@ -130,7 +130,7 @@ QIU_PROBES: dict[str, tuple[float, float]] = {
     "max_abs_residual": (1053.0, 94.0),
 }
 #: The scale of Qiu et al.'s Table 4, as the book names it next to their values.
-QIU_SCALE = "1.7 B+ parameters, 400 B+ tokens"
+QIU_SCALE = "1.7 B+ parameters, 400 B–3.5 T tokens"
 
 
 # ---------------------------------------------------------------------------------------------
