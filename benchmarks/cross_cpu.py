@@ -203,7 +203,7 @@ def _round_up(x: float) -> float:
     if x <= 0:
         return 0.0
     e = math.floor(math.log10(x))
-    return math.ceil(x / 10 ** e) * 10 ** e
+    return float(f"{math.ceil(x / 10 ** e)}e{e}")  # decimal, not 10 × 1e-6 = 9.999e-06
 
 
 def load_kinds() -> "pd.DataFrame":
