@@ -288,8 +288,7 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         return final
 
     out = pd.DataFrame({
-        "n (pairs)": final["seeds"],
-        "tokens": final["tokens"],
+        "n (pairs)": final["seeds"],  # tokens per run: in the caption (one value for the table)
         **_interval_columns(final["seeds"], final["ΔL"], final["CI low"], final["CI high"],
                             final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
         "seed spread": final["seed spread"].map("{:.4f}".format),
