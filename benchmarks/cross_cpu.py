@@ -230,25 +230,32 @@ def derive_envelope(d) -> dict:
             "val_tol": _round_up(LATE_MARGIN * late["val_delta"].abs().max())}
 
 
-def _seed_spread(spec) -> tuple[float, int]:
+def _seed_spread(spec, finals: dict) -> tuple[float, int]:
     """Standard deviation over seeds of the final validation loss of ``spec``'s configuration
-    among the records (same spec but the seed), and how many seeds that is."""
+    among the records (same spec but the seed), and how many seeds that is. ``finals``: every
+    record's ``(spec, final val_loss)`` (:func:`_record_finals`)."""
     import statistics
 
+    same = [v for other, v in finals.values()
+            if other.model == spec.model and other.train == spec.train]
+    return (statistics.stdev(same) if len(same) > 1 else float("nan")), len(same)
+
+
+def _record_finals() -> dict:
+    """run id -> (spec, final validation loss) of every record, read once."""
     from gtalib import records, runs
 
-    same = []
-    for folder in records.list_records():
-        other = runs.load_spec(folder)
-        if other.model == spec.model and other.train == spec.train:
-            same.append(float(records.load_record_metrics(folder)["val_loss"].dropna().iloc[-1]))
-    return (statistics.stdev(same) if len(same) > 1 else float("nan")), len(same)
+    return {f.name: (runs.load_spec(f),
+                     float(records.load_record_metrics(f)["val_loss"].dropna().iloc[-1]))
+            for f in records.list_records()}
 
 
 def recorded_changes() -> "pd.DataFrame":
     """Real changes already in the records: pairs of bundles whose specs differ in one thing
     (init, gate, seed), compared step by step like a re-training (this is what a check of a
     changed spec against the record would see on any machine)."""
+    from dataclasses import replace
+
     import pandas as pd
 
     from gtalib import records, runs
@@ -263,7 +270,7 @@ def recorded_changes() -> "pd.DataFrame":
                 continue
             for rid2, s2 in specs.items():
                 # the gate's parameters come out of the FFN (parameter matching): F differs too
-                if s2.seed == 0 and s2.train == s.train and s2.model == _replace_model(
+                if s2.seed == 0 and s2.train == s.train and s2.model == replace(
                         s.model, **{field: b, "intermediate_size": s2.model.intermediate_size}):
                     rows.append((name, rid, rid2, s))
     for rid, s in specs.items():  # another seed: other initial weights, same data order
@@ -279,12 +286,6 @@ def recorded_changes() -> "pd.DataFrame":
     return pd.concat(frames, ignore_index=True)
 
 
-def _replace_model(model, **kw):
-    from dataclasses import replace
-
-    return replace(model, **kw)
-
-
 def _fmt(x: float) -> str:
     return "—" if x != x else f"{x:.2g}"
 
@@ -297,6 +298,7 @@ def summary() -> str:
 
     d = load_kinds()
     env = derive_envelope(d)
+    finals = _record_finals()
     meta = {k: json.loads((OUT / f"{k}.json").read_text()) for k in d["kind"].unique()}
     m0 = next(iter(meta.values()))
     lines = [
@@ -320,7 +322,7 @@ def summary() -> str:
         nz = g[(g["train_delta"] != 0) | (g["val_delta"].fillna(0) != 0)]
         first = int(nz["step"].min()) if len(nz) else None
         final = abs(g["val_delta"].dropna().iloc[-1])
-        sd, n = _seed_spread(spec)
+        sd, n = _seed_spread(spec, finals)
         lines.append(
             f"| {kind} | `{rid}` | {spec.model.variant}{' + gate' if spec.model.gate else ''}"
             f"{'' if spec.model.init == 'zero' else ' ' + spec.model.init + ' init'} | "
