@@ -1,7 +1,7 @@
 # The README's two commands are `make book` (the main job) and `make test` (the tests).
 # Both install into .venv first (idempotent; see scripts/install.sh).
 PRESET ?= cpu
-SEEDS ?= 2
+SEEDS ?= 3
 JOBS ?= 2
 GTALIB := .venv/bin/gtalib
 

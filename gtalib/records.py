@@ -44,6 +44,7 @@ import argparse
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import shutil
@@ -90,8 +91,10 @@ def versions() -> dict:
 def record_run(run_folder, record_dir=None) -> Path:
     """Copy the finished run ``run_folder`` into a bundle under ``record_dir``; return its path.
 
-    An existing bundle of the same run id is replaced only if its ``metrics.csv`` differs (the
-    record keeps its first date otherwise).
+    An existing bundle of the same run id is replaced only if its ``metrics.csv`` differs. With
+    equal metrics (a bit-identical re-training) the record keeps its first date and only gains
+    what it lacked: the optional files (``probes.json``) and, where the bundle predates machine
+    kinds, the kind of the machine that reproduced it (``machine_kind_source`` says so).
 
     Raises:
         RunIncompleteError / RunCorruptError: the run is not finished or its files are corrupt
@@ -107,6 +110,7 @@ def record_run(run_folder, record_dir=None) -> Path:
     dest = record_dir / spec.run_id
     if (dest / "metrics.csv").is_file() and \
             (dest / "metrics.csv").read_bytes() == (run_folder / "metrics.csv").read_bytes():
+        _complete_bundle(dest, run_folder, trained_on)
         return dest
     record_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.run_id}.", dir=record_dir))
@@ -130,6 +134,29 @@ def record_run(run_folder, record_dir=None) -> Path:
         shutil.rmtree(dest)
     os.replace(tmp, dest)
     return dest
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _complete_bundle(dest: Path, run_folder: Path, trained_on: dict | None) -> None:
+    """Add to the bundle ``dest`` the optional files it lacks and, if its machine kind is
+    unknown, ``trained_on`` (the run in ``run_folder`` has bit-identical metrics)."""
+    for name in OPTIONAL_BUNDLE_FILES:
+        if (run_folder / name).is_file() and not (dest / name).is_file():
+            _atomic_write(dest / name, (run_folder / name).read_bytes())
+    record = json.loads((dest / "record.json").read_text())
+    if record.get("machine_kind") is None and trained_on is not None:
+        card = store.load_card(run_folder)
+        record["machine_kind"] = trained_on
+        record["machine_kind_source"] = (
+            f"bit-identical re-training finished {card.get('finished_utc', '?')[:19]} UTC "
+            f"at commit {str(card.get('git_commit', '?'))[:12]}")
+        _atomic_write(dest / "record.json",
+                      (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
 
 
 def find_record(spec, record_dir=None) -> Path | None:
@@ -443,7 +470,98 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
 
 
 # ---------------------------------------------------------------------------------------------
-# CLI: gtalib record {add,list,check}
+# What the records cost
+
+
+def _cpu_of(folder: Path) -> str:
+    """``"AMD EPYC (family 26, model 2)"`` from the bundle's machine kind, else the recording
+    machine's CPU name with ``", kind unknown"``."""
+    kind = record_machine_kind(folder)
+    if kind:
+        return f"{kind['cpu_model_name']} (family {kind['cpu_family']}, model {kind['cpu_model']})"
+    return f"{load_record_info(folder)['machine']['cpu']}, kind unknown"
+
+
+def cost_table(record_dir=None):
+    """One row per recorded configuration (every field of the run's spec but the seed): ``run``
+    (:meth:`gtalib.runs.RunSpec.describe` less the seed), ``n_layer``, ``steps``, ``tokens`` per
+    run, ``seeds`` (sorted), ``runs``, core-seconds per run (``core_s_median``, ``core_s_min``,
+    ``core_s_max``; a run's wall time in seconds × its torch threads, from its card, so a run
+    slowed by other work on its machine counts as measured), ``resumed`` (runs resumed from a
+    checkpoint, whose card times only the last process: left out of the per-run figures and
+    counted at the median in the total), ``core_s_total`` and ``cpu`` (the machine kind that
+    trained it, :func:`record_machine_kind`). Sorted by ``core_s_total``, largest first.
+    Returns a :class:`pandas.DataFrame`.
+    """
+    import pandas as pd
+
+    rows = []
+    for folder in list_records(record_dir):
+        spec, card = store.load_spec(folder), store.load_card(folder)
+        key = json.dumps({**spec.to_dict(), "seed": None}, sort_keys=True)
+        rows.append({"key": key, "run": spec.describe().replace(f" seed={spec.seed}", ""),
+                     "n_layer": spec.model.n_layer, "steps": spec.train.max_steps,
+                     "tokens": spec.train.max_steps * spec.train.tokens_per_step,
+                     "seed": spec.seed, "resumed": bool(card.get("resumed")),
+                     "core_s": (math.nan if card.get("resumed")
+                                else card["wall_time_s"] * card["threads"]),
+                     "cpu": _cpu_of(folder)})
+    cols = ["run", "n_layer", "steps", "tokens", "seeds", "runs", "core_s_median", "core_s_min",
+            "core_s_max", "resumed", "core_s_total", "cpu"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    out = df.groupby("key", sort=False).agg(
+        run=("run", "first"), n_layer=("n_layer", "first"), steps=("steps", "first"),
+        tokens=("tokens", "first"), seeds=("seed", lambda s: tuple(sorted(s))),
+        runs=("seed", "size"), core_s_median=("core_s", "median"), core_s_min=("core_s", "min"),
+        core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
+        cpu=("cpu", lambda c: "; ".join(sorted(set(c)))))
+    measured = df.groupby("key", sort=False)["core_s"].sum()
+    out["core_s_total"] = measured + out["resumed"] * out["core_s_median"]
+    return out.sort_values(["core_s_total", "run"], ascending=[False, True]).reset_index(
+        drop=True)[cols]
+
+
+def costs_markdown(record_dir=None) -> str:
+    """The Markdown page ``docs/recorded_runs.md``: :func:`cost_table` with its totals (what
+    ``gtalib book --train-recorded`` re-trains, in core-seconds and hours on one core each)."""
+    t = cost_table(record_dir)
+    total = float(t["core_s_total"].sum())
+    lines = [
+        "# Recorded runs and what they cost",
+        "",
+        "Generated by `gtalib record costs > docs/recorded_runs.md` from the bundles in "
+        "`book/recorded/`; a test fails when it is out of date.",
+        "",
+        f"{int(t['runs'].sum())} recorded runs in {len(t)} "
+        f"configuration{'' if len(t) == 1 else 's'}, "
+        f"**{total:,.0f} core-seconds** ({total / 3600:.1f} core-hours) as measured: "
+        f"re-training all of them (`gtalib record check` without a run id) costs about {total / 7200:.1f} hours on two cores with two "
+        "one-thread processes. Core-seconds are each run's wall time × its torch threads (one "
+        "for every record here), from its `card.json`; runs trained while other work shared the "
+        "machine took longer than they would alone, so the spread per configuration "
+        "(min–max) is part of the measurement. A run resumed from a checkpoint (column "
+        "*resumed*) is timed only from its last start, so it is left out of the per-run "
+        "figures and counted at its configuration's median in the total. The CPU is the machine kind that trained the "
+        "run (`gtalib/machine.py`; \"kind unknown\" for bundles recorded before kinds were "
+        "kept, named by the recording machine's CPU).",
+        "",
+        "| run (all seeds) | layers | steps | tokens/run | seeds | core-s per run, median "
+        "(min–max) | resumed | core-s total | CPU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in t.itertuples():
+        lines.append(
+            f"| {r.run} | {r.n_layer} | {r.steps:,} | {r.tokens:,} | "
+            f"{', '.join(map(str, r.seeds))} | {r.core_s_median:,.0f} "
+            f"({r.core_s_min:,.0f}–{r.core_s_max:,.0f}) | {r.resumed} | "
+            f"{r.core_s_total:,.0f} | {r.cpu} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI: gtalib record {add,list,check,costs}
 
 
 def add_cli(subparsers) -> argparse.ArgumentParser:
@@ -463,6 +581,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     c.add_argument("run_ids", nargs="*", help="run ids (default: all; see `gtalib record list`)")
     c.add_argument("--record-dir", default=None)
     c.set_defaults(func=_cli_check)
+    k = sub.add_parser("costs", help="what each recorded configuration cost, in core-seconds, "
+                       "and on which CPU (Markdown, as docs/recorded_runs.md)")
+    k.add_argument("--record-dir", default=None)
+    k.set_defaults(func=lambda args: print(costs_markdown(args.record_dir), end="") or 0)
     return p
 
 

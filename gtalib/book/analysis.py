@@ -675,7 +675,7 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     from gtalib.book.plan import make_plan
 
     fig = figures.ablation(key)
-    refs = figures.figure_runs(key, preset, seeds, variants)
+    refs = figures.figure_runs(key, preset, seeds, variants, max_steps)
     col = collect_runs(refs, make_plan(preset, seeds, max_steps), run_dir, train=train)
     ok, bad = complete_variants(col)
     runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
@@ -1258,7 +1258,7 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
                 continue
             key = (variant, "rec", depth, steps, seed)
             if key in final.index:  # a variant is in one part only (Ladder checks it)
-                part = "gate" if variant in figures.ladder(preset).gate_variants else "init"
+                part = figures.ladder(preset).part(variant)
                 per_seed.append((part, variant, arm, depth, steps, seed, value - final[key]))
     per_seed = pd.DataFrame(per_seed, columns=cols)
     pairs = collected.pairs
@@ -1312,6 +1312,36 @@ def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max
     pos = [d for d, sg in zip(depths, signs) if sg]
     return (f"{name}: the mean ΔL changes sign {' and '.join(changes)}; it has {plus} at "
             f"{', '.join(map(str, pos))} {_layers(pos)}; {sure_txt}.")
+
+
+def token_sentence(points: pd.DataFrame, variant: str, n_layer: int) -> str:
+    """One sentence on the gate's token axis of ``variant`` at ``n_layer`` layers: the training
+    length (steps, and tokens per run at ``tokens_per_step``) from which the mean ΔL = L(no gate)
+    − L(gate) has the paper's sign (> 0) at every longer rung, or that it never does within the
+    ladder, and at which lengths its interval excludes zero."""
+    from gtalib.book import figures
+
+    s = points[(points["part"] == "gate") & (points["variant"] == variant)
+               & (points["arm"] == "alt") & (points["n_layer"] == n_layer)
+               ].sort_values("max_steps")
+    name = figures.display_name(variant)
+    if s.empty:
+        return f"{name} at {n_layer} {_layers([n_layer])}: no complete point."
+    steps, means = s["max_steps"].tolist(), s["mean"].tolist()
+    sure = [f"{n:,}" for n, lo, hi in zip(steps, s["low"], s["high"]) if lo > 0 or hi < 0]
+    sure_txt = (f"its interval over seeds excludes zero at {', '.join(sure)} steps" if sure
+                else "its interval covers zero at every length")
+    head = f"{name} at {n_layer} {_layers([n_layer])} ({steps[0]:,}–{steps[-1]:,} steps)"
+    # the first rung from which every longer rung has the paper's sign
+    turn = next((i for i in range(len(steps)) if all(m > 0 for m in means[i:])), None)
+    if turn is None:
+        return (f"{head}: ΔL does not take the paper's sign at the longest rung "
+                f"({means[-1]:+.3f} at {steps[-1]:,} steps); {sure_txt}.")
+    if turn == 0:
+        return f"{head}: ΔL has the paper's sign (> 0) at every length; {sure_txt}."
+    return (f"{head}: ΔL turns to the paper's sign between {steps[turn - 1]:,} and "
+            f"{steps[turn]:,} steps ({means[turn - 1]:+.3f} → {means[turn]:+.3f}) and keeps it "
+            f"to {steps[-1]:,}; {sure_txt}.")
 
 
 def _layers(depths) -> str:

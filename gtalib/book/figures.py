@@ -156,6 +156,9 @@ class Ablation:
         claim: the paper's conclusion, as a sentence.
         ci_variants: the small subset used at the ``ci`` preset (chosen to share runs across
             figures).
+        train: preset → training overrides of this figure's runs (sorted ``(field, value)``
+            pairs of :func:`gtalib.train_config.train_config`), for a figure whose effect needs
+            a longer run than the preset's default; fixed before any run, both arms alike.
     """
 
     key: str
@@ -170,6 +173,7 @@ class Ablation:
     paper_ylim: tuple | None = None
     claim: str = ""
     ci_variants: tuple[str, ...] = ()
+    train: dict = field(default_factory=dict)
 
     def paper_final(self, variant: str) -> float:
         """Paper's final ΔL for ``variant`` in nats: ``ln(PPL_alt / PPL_rec)`` of the 7-set
@@ -190,6 +194,10 @@ class Ablation:
         ]
         return pd.DataFrame(rows, columns=["variant", "tokens_B", "delta"])
 
+
+#: Training length of the gating chapter at the ``cpu`` preset, in optimizer steps (4× the
+#: preset's 250; 2.05 M tokens per run).
+GATE_CPU_STEPS = 1000
 
 # First logged point of the paper's curves, in B tokens (≈: the curves start at the left edge).
 _X0 = 1.0
@@ -248,6 +256,10 @@ ABLATIONS: dict[str, Ablation] = {
             claim="The output gate helps GQA, MLA, GLA-2, MLRA-2 and MLRA-4; largest gain for "
                   "GQA; gated MLRA-4 is the paper's best model.",
             ci_variants=("gqa", "mla"),
+            # At 250 steps the gate is behind at every depth of the scale ladder; at 8 layers
+            # and 1000 steps (the ladder's long rung) GQA's ΔL takes the paper's sign
+            # (docs/cpu_regime.md, "The default book").
+            train={"cpu": (("max_steps", GATE_CPU_STEPS),)},
         ),
         Ablation(
             key="latent_scale",
@@ -415,8 +427,11 @@ def _opts(d: dict) -> tuple:
     return tuple(sorted(d.items()))
 
 
-def figure_runs(key: str, preset: str, seeds: int, variants=None) -> list[RunRef]:
-    """Every run an ablation figure needs: both arms of each variant for seeds ``0..seeds-1``.
+def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
+                ) -> list[RunRef]:
+    """Every run an ablation figure needs: both arms of each variant for seeds ``0..seeds-1``,
+    at the figure's own training length at ``preset`` (:attr:`Ablation.train`) unless the book
+    overrides the length for every figure (``max_steps`` not ``None``).
 
     Raises:
         ValueError: ``seeds`` < 1.  KeyError: unknown figure or variant.
@@ -424,8 +439,9 @@ def figure_runs(key: str, preset: str, seeds: int, variants=None) -> list[RunRef
     if not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     fig = ablation(key)
+    train = fig.train.get(preset, ()) if max_steps is None else ()
     return [
-        RunRef(v, arm, _opts(opts), s)
+        RunRef(v, arm, _opts(opts), s, train)
         for v in figure_variants(key, preset, variants)
         for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
         for s in range(seeds)
@@ -448,7 +464,9 @@ class Ladder:
     """The scale ladder of one preset: the init ablation of ``init_variants`` and the gate
     ablation of ``gate_variants`` repeated at every depth of ``depths`` (the FFN width solved
     per depth, so every rung is parameter-matched), the gate at each multiple in
-    ``step_factors`` of ``base_steps``.
+    ``step_factors`` of ``base_steps``; and the gate's token axis: the gate ablation of
+    ``token_variants`` at ``token_depth`` layers at each multiple in ``token_factors`` of
+    ``base_steps`` (a run shared with the depth axis is one run).
 
     Arms (ΔL = L(arm) − L(rec), rec = zero init / gate on): init ``alt`` = N(0, σ) output
     projections; for ``scaled_variants`` also ``scaled`` = N(0, σ/√(2L)) output projections
@@ -469,24 +487,32 @@ class Ladder:
     gate_variants: tuple[str, ...] = ("gqa",)
     gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
     step_factors: tuple[int, ...] = (1, 4)
+    token_variants: tuple[str, ...] = ()
+    token_depth: int = 8
+    token_factors: tuple[int, ...] = (1, 4)
     seeds: int = 3
 
     def __post_init__(self):
-        both = set(self.init_variants) & set(self.gate_variants)
+        both = set(self.init_variants) & (set(self.gate_variants) | set(self.token_variants))
         if both:  # a run's part is read off its variant (gtalib.book.analysis.ladder_result)
-            raise ValueError(f"Ladder: variants {sorted(both)} are in both init_variants and "
-                             f"gate_variants; allowed: disjoint lists")
+            raise ValueError(f"Ladder: variants {sorted(both)} are in init_variants and in "
+                             f"gate_variants or token_variants; allowed: disjoint lists")
         if not set(self.scaled_variants) <= set(self.init_variants):
             raise ValueError(f"Ladder.scaled_variants {self.scaled_variants} must be among "
                              f"init_variants {self.init_variants}")
 
+    def part(self, variant: str) -> str:
+        """``"gate"`` for a variant of the gate's depth or token axis, else ``"init"``."""
+        return "gate" if variant in (*self.gate_variants, *self.token_variants) else "init"
+
 
 #: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
-#: and 8 layers and 250 / 1000 steps; ``ci`` a two-rung miniature for the tests.
+#: and 8 layers and 250 / 1000 steps, the gate of GQA and MLRA-4 at 8 layers and 250 / 1000
+#: steps; ``ci`` a two-rung miniature for the tests.
 LADDERS: dict[str, Ladder] = {
-    "cpu": Ladder(depths=(2, 4, 8), base_steps=250),
+    "cpu": Ladder(depths=(2, 4, 8), base_steps=250, token_variants=("gqa", "mlra-4")),
     "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3),
-                 seeds=2),
+                 token_variants=("gqa", "mla"), token_depth=2, token_factors=(1, 3), seeds=2),
 }
 
 
@@ -515,20 +541,22 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
         raise ValueError(f"part must be 'init', 'gate' or None, got {part!r}")
     groups = []
     if part in (None, "init"):
-        groups.append((lad.init_variants, lad.init_arms, (1,)))
-        groups.append((lad.scaled_variants, (lad.scaled_arm,), (1,)))
+        groups.append((lad.init_variants, lad.init_arms, (1,), lad.depths))
+        groups.append((lad.scaled_variants, (lad.scaled_arm,), (1,), lad.depths))
     if part in (None, "gate"):
-        groups.append((lad.gate_variants, lad.gate_arms, lad.step_factors))
-    return [
+        groups.append((lad.gate_variants, lad.gate_arms, lad.step_factors, lad.depths))
+        groups.append((lad.token_variants, lad.gate_arms, lad.token_factors, (lad.token_depth,)))
+    refs = [
         RunRef(v, arm, _opts({**dict(opts), "n_layer": depth}), s,
                train=(("max_steps", lad.base_steps * factor),))
-        for variants, arms, factors in groups
+        for variants, arms, factors, depths in groups
         for factor in factors
-        for depth in lad.depths
+        for depth in depths
         for v in variants
         for s in range(seeds)
         for arm, opts in arms
     ]
+    return list(dict.fromkeys(refs))  # the token axis shares GQA's runs with the depth axis
 
 
 #: Option defaults of ``gtalib.presets.model_config`` (docs/variants.md "Ablation switches").

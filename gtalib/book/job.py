@@ -44,7 +44,7 @@ BOOK_DIR = REPO / "book"
 NOTEBOOK_DIR = REPO / "notebooks"
 MATHJAX_VERSION = "3.2.2"
 #: Seeds per configuration of the default book (the Makefile's ``SEEDS`` says the same).
-DEFAULT_SEEDS = 2
+DEFAULT_SEEDS = 3
 
 #: Notebooks whose pages carry a figure (checked by scripts/check_book.py).
 FIGURE_NOTEBOOKS = (
@@ -376,6 +376,7 @@ def presets_markdown() -> str:
     column per preset so that it fits the text column."""
     import pandas as pd
 
+    from gtalib.book import figures
     from gtalib.presets import PRESETS, train_config
 
     rows = {}
@@ -389,7 +390,12 @@ def presets_markdown() -> str:
         }
     df = pd.DataFrame(rows)
     df.index.name = "preset"
-    return _md_table(df) + "\n"
+    own = [f"the {fig.title.split(':')[0].lower()} trains {t.max_steps:,} steps "
+           f"({t.max_steps * t.tokens_per_step:,} tokens per run) at `{name}`"
+           for fig in figures.ABLATIONS.values() for name, over in fig.train.items()
+           for t in [train_config(name, **dict(over))]]
+    note = f"\nFigures with their own training length: {'; '.join(own)}.\n" if own else ""
+    return _md_table(df) + "\n" + note
 
 
 def recipe_markdown() -> str:

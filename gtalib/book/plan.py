@@ -99,7 +99,8 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=NOTEBOOKS) -> P
     unknown = [n for n in notebooks if n not in NOTEBOOKS]
     if unknown:
         raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(NOTEBOOKS)}")
-    refs = {k: tuple(figures.figure_runs(k, preset, seeds)) for k in figures.ABLATIONS}
+    refs = {k: tuple(figures.figure_runs(k, preset, seeds, max_steps=max_steps))
+            for k in figures.ABLATIONS}
     refs["main"] = tuple(figures.main_runs(preset, seeds))
     ladder = tuple(figures.ladder_runs(preset)) if preset in figures.LADDERS else ()
     return Plan(preset, seeds, max_steps, figures.preset_tokenizer(preset),

@@ -809,41 +809,53 @@ def _ladder_series(points: pd.DataFrame):
         yield (*key, g.sort_values("n_layer"))
 
 
+def _ladder_point(ax, g, x, color, marker, style, label, dots, xcol, hollow=False):
+    """One ladder series: the mean over seeds with its Student-t error bar from
+    :data:`MIN_BAND_SEEDS` seeds up, and every seed as a small dot; returns the y-values shown."""
+    wide = g["n"] < MIN_BAND_SEEDS  # no error bar: the interval would fill the panel
+    yerr = [(g["mean"] - g["low"]).mask(wide).fillna(0),
+            (g["high"] - g["mean"]).mask(wide).fillna(0)]
+    ax.errorbar(x, g["mean"], yerr=yerr, color=color, ls=style, marker=marker, capsize=3,
+                label=label, mfc="white" if hollow else color)
+    ax.scatter(dots[xcol], dots["delta"], color=color, s=8, alpha=0.5, zorder=1)
+    return [*g["mean"], *dots["delta"]]
+
+
 def plot_ladder(result) -> plt.Figure:
-    """ΔL against depth (log₂ axis): the init ladder (left) and the gate ladder (right). Each
-    point is the mean over seeds, with its Student-t interval as an error bar from
-    :data:`MIN_BAND_SEEDS` seeds up, every seed a small dot; the paper's ΔL (2.9 B parameters,
-    24 layers) is a star at 24 layers, and a grey band marks the depth the preset's ablation
-    pages train at. The y-range is set by the points, dots and stars (an error bar reaching
-    beyond is cut at the frame); the legends sit below the panels."""
+    """The ladder's three panels: ΔL against depth (log₂ axis) for the init ladder (left) and
+    the gate (middle), and the gate's ΔL against training length at the token axis' depth
+    (right, log₂ axis in steps). Each point is the mean over seeds, with its Student-t interval
+    as an error bar from :data:`MIN_BAND_SEEDS` seeds up, every seed a small dot; on the depth
+    panels the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers, and a grey band
+    marks the depth the preset's ablation pages train at. The y-range is set by the points,
+    dots and stars (an error bar reaching beyond is cut at the frame); the legends sit below
+    the panels."""
     set_style()
+    lad = F.ladder(result.preset)
     book_depth = PRESETS[result.preset]["n_layer"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.8))
     pts, per_seed = result.points, result.per_seed
     base_steps = pts["max_steps"].min()
+    depth_variants = {"init": lad.init_variants, "gate": lad.gate_variants}
     for ax, part in zip(axes, ("init", "gate")):
         fig_spec = F.ablation(part)
         shown = []
         ax.axhline(0, color="black", lw=0.8)
         ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
                    label=f"depth of this book's ablation pages ({book_depth} layers)")
-        for _, variant, arm, steps, g in _ladder_series(pts[pts["part"] == part]):
-            color = F.VARIANT_COLORS[variant]
+        on_axis = pts[(pts["part"] == part) & pts["variant"].isin(depth_variants[part])]
+        for _, variant, arm, steps, g in _ladder_series(on_axis):
             marker, _ = _variant_style(fig_spec, variant)
             # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
             style = ":" if arm == "scaled" else "-" if steps == base_steps else "--"
-            label = f"{F.display_name(variant)}: {_LADDER_DELTA[(part, arm)]}, {steps} steps"
-            wide = g["n"] < MIN_BAND_SEEDS  # no error bar: the interval would fill the panel
-            yerr = [(g["mean"] - g["low"]).mask(wide).fillna(0),
-                    (g["high"] - g["mean"]).mask(wide).fillna(0)]
-            ax.errorbar(g["n_layer"], g["mean"], yerr=yerr, color=color, ls=style, marker=marker,
-                        capsize=3, label=label, mfc="white" if arm == "scaled" else color)
             dots = per_seed[(per_seed["part"] == part) & (per_seed["variant"] == variant)
                             & (per_seed["arm"] == arm) & (per_seed["max_steps"] == steps)]
-            ax.scatter(dots["n_layer"], dots["delta"], color=color, s=8, alpha=0.5, zorder=1)
-            shown += [*g["mean"], *dots["delta"]]
-        for variant in dict.fromkeys(pts.loc[pts["part"] == part, "variant"]):
-            paper = pts[(pts["part"] == part) & (pts["variant"] == variant)]["paper"].dropna()
+            shown += _ladder_point(
+                ax, g, g["n_layer"], F.VARIANT_COLORS[variant], marker, style,
+                f"{F.display_name(variant)}: {_LADDER_DELTA[(part, arm)]}, {steps} steps",
+                dots, "n_layer", hollow=arm == "scaled")
+        for variant in dict.fromkeys(on_axis["variant"]):
+            paper = on_axis[on_axis["variant"] == variant]["paper"].dropna()
             if not paper.empty:
                 ax.scatter([PAPER_DEPTH], [paper.iloc[0]], marker="*", s=140,
                            color=F.VARIANT_COLORS[variant], edgecolor="black", zorder=3,
@@ -857,6 +869,26 @@ def plot_ladder(result) -> plt.Figure:
         ax.set_ylabel("final ΔL (nats); > 0: paper's choice better")
         ax.set_title({"init": "Initialisation: ΔL = L(arm) − L(zero init)",
                       "gate": "Gate: ΔL = L(no gate) − L(gate)"}[part], fontsize=10)
+    ax, shown = axes[2], []
+    ax.axhline(0, color="black", lw=0.8)
+    tokens = pts[(pts["part"] == "gate") & (pts["n_layer"] == lad.token_depth)
+                 & pts["variant"].isin(lad.token_variants) & (pts["arm"] == "alt")]
+    for variant, g in tokens.groupby("variant", sort=False):
+        g = g.sort_values("max_steps")
+        dots = per_seed[(per_seed["part"] == "gate") & (per_seed["variant"] == variant)
+                        & (per_seed["arm"] == "alt") & (per_seed["n_layer"] == lad.token_depth)]
+        shown += _ladder_point(ax, g, g["max_steps"], F.VARIANT_COLORS[variant],
+                               _variant_style(F.ablation("gate"), variant)[0], "-",
+                               f"{F.display_name(variant)}: no gate − gate", dots, "max_steps")
+    if shown:
+        ax.set_ylim(*curve_limits(shown))
+        lengths = sorted(set(tokens["max_steps"]))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
+    ax.set_xlabel("training steps (log scale)")
+    ax.set_ylabel("final ΔL (nats); > 0: gate better")
+    ax.set_title(f"Gate against training length, {lad.token_depth} layers", fontsize=10)
+    for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     fig.tight_layout()
@@ -892,7 +924,7 @@ def show_ladder(result) -> None:
     the sentence per series, the table of points and the parameter matching per rung."""
     from IPython.display import Markdown, display
 
-    from gtalib.book.analysis import ladder_sentence
+    from gtalib.book.analysis import ladder_sentence, token_sentence
 
     notice = missing_notice(result.collected)
     if notice:
@@ -902,9 +934,14 @@ def show_ladder(result) -> None:
         return
     plot_ladder(result)
     plt.show()
+    lad = F.ladder(result.preset)
+    depth_variants = {"init": lad.init_variants, "gate": lad.gate_variants}
     lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
              + ladder_sentence(result.points, part, variant, arm, steps)
-             for part, variant, arm, steps, _ in _ladder_series(result.points)]
+             for part, variant, arm, steps, _ in _ladder_series(result.points)
+             if variant in depth_variants[part]]
+    lines += [f"- *gate against training length* — "
+              + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
     display(Markdown("\n".join(lines)))
     display(Markdown(final_table_words(result.confidence)))
     display(format_ladder_table(result.points, result.confidence))

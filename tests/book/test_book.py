@@ -93,6 +93,8 @@ def test_presets_markdown_reports_the_presets():
     tokens = next(line for line in lines if line.startswith("| tokens/run |")).split(" | ")
     assert steps[3] == f"{cpu.max_steps:,}" and steps[1] == f"{paper.max_steps:,}"
     assert tokens[3] == f"{cpu.max_steps * cpu.tokens_per_step:,}"
+    assert md.endswith("Figures with their own training length: the gating ablation trains "
+                       f"1,000 steps ({1000 * cpu.tokens_per_step:,} tokens per run) at `cpu`.\n")
 
 
 def test_cli_registers_book():

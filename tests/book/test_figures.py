@@ -41,9 +41,19 @@ def test_main_table_values_are_the_papers():
 
 
 def test_run_sets_count_each_configuration_once():
-    # cpu: init 9×2 arms = 18; gate: 5 gated + plain MLRA-2/MLRA-4 = 7; latent: 3 unscaled;
-    # heads: 3 doubled; main: 11 plain + gated MLRA-4, all already counted -> 31 configurations
-    assert len(make_plan("cpu", 2).runs) == 31 * 2
+    # cpu: init 9×2 arms = 18 (250 steps); gate 5×2 = 10 at its own 1000 steps, shared with
+    # nothing; latent: 3 unscaled + MLRA-2; heads: 3 doubled; main: 11 plain (all but MLRA-4
+    # counted) + gated MLRA-4 -> 37 configurations
+    assert len(make_plan("cpu", 2).runs) == 37 * 2
+    gate = make_plan("cpu", 2).figure_refs["gate"]
+    assert {r.train for r in gate} == {(("max_steps", F.GATE_CPU_STEPS),)}
+    assert {r.train for r in make_plan("cpu", 2).figure_refs["init"]} == {()}
+    # a book-wide length override applies to every figure, the gating page's included
+    assert {r.train for r in make_plan("cpu", 2, max_steps=20).figure_refs["gate"]} == {()}
+    assert make_plan("cpu", 2, max_steps=20).spec(gate[0]).train.max_steps == 1000
+    assert make_plan("cpu", 2, max_steps=20).spec(
+        make_plan("cpu", 2, max_steps=20).figure_refs["gate"][0]).train.max_steps == 20
+    assert {r.train for r in make_plan("ci", 1).figure_refs["gate"]} == {()}
     # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2
     assert len(make_plan("ci", 1).runs) == 11
     refs = F.figure_runs("gate", "cpu", 3)

@@ -25,12 +25,21 @@ import synthetic  # noqa: E402
 def test_ladder_runs_cover_every_rung_arm_and_length():
     refs = F.ladder_runs("cpu", 3)
     # init: 3 variants x 3 depths x 2 arms + MHA scaled x 3 depths; gate: 3 depths x 2 arms x 2
-    # lengths; all x 3 seeds
-    assert len(refs) == (3 * 3 * 2 + 3 + 3 * 2 * 2) * 3
+    # lengths; token axis: MLRA-4 x 2 arms x 2 lengths at 8 layers (GQA's there are the depth
+    # axis' runs); all x 3 seeds
+    assert len(refs) == len(set(refs)) == (3 * 3 * 2 + 3 + 3 * 2 * 2 + 2 * 2) * 3
     assert {dict(r.options)["n_layer"] for r in refs} == {2, 4, 8}
     gate_steps = {dict(r.train)["max_steps"] for r in refs if r.variant == "gqa"}
     assert gate_steps == {250, 1000}
-    assert {dict(r.train)["max_steps"] for r in refs if r.variant != "gqa"} == {250}
+    mlra4 = {(dict(r.options)["n_layer"], dict(r.train)["max_steps"], r.arm)
+             for r in refs if r.variant == "mlra-4"}
+    assert mlra4 == {(8, n, arm) for n in (250, 1000) for arm in ("alt", "rec")}
+    assert {dict(r.train)["max_steps"] for r in refs
+            if r.variant not in ("gqa", "mlra-4")} == {250}
+    assert {F.ladder("cpu").part(v) for v in ("gqa", "mlra-4")} == {"gate"}
+    assert F.ladder("cpu").part("tpa") == "init"
+    with pytest.raises(ValueError, match="token_variants"):
+        F.Ladder(depths=(2,), base_steps=10, token_variants=("mha",))
     long = F.RunRef("gqa", "alt", (("n_layer", 8),), 0, train=(("max_steps", 1000),))
     from gtalib.presets import train_config
 
@@ -53,9 +62,9 @@ def test_every_rung_is_parameter_matched_within_a_tenth_of_a_percent():
 
 
 def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign():
-    """The default book trains at the ladder's deepest rung, and at its training length the
-    ablation pages' runs *are* the ladder's runs there (same spec, same run id), so both pages
-    show one set of numbers."""
+    """The default book trains at the ladder's deepest rung, and there the ablation pages' runs
+    *are* the ladder's runs (same spec, same run id), so both pages show one set of numbers: the
+    init rung at the preset's length, the gate rung at the gating page's 1000 steps."""
     from gtalib.presets import PRESETS, train_config
 
     lad = F.ladder("cpu")
@@ -64,12 +73,20 @@ def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign()
     data = synthetic.synthetic_identity("cpu")
     plan = make_plan("cpu", 2)
     book_ids = {F.run_spec(r, "cpu", None, data).run_id: r.label for r in plan.runs}
-    rung = [r for r in plan.ladder_refs if dict(r.options)["n_layer"] == depth
-            and dict(r.train)["max_steps"] == lad.base_steps and r.seed < 2
-            and r.arm != "scaled"]
-    labels = {book_ids.get(F.run_spec(r, "cpu", None, data).run_id) for r in rung}
-    assert labels == {"MHA normal init", "MHA zero init", "MLA normal init", "MLA zero init",
-                      "TPA normal init", "TPA zero init", "GQA zero init", "GQA + gate"}
+    def labels(steps, part):
+        rung = [r for r in plan.ladder_refs if dict(r.options)["n_layer"] == depth
+                and dict(r.train)["max_steps"] == steps and r.seed < 2
+                and r.arm != "scaled" and lad.part(r.variant) == part]
+        return {book_ids.get(F.run_spec(r, "cpu", None, data).run_id) for r in rung}
+
+    assert labels(lad.base_steps, "init") == {"MHA normal init", "MHA zero init",
+                                              "MLA normal init", "MLA zero init",
+                                              "TPA normal init", "TPA zero init"}
+    assert F.GATE_CPU_STEPS == 4 * lad.base_steps
+    assert labels(F.GATE_CPU_STEPS, "gate") == {"GQA no gate", "GQA + gate", "MLRA-4 no gate",
+                                                "MLRA-4 + gate"}
+    # at 250 steps the ladder's gate pairs are main-table runs (MLRA-4) or the init page's (GQA)
+    assert labels(lad.base_steps, "gate") == {"GQA zero init", None, "MLRA-4", "MLRA-4 + gate"}
     # the ladder shows its own seeds (3 recorded), not the book's
     assert {r.seed for r in plan.ladder_refs} == set(range(lad.seeds)) == {0, 1, 2}
 
@@ -103,6 +120,8 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
         depth = dict(ref.options)["n_layer"]
         if ref.variant == "gqa":
             return 0.02  # the gate always helps
+        if ref.variant == "mla":  # the token axis: the gate helps only in the longer runs
+            return -0.01 if dict(ref.train)["max_steps"] == 10 else 0.01
         return 0.01 * (depth - 1.5)  # normal vs zero: < 0 at 1 layer, > 0 at 2 layers
 
     _write_ladder_store(tmp_path, "ci", 2, offset)
@@ -127,6 +146,27 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     assert "changes sign between 1 and 2 layers" in s and "at 2 layers" in s
     g = A.ladder_sentence(r.points, "gate", "gqa", "alt", 30)
     assert "has the paper's sign (ΔL > 0) at every depth" in g and "1–2 layers" in g
+    # the token axis: MLA only at 2 layers, both lengths, in the gate part
+    assert pts.loc[("gate", "mla", "alt", 2, 10), "mean"] == pytest.approx(-0.009)
+    assert pts.loc[("gate", "mla", "alt", 2, 30), "mean"] == pytest.approx(0.011)
+    assert not any(k[1] == "mla" and k[3] == 1 for k in pts.index)
+    t = A.token_sentence(r.points, "mla", 2)
+    assert "turns to the paper's sign between 10 and 30 steps (-0.009 → +0.011)" in t
+    assert "at 2 layers (10–30 steps)" in t
+    assert "has the paper's sign (> 0) at every length" in A.token_sentence(r.points, "gqa", 2)
+    never = r.points.assign(mean=-r.points["mean"], low=-r.points["high"],
+                            high=-r.points["low"])
+    assert "does not take the paper's sign at the longest rung" in A.token_sentence(
+        never, "mla", 2)
+    assert A.token_sentence(r.points, "mla", 1) == "MLA at 1 layer: no complete point."
+    import matplotlib
+    matplotlib.use("Agg")
+    from gtalib.book import plotting
+    fig = plotting.plot_ladder(r)
+    # the depth panels hold the depth axis only; the token panel holds MLA and GQA at 2 layers
+    assert not any("MLA" in t.get_text() for t in fig.axes[1].get_legend().get_texts())
+    assert {t.get_text() for t in fig.axes[2].get_legend().get_texts()} == {
+        "GQA: no gate − gate", "MLA: no gate − gate"}
     # one run missing: listed, and its point computed from the remaining seed only
     gone = r.collected.status.query("variant == 'mha' and arm == 'alt' and seed == 1")
     for rid in gone["run_id"]:

@@ -46,6 +46,69 @@ def test_bundle_holds_the_run_and_where_it_was_recorded(finished_run, tmp_path):
     assert (folder / "record.json").read_text() == stamp
 
 
+def test_a_bit_identical_retraining_completes_an_older_bundle(finished_run, tmp_path):
+    """A bundle recorded before probes and machine kinds gains both from a re-training with
+    equal metrics, keeping its date; a re-training with other metrics replaces it whole."""
+    _, spec, path = finished_run
+    folder = records.record_run(path, tmp_path)
+    (folder / "probes.json").unlink()
+    info = json.loads((folder / "record.json").read_text())
+    info["machine_kind"] = None
+    (folder / "record.json").write_text(json.dumps(info))
+    records.record_run(path, tmp_path)
+    done = json.loads((folder / "record.json").read_text())
+    assert done["recorded_utc"] == info["recorded_utc"]
+    assert done["machine_kind"] == runs.load_card(path)["machine_kind"]
+    assert done["machine_kind_source"].startswith("bit-identical re-training finished ")
+    assert (folder / "probes.json").read_bytes() == (path / "probes.json").read_bytes()
+    assert records.record_machine_kind(folder) == done["machine_kind"]
+    # a known kind is never overwritten
+    done["machine_kind"] = {"cpu_vendor": "elsewhere"}
+    (folder / "record.json").write_text(json.dumps(done))
+    records.record_run(path, tmp_path)
+    assert json.loads((folder / "record.json").read_text())["machine_kind"] == {
+        "cpu_vendor": "elsewhere"}
+    assert not list(folder.glob(".*.tmp"))
+
+
+def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
+    """Two seeds of one configuration are one row; a resumed run counts at the median."""
+    _, spec, path = finished_run
+    a = records.record_run(path, tmp_path)
+    card = runs.load_card(path)
+    for name, seed, wall, resumed in (("s1", 1, 30.0, False), ("s2", 2, 5.0, True)):
+        b = tmp_path / name
+        shutil.copytree(a, b)
+        d = json.loads((b / "spec.json").read_text())
+        d["seed"] = seed
+        (b / "spec.json").write_text(json.dumps(d))
+        (b / "card.json").write_text(json.dumps({**card, "wall_time_s": wall, "threads": 2,
+                                                 "resumed": resumed}))
+    t = records.cost_table(tmp_path)
+    assert len(t) == 1
+    row = t.iloc[0]
+    own = card["wall_time_s"] * card["threads"]
+    median = (own + 60.0) / 2
+    assert row["seeds"] == (0, 1, 2) and row["runs"] == 3 and row["resumed"] == 1
+    assert row["core_s_median"] == pytest.approx(median)
+    assert (row["core_s_min"], row["core_s_max"]) == (pytest.approx(own), 60.0)
+    assert row["core_s_total"] == pytest.approx(own + 60.0 + median)
+    assert row["steps"] == spec.train.max_steps and row["n_layer"] == spec.model.n_layer
+    assert row["cpu"] == "{cpu_model_name} (family {cpu_family}, model {cpu_model})".format(
+        **card["machine_kind"])
+    md = records.costs_markdown(tmp_path)
+    assert "3 recorded runs in 1 configuration," in md and "| 0, 1, 2 |" in md
+
+
+def test_the_recorded_runs_page_is_current():
+    """docs/recorded_runs.md is what `gtalib record costs` prints for the committed records."""
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "recorded_runs.md"
+    assert page.read_text() == records.costs_markdown(), (
+        "docs/recorded_runs.md is stale: gtalib record costs > docs/recorded_runs.md")
+
+
 def test_record_list_has_a_header_and_survives_a_closed_pipe(finished_run, tmp_path):
     import subprocess
     import sys
