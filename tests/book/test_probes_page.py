@@ -194,7 +194,8 @@ def test_qiu_values_are_in_the_table():
 # --- the recorded bundles of book/recorded ------------------------------------------------------
 
 #: Recorded bundles (variant, arm, seed) -> run id: the gating chapter's 1000-step MLRA-2 and MLA
-#: pairs (both arms probed) and the 250-step MLA pair (only the gated arm probed).
+#: pairs (both arms probed) and the 250-step MLA pair (only the gated arm probed; the book reads
+#: no 250-step gated MLA run, these two bundles are kept for this test).
 BUNDLES_1000 = {("mlra-2", "alt", 0): "6282e169c50ed09e", ("mlra-2", "rec", 0): "7e36405a67995cc1",
                 ("mla", "alt", 0): "12e02a5c39291862", ("mla", "rec", 0): "887299de88065a8c"}
 BUNDLES_250 = {("mla", "alt", 0): "e86943321ee66dda", ("mla", "alt", 1): "93d0cbd8738bf115",
