@@ -528,7 +528,9 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
             card, source = ((record / "card.json", "recorded") if record is not None
                             else (card, "missing"))
         c = json.loads(card.read_text()) if card.exists() else {}
-        rows.append({"configuration": ref.label, "seed": ref.seed, "run": spec.run_id,
+        # a figure with its own length shares labels with the other figures' runs
+        label = f"{ref.label} ({spec.train.max_steps:,} steps)" if ref.train else ref.label
+        rows.append({"configuration": label, "seed": ref.seed, "run": spec.run_id,
                      "source": source,
                      "device": c.get("device", "missing"), "threads": c.get("threads", ""),
                      "git": str(c.get("git_commit") or "")[:12],

@@ -291,6 +291,17 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
         assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
 
 
+def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
+    """The gated MLRA-4 is a main-table run at 250 steps and a gating-page run at 1000: the
+    reproduction page's table keeps them apart by their length."""
+    plan = make_plan("cpu", book.DEFAULT_SEEDS)
+    info = book.build_info_markdown({"preset": "cpu", "seeds": book.DEFAULT_SEEDS,
+                                     "max_steps": None, "jobs": 2}, plan, tmp_path / "empty")
+    rows = [ln.split(" | ")[0].strip("| ") for ln in info.splitlines() if ln.startswith("| ")]
+    assert "MLRA-4 + gate" in rows and "MLRA-4 + gate (1,000 steps)" in rows
+    assert len(rows) == len(set(rows))
+
+
 def test_pages_say_which_runs_are_recorded():
     """An ablation or main-results page names the recorded configurations and where they were
     recorded; a page whose runs all share one source is not given a list."""
