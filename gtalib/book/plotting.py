@@ -822,9 +822,9 @@ def _ladder_point(ax, g, x, color, marker, style, label, dots, xcol, hollow=Fals
 
 
 def plot_ladder(result) -> plt.Figure:
-    """The ladder's three panels: ΔL against depth (log₂ axis) for the init ladder (left) and
-    the gate (middle), and the gate's ΔL against training length at the token axis' depth
-    (right, log₂ axis in steps). Each point is the mean over seeds, with its Student-t interval
+    """The ladder's three panels: ΔL against depth (log₂ axis) for the init ladder (top left)
+    and the gate (top right), and the gate's ΔL against training length at the token axis'
+    depth (bottom, log₂ axis in steps). Each point is the mean over seeds, with its Student-t interval
     as an error bar from :data:`MIN_BAND_SEEDS` seeds up, every seed a small dot; on the depth
     panels the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers, and a grey band
     marks the depth the preset's ablation pages train at. The y-range is set by the points,
@@ -833,7 +833,12 @@ def plot_ladder(result) -> plt.Figure:
     set_style()
     lad = F.ladder(result.preset)
     book_depth = PRESETS[result.preset]["n_layer"]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.8))
+    # two depth panels side by side, the token panel under the first: a row of three would be
+    # shrunk to unreadable in the book's text column
+    fig = plt.figure(figsize=(12, 11.5))
+    grid = fig.add_gridspec(2, 2)
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+            fig.add_subplot(grid[1, 0])]
     pts, per_seed = result.points, result.per_seed
     base_steps = pts["max_steps"].min()
     depth_variants = {"init": lad.init_variants, "gate": lad.gate_variants}
@@ -888,9 +893,11 @@ def plot_ladder(result) -> plt.Figure:
     ax.set_xlabel("training steps (log scale)")
     ax.set_ylabel("final ΔL (nats); > 0: gate better")
     ax.set_title(f"Gate against training length, {lad.token_depth} layers", fontsize=10)
-    for ax in axes:
+    for ax in axes[:2]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
+    if axes[2].get_legend_handles_labels()[0]:  # beside the token panel, in the free quarter
+        axes[2].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.08, 0.5))
     fig.tight_layout()
     return fig
 
