@@ -887,10 +887,10 @@ def probe_findings(summary: pd.DataFrame) -> str:
         if not sink:
             out.append(f"No attention sink forms at this scale: without the gate the "
                        f"first-token share is {range_text(alt['first_token_share'])} "
-                       f"({names(alt)}; mean over layers, "
-                       f"{range_text(alt['first_token_share_max'])} in the largest layer), at "
-                       f"most {SINK_FACTOR:g}× the {uniform}, against {q_share[0]} in Qiu et "
-                       f"al., so the gate's effect here cannot come from removing one.")
+                       f"({names(alt)}; mean over layers, at most {SINK_FACTOR:g}× the "
+                       f"{uniform}; {range_text(alt['first_token_share_max'])} in the largest "
+                       f"layer), against {q_share[0]} in Qiu et al., so the gate's effect here "
+                       f"cannot come from removing one.")
         else:
             s = alt[is_sink]
             text = (f"An attention sink forms without the gate in {names(s)}: first-token share "

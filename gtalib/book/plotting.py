@@ -569,9 +569,9 @@ def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10)
     display(Markdown(
         f"Plateau escape step per run: the first step at which the training loss (trailing mean "
         f"over {window} steps) falls below the corpus's unigram entropy ({entropy:.3f} nats) "
-        f"minus {margin} nats. Zero-initialised output "
-        f"projections start every block at a saddle on this plateau, and a late escape explains "
-        f"much of the seed-to-seed spread."))
+        f"minus {margin} nats. Compare the arms' steps: "
+        f"the arm that leaves the plateau later starts its descent behind, and escape steps "
+        f"that differ between seeds add to the seed-to-seed spread."))
     display(table)
 
 

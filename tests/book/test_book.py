@@ -366,5 +366,8 @@ def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
 
 
 def test_the_makefile_and_the_cli_default_to_the_same_seed_count():
+    from gtalib.book.params import NotebookParams
+
+    assert NotebookParams().seeds == book.DEFAULT_SEEDS
     make = (Path(book.REPO) / "Makefile").read_text()
     assert f"SEEDS ?= {book.DEFAULT_SEEDS}\n" in make

@@ -128,8 +128,8 @@ def test_the_sentence_says_no_sink_forms_at_this_scale():
     text = A.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
     assert text.startswith(
         "No attention sink forms at this scale: without the gate the first-token share is 0.030 "
-        "(MLA; mean over layers, 0.060 in the largest layer), at most 2× the 0.035 of uniform "
-        "attention over 128 tokens, against 0.467 in Qiu et al., so the gate's effect here "
+        "(MLA; mean over layers, at most 2× the 0.035 of uniform attention over 128 tokens; "
+        "0.060 in the largest layer), against 0.467 in Qiu et al., so the gate's effect here "
         "cannot come from removing one.")
     assert "No massive activations form without the gate: the largest residual activation is " \
            "2.50, against 1053 in Qiu et al." in text
