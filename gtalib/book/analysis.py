@@ -1148,17 +1148,7 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                 order = m.ppl["avg"].sort_values()
                 ours = "lowest avg PPL: " + ", ".join(
                     f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
-                plain = order.drop("MLRA-4 + gate", errors="ignore")
-                if "MLRA-4" not in order.index:
-                    v = "not measured (MLRA-4 not in this preset's run set)"
-                else:
-                    lowest = plain.index[0] == "MLRA-4"
-                    gated = ("MLRA-4 + gate" in order.index
-                             and order["MLRA-4 + gate"] < order["MLRA-4"])
-                    # The headline is "lowest of the eleven"; the gate is the second half.
-                    v = ("agrees" if lowest and gated else
-                         f"differs (MLRA-4 lowest of the eleven: {'yes' if lowest else 'no'}; "
-                         f"gate lowers it further: {'yes' if gated else 'no'})")
+                v, seen = main_claim_verdict(order, m.ppl_ci["avg"])
         elif c.source == "tables":
             ours, v = _table_claim(c.number)
         elif c.source == "fresh-layers":
@@ -1342,6 +1332,42 @@ def token_sentence(points: pd.DataFrame, variant: str, n_layer: int) -> str:
     return (f"{head}: ΔL turns to the paper's sign between {steps[turn - 1]:,} and "
             f"{steps[turn]:,} steps ({means[turn - 1]:+.3f} → {means[turn]:+.3f}) and keeps it "
             f"to {steps[-1]:,}; {sure_txt}.")
+
+
+def main_claim_verdict(avg_ppl: pd.Series, half_width: pd.Series) -> tuple[str, str]:
+    """Verdict and resolution of claim 8 (MLRA-4 lowest of the eleven; the gate lowers it
+    further) from the mean average perplexity per configuration (``avg_ppl``, label → PPL)
+    and its Student-t half-width over seeds (``half_width``, same labels). Two configurations
+    are *apart* when their means differ by more than the sum of their half-widths (unpaired,
+    so conservative). *agrees*: both halves hold and are apart; *differs*: a half fails and
+    is apart; else *within noise*."""
+    plain = avg_ppl.drop("MLRA-4 + gate", errors="ignore").sort_values()
+    if "MLRA-4" not in plain.index:
+        return "not measured (MLRA-4 not in this preset's run set)", ""
+
+    def apart(a, b):
+        return abs(avg_ppl[a] - avg_ppl[b]) > half_width[a] + half_width[b]
+
+    def show(k):
+        return f"{k} {avg_ppl[k]:.3f} ± {half_width[k]:.3f}"
+
+    halves = []  # (holds, apart, text)
+    rival = plain.index[1] if plain.index[0] == "MLRA-4" else plain.index[0]
+    lowest = plain.index[0] == "MLRA-4"
+    halves.append((lowest, apart("MLRA-4", rival),
+                   f"MLRA-4 lowest of the eleven: {'yes' if lowest else 'no'} "
+                   f"({show('MLRA-4')} vs {show(rival)})"))
+    if "MLRA-4 + gate" in avg_ppl.index:
+        gated = avg_ppl["MLRA-4 + gate"] < avg_ppl["MLRA-4"]
+        halves.append((gated, apart("MLRA-4 + gate", "MLRA-4"),
+                       f"gate lowers it further: {'yes' if gated else 'no'} "
+                       f"({show('MLRA-4 + gate')})"))
+    seen = "; ".join(f"{t}, {'apart' if a else 'intervals overlap'}" for _, a, t in halves)
+    if all(h and a for h, a, _ in halves):
+        return "agrees", seen
+    if any(a and not h for h, a, _ in halves):
+        return "differs", seen
+    return "within noise", seen
 
 
 def _layers(depths) -> str:

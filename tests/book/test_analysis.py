@@ -475,3 +475,25 @@ def test_a_recorded_and_a_local_arm_are_marked_mixed_on_the_page(tmp_path):
     # same machine, different source: still not paired as the figures assume
     (local / "card.json").write_text(json.dumps(card))
     assert A.collect_runs(refs, plan, store).pairs["mixed"].tolist() == [True]
+
+
+def test_main_claim_verdict_needs_the_ranking_resolved():
+    import pandas as pd
+
+    from gtalib.book.analysis import main_claim_verdict
+
+    ppl = pd.Series({"MHA": 10.0, "MLRA-4": 9.0, "MLRA-4 + gate": 8.0})
+    tight = pd.Series({"MHA": 0.1, "MLRA-4": 0.1, "MLRA-4 + gate": 0.1})
+    wide = pd.Series({"MHA": 0.6, "MLRA-4": 0.6, "MLRA-4 + gate": 0.6})
+    assert main_claim_verdict(ppl, tight)[0] == "agrees"
+    v, seen = main_claim_verdict(ppl, wide)
+    assert v == "within noise" and "intervals overlap" in seen
+    worse = ppl.copy()
+    worse["MLRA-4 + gate"] = 9.5  # the gate makes it worse, resolved at tight intervals
+    assert main_claim_verdict(worse, tight)[0] == "differs"
+    assert main_claim_verdict(worse, wide)[0] == "within noise"
+    v, seen = main_claim_verdict(pd.Series({"MHA": 9.0, "MLRA-4": 9.05}),
+                                 pd.Series({"MHA": 0.3, "MLRA-4": 0.3}))
+    assert v == "within noise" and "MLRA-4 lowest of the eleven: no (MLRA-4 9.050" in seen
+    assert main_claim_verdict(pd.Series({"MHA": 9.0}), pd.Series({"MHA": 0.1}))[0].startswith(
+        "not measured")
