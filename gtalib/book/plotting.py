@@ -50,6 +50,7 @@ def _outside_legend(ax, **kw) -> None:
 def set_style() -> None:
     """The book's seaborn style (white grid, readable at page width)."""
     sns.set_theme(style="whitegrid", context="notebook")
+    pd.set_option("display.max_colwidth", None)  # a table cell (pair source, verdict) is never cut
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "legend.fontsize": 8})
 
 
