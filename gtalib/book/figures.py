@@ -501,6 +501,11 @@ class Ladder:
             raise ValueError(f"Ladder.scaled_variants {self.scaled_variants} must be among "
                              f"init_variants {self.init_variants}")
 
+    def depth_variants(self, part: str) -> tuple[str, ...]:
+        """The variants drawn against depth in ``part`` (``"init"`` or ``"gate"``); the token
+        axis' own variants are drawn against training length only."""
+        return {"init": self.init_variants, "gate": self.gate_variants}[part]
+
     def part(self, variant: str) -> str:
         """``"gate"`` for a variant of the gate's depth or token axis, else ``"init"``."""
         return "gate" if variant in (*self.gate_variants, *self.token_variants) else "init"

@@ -842,14 +842,13 @@ def plot_ladder(result) -> plt.Figure:
             fig.add_subplot(grid[1, 0])]
     pts, per_seed = result.points, result.per_seed
     base_steps = pts["max_steps"].min()
-    depth_variants = {"init": lad.init_variants, "gate": lad.gate_variants}
     for ax, part in zip(axes, ("init", "gate")):
         fig_spec = F.ablation(part)
         shown = []
         ax.axhline(0, color="black", lw=0.8)
         ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
                    label=f"depth of this book's ablation pages ({book_depth} layers)")
-        on_axis = pts[(pts["part"] == part) & pts["variant"].isin(depth_variants[part])]
+        on_axis = pts[(pts["part"] == part) & pts["variant"].isin(lad.depth_variants(part))]
         for _, variant, arm, steps, g in _ladder_series(on_axis):
             marker, _ = _variant_style(fig_spec, variant)
             # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
@@ -943,11 +942,10 @@ def show_ladder(result) -> None:
     plot_ladder(result)
     plt.show()
     lad = F.ladder(result.preset)
-    depth_variants = {"init": lad.init_variants, "gate": lad.gate_variants}
     lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
              + ladder_sentence(result.points, part, variant, arm, steps)
              for part, variant, arm, steps, _ in _ladder_series(result.points)
-             if variant in depth_variants[part]]
+             if variant in lad.depth_variants(part)]
     lines += [f"- *gate against training length* — "
               + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
     display(Markdown("\n".join(lines)))
