@@ -647,6 +647,8 @@ class AblationResult:
     final_column: str = "val_loss"
     #: the variants the page asked for (complete or not), in the figure's order
     variants: tuple = ()
+    #: variant → seeds (pairs) the figure asked for (:func:`gtalib.book.figures.figure_seeds`)
+    seed_counts: dict = field(default_factory=dict)
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -690,9 +692,9 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
         pairs = col.pairs
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
                                 for v in final.index]
+    counts = figures.figure_seeds(key, preset, seeds, variants, max_steps)
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column,
-                          tuple(dict.fromkeys(r.variant for r in refs)))
+                          final, curve_column, final_column, tuple(counts), counts)
 
 
 def corpus_entropy(preset: str) -> float:
@@ -1332,6 +1334,47 @@ def token_sentence(points: pd.DataFrame, variant: str, n_layer: int) -> str:
     return (f"{head}: ΔL turns to the paper's sign between {steps[turn - 1]:,} and "
             f"{steps[turn]:,} steps ({means[turn - 1]:+.3f} → {means[turn]:+.3f}) and keeps it "
             f"to {steps[-1]:,}; {sure_txt}.")
+
+
+def scaled_sentence(points: pd.DataFrame, variant: str, max_steps: int) -> str:
+    """The ladder's direct test of the depth hypothesis for ``variant`` in one sentence: at each
+    depth, the gap to zero init of N(0, σ) output projections (ΔL = L(normal) − L(zero)) and of
+    the scaled ones N(0, σ/√(2L)) (ΔL = L(scaled) − L(zero)), each mean with its interval, and
+    at the deepest rung where zero init is ahead of N(0, σ) how much of that gap the scaling
+    removes. The hypothesis (a zero-initialised block adds no noise to the residual stream)
+    predicts that it removes most of it."""
+    from gtalib.book import figures
+
+    sel = points[(points["part"] == "init") & (points["variant"] == variant)
+                 & (points["max_steps"] == max_steps)]
+    normal = sel[sel["arm"] == "alt"].set_index("n_layer")
+    scaled = sel[sel["arm"] == "scaled"].set_index("n_layer")
+    depths = sorted(set(normal.index) & set(scaled.index))
+    name = figures.display_name(variant)
+    if not depths:
+        return f"{name}: no depth with both the normal and the scaled arm."
+
+    def iv(r):
+        return f"{r['mean']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]"
+
+    rungs = "; ".join(f"{d} {_layers([d])}: {iv(normal.loc[d])} → {iv(scaled.loc[d])}"
+                      for d in depths)
+    head = (f"{name}, ΔL to zero init of N(0, σ) → of N(0, σ/√(2L)) output projections, "
+            f"{max_steps:,} steps ({rungs})")
+    behind = [d for d in depths if normal.loc[d, "mean"] > 0]
+    if not behind:
+        return (f"{head}: N(0, σ) is not behind zero init at any depth, so there is no gap "
+                f"for the scaling to remove.")
+    def sure(r):
+        return "interval excludes zero" if r["low"] > 0 or r["high"] < 0 else "interval covers zero"
+
+    d = behind[-1]
+    g, sc = normal.loc[d, "mean"], scaled.loc[d, "mean"]
+    share = ("all of it: the scaled arm is ahead of zero init" if sc <= 0 else
+             f"{1 - sc / g:.0%} of it")
+    return (f"{head}: at {d} {_layers([d])}, where zero init is ahead of N(0, σ) by {g:.3f} "
+            f"({sure(normal.loc[d])}), the scaling removes {share} ({sc:+.3f}; "
+            f"{sure(scaled.loc[d])}).")
 
 
 def main_claim_verdict(avg_ppl: pd.Series, half_width: pd.Series) -> tuple[str, str]:

@@ -159,6 +159,11 @@ class Ablation:
         train: preset → training overrides of this figure's runs (sorted ``(field, value)``
             pairs of :func:`gtalib.train_config.train_config`), for a figure whose effect needs
             a longer run than the preset's default; fixed before any run, both arms alike.
+        seeds: preset → {variant: seeds} for a variant that this figure runs with more seeds
+            than the book's count (:func:`figure_seeds`): one left unresolved at the book's
+            count whose measured seed-to-seed spread of ΔL showed that this many pairs would
+            resolve an effect of its size (``pairs to resolve`` of
+            :func:`gtalib.book.analysis.final_delta_table`). Both arms alike.
     """
 
     key: str
@@ -174,6 +179,15 @@ class Ablation:
     claim: str = ""
     ci_variants: tuple[str, ...] = ()
     train: dict = field(default_factory=dict)
+    seeds: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for preset, counts in self.seeds.items():
+            for v, n in counts.items():
+                if v not in self.variants or not isinstance(n, int) or n < 1:
+                    raise ValueError(
+                        f"Ablation {self.key!r}: seeds[{preset!r}][{v!r}] = {n!r}; allowed: "
+                        f"a positive integer for a variant of {', '.join(self.variants)}")
 
     def paper_final(self, variant: str) -> float:
         """Paper's final ΔL for ``variant`` in nats: ``ln(PPL_alt / PPL_rec)`` of the 7-set
@@ -427,24 +441,41 @@ def _opts(d: dict) -> tuple:
     return tuple(sorted(d.items()))
 
 
+def figure_seeds(key: str, preset: str, seeds: int, variants=None, max_steps=None
+                 ) -> dict[str, int]:
+    """Seeds per variant of an ablation figure: the book's ``seeds``, or more for a variant
+    the figure names in :attr:`Ablation.seeds` at ``preset`` (the larger of the two). Like
+    :attr:`Ablation.train` this is the figure's own design at the preset's length, so a
+    book-wide ``max_steps`` override falls back to the book's count for every variant.
+
+    Returns:
+        variant → number of seeds (pairs), in the figure's variant order.
+    Raises:
+        ValueError: ``seeds`` < 1.  KeyError: unknown figure or variant.
+    """
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    more = ablation(key).seeds.get(preset, {}) if max_steps is None else {}
+    return {v: max(seeds, more.get(v, 0)) for v in figure_variants(key, preset, variants)}
+
+
 def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
                 ) -> list[RunRef]:
-    """Every run an ablation figure needs: both arms of each variant for seeds ``0..seeds-1``,
-    at the figure's own training length at ``preset`` (:attr:`Ablation.train`) unless the book
-    overrides the length for every figure (``max_steps`` not ``None``).
+    """Every run an ablation figure needs: both arms of each variant for its seeds
+    ``0..n-1`` (:func:`figure_seeds`), at the figure's own training length at ``preset``
+    (:attr:`Ablation.train`) unless the book overrides the length for every figure
+    (``max_steps`` not ``None``).
 
     Raises:
         ValueError: ``seeds`` < 1.  KeyError: unknown figure or variant.
     """
-    if not isinstance(seeds, int) or seeds < 1:
-        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     fig = ablation(key)
     train = fig.train.get(preset, ()) if max_steps is None else ()
     return [
         RunRef(v, arm, _opts(opts), s, train)
-        for v in figure_variants(key, preset, variants)
+        for v, n in figure_seeds(key, preset, seeds, variants, max_steps).items()
         for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
-        for s in range(seeds)
+        for s in range(n)
     ]
 
 

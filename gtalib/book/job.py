@@ -419,11 +419,14 @@ def recipe_markdown() -> str:
         + ". The sizes:\n")
 
 
-def statistics_markdown(seeds: int, confidence: float = 0.95) -> str:
+def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None = None,
+                        max_steps=None) -> str:
     """What this build's seed count means for its intervals (methods chapter): the Student-t
     factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.analysis.t_critical`),
     whether the figures shade the interval (from :data:`gtalib.book.plotting.MIN_BAND_SEEDS`
-    seeds) and the cap of *pairs to resolve* (:data:`gtalib.book.analysis.MAX_PAIRS`)."""
+    seeds), the cap of *pairs to resolve* (:data:`gtalib.book.analysis.MAX_PAIRS`) and, given
+    ``preset``, the variants a figure runs with more seeds (:func:`figures.figure_seeds`)."""
+    from gtalib.book import figures
     from gtalib.book.analysis import MAX_PAIRS, t_critical
     from gtalib.book.plotting import MIN_BAND_SEEDS, plural
 
@@ -436,10 +439,24 @@ def statistics_markdown(seeds: int, confidence: float = 0.95) -> str:
     shade = f"The figures shade the interval from {plural(MIN_BAND_SEEDS, 'seed')} on, " + (
         "as here." if seeds >= MIN_BAND_SEEDS else
         f"so this build's figures do not: at {seeds} the factor makes it wider than the curves.")
+    more = []
+    for key, fig in (figures.ABLATIONS.items() if preset else ()):
+        by_n = {}
+        for v, n in figures.figure_seeds(key, preset, seeds, max_steps=max_steps).items():
+            if n > seeds:
+                by_n.setdefault(n, []).append(figures.display_name(v))
+        for n, vs in sorted(by_n.items()):
+            tn = t_critical(confidence, n - 1)
+            more.append(f"the {fig.title.split(':')[0].lower()} runs {n} for {', '.join(vs)} "
+                        f"(factor {tn:.3g}: {tn / n ** 0.5:.3g} standard deviations)")
+    extra = ("" if not more else
+             " Where this count left a variant unresolved and its measured spread of ΔL showed "
+             "that more pairs would resolve an effect of the size measured, a figure runs more "
+             "seeds for it, both arms alike: " + "; ".join(more) + ".")
     return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
             f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
-            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds. "
-            f"{shade} {cap}\n")
+            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds."
+            f"{extra} {shade} {cap}\n")
 
 
 def short_hash(value, n: int = 12) -> str:
@@ -564,7 +581,8 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "presets.md").write_text(presets_markdown())
     (out_dir / "recipe.md").write_text(recipe_markdown())
-    (out_dir / "statistics.md").write_text(statistics_markdown(summary["seeds"]))
+    (out_dir / "statistics.md").write_text(statistics_markdown(
+        summary["seeds"], preset=summary["preset"], max_steps=summary["max_steps"]))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
 

@@ -50,7 +50,7 @@ def _outside_legend(ax, **kw) -> None:
 def set_style() -> None:
     """The book's seaborn style (white grid, readable at page width)."""
     sns.set_theme(style="whitegrid", context="notebook")
-    pd.set_option("display.max_colwidth", None)  # a table cell (pair source, verdict) is never cut
+    pd.set_option("display.max_colwidth", None)  # a table cell (a verdict) is never cut
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "legend.fontsize": 8})
 
 
@@ -67,17 +67,36 @@ def token_unit(max_tokens: float) -> tuple[float, str]:
 MIN_BAND_SEEDS = 3
 
 
-def drawn_text(seeds: int, confidence: float) -> str:
+def seeds_text(counts: dict) -> str:
+    """The seeds of an ablation figure: ``"3 seeds"``, or ``"3 seeds (5 for MLA, MLRA-2)"`` when
+    some variants run more (``counts``: variant → seeds, :attr:`AblationResult.seed_counts`)."""
+    if not counts:
+        return "no seeds"
+    base = min(counts.values())
+    more = {}
+    for v, n in counts.items():
+        if n != base:
+            more.setdefault(n, []).append(F.display_name(v))
+    extra = "; ".join(f"{n} for {', '.join(vs)}" for n, vs in sorted(more.items()))
+    return plural(base, "seed") + (f" ({extra})" if extra else "")
+
+
+def drawn_text(counts: dict, confidence: float) -> str:
     """What an ablation figure draws, as its caption says it: ``"thin lines: each seed's ΔL;
     bold: mean over 3 seeds; shaded: 95% t-interval of the mean, shown from 3 seeds; the
-    y-range follows the curves, the shading is cut at the frame"`` (with fewer seeds: no
-    shading, and why)."""
-    band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
-            f"seeds; the y-range follows the curves, the shading is cut at the frame"
-            if seeds >= MIN_BAND_SEEDS else
-            f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
-            f"{MIN_BAND_SEEDS} seeds, this figure has {seeds}; the y-range follows the curves")
-    return f"thin lines: each seed's ΔL; bold: mean over {plural(seeds, 'seed')}; {band}"
+    y-range follows the curves, the shading is cut at the frame"`` (``counts``: variant →
+    seeds; a variant with fewer than :data:`MIN_BAND_SEEDS` is not shaded, and the text says
+    why)."""
+    fewest, most = min(counts.values(), default=0), max(counts.values(), default=0)
+    if most < MIN_BAND_SEEDS:
+        band = (f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
+                f"{MIN_BAND_SEEDS} seeds, this figure has {fewest}; the y-range follows the curves")
+    else:
+        unshaded = ("" if fewest >= MIN_BAND_SEEDS else
+                    " (a variant with fewer is not shaded)")
+        band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
+                f"seeds{unshaded}; the y-range follows the curves, the shading is cut at the frame")
+    return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
 
 
 def curve_limits(values, margin: float = 0.08) -> tuple[float, float]:
@@ -134,13 +153,13 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
     ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
     ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
     ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
-    ax_ours.set_title(f"ours: {result.preset} preset, {plural(result.seeds, 'seed')}, "
+    ax_ours.set_title(f"ours: {result.preset} preset, {seeds_text(result.seed_counts)}, "
                       f"{result.curve_column.replace('_', ' ')}", fontsize=10)
     if result.complete:
         handles, _ = ax_ours.get_legend_handles_labels()
         handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
                     Line2D([], [], color="0.4", lw=2.2,
-                           label=f"mean over {plural(result.seeds, 'seed')}")]
+                           label=f"mean over {seeds_text(result.seed_counts)}")]
         if banded:
             handles.append(Patch(color="0.4", alpha=0.2, lw=0,
                                  label=f"{result.confidence:.0%} t-interval of the mean"))
@@ -222,10 +241,10 @@ def ablation_caption(result) -> str:
         f"Preset `{result.preset}`: {size['n_layer']} layers, d_model {size['d_model']}, "
         f"{size['n_head']} heads of {size['head_dim']} (the scale ladder shows what depth does "
         f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
-        f"{plural(result.seeds, 'seed')} per configuration, hardware: {_hardware(result.collected.cards)}. "
+        f"{seeds_text(result.seed_counts)} per configuration, hardware: {_hardware(result.collected.cards)}. "
         f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
         f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; "
-        f"{drawn_text(result.seeds, result.confidence)}. Table below: "
+        f"{drawn_text(result.seed_counts, result.confidence)}. Table below: "
         f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
         f"unsmoothed. Lower panel: the paper's "
         f"curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
@@ -272,7 +291,7 @@ def sources_notice(collected) -> str:
     if len(mixed):
         text += ": " + ", ".join(
             f"{F.display_name(r.variant)} {r.arm} seed {r.seed} ({r.n_layer} layers, "
-            f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* column)"
+            f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* under the table)"
     unknown = int((pairs["unknown"] & ~pairs["mixed"]).sum())
     if unknown:
         text += f"; {unknown} with an arm whose run card names no machine"
@@ -281,8 +300,9 @@ def sources_notice(collected) -> str:
 
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
-    resolvable |ΔL| and the pairs that would resolve the mean, the verdict saying what could
-    hide (:func:`gtalib.book.analysis.verdict_text`), and the pair source."""
+    resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
+    hide (:func:`gtalib.book.analysis.verdict_text`). The pair source, a long text, is printed
+    under the table (:func:`pair_source_lines`) so that the table fits the text column."""
     from gtalib.book.analysis import verdict_text
 
     if final.empty:
@@ -297,11 +317,24 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
                     zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
                         final["seed spread"])],
-        "pair source": final["pair source"] if "pair source" in final else "",
     })
     out.index = [F.display_name(v) for v in final.index]
     out.index.name = "variant"
     return out
+
+
+def pair_source_lines(texts: dict) -> str:
+    """Markdown under a final-ΔL or ladder table: where both arms of each row's pairs come from
+    (``texts``: row label → its *pair source*, :func:`gtalib.book.analysis.pair_source_summary`),
+    kept out of the table so that the table fits the text column. One line when every row shares
+    the text, else one bullet per distinct text naming its rows; ``""`` for no rows."""
+    by_text = {}
+    for label, text in texts.items():
+        by_text.setdefault(text, []).append(label)
+    if len(by_text) <= 1:
+        return f"*Pair source* (every row): {next(iter(by_text))}." if by_text else ""
+    return "*Pair source*:\n\n" + "\n".join(f"- {t}: {'; '.join(rows)}"
+                                             for t, rows in by_text.items())
 
 
 def _interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: float) -> dict:
@@ -334,6 +367,9 @@ def show_ablation(result) -> None:
     if result.complete:
         display(Markdown(final_table_words(result.confidence)))
         display(format_final_table(result.final, result.confidence))
+        if "pair source" in result.final:
+            display(Markdown(pair_source_lines(dict(zip(
+                map(F.display_name, result.final.index), result.final["pair source"])))))
 
 
 def final_table_words(confidence: float = 0.95) -> str:
@@ -350,8 +386,8 @@ def final_table_words(confidence: float = 0.95) -> str:
         f"(the larger of the two arms). Verdict: *within noise* if the interval covers 0 or "
         f"|ΔL| ≤ seed spread, naming the largest |ΔL| that could hide there (the larger of the "
         f"two bars; more pairs narrow the interval, not the seed spread), else *agrees* / "
-        f"*differs* by the sign of the paper's ΔL. *Pair source*: where both arms of each pair "
-        f"come from; MIXED marks a pair whose arms differ in source or machine.")
+        f"*differs* by the sign of the paper's ΔL. *Pair source*, under the table: where both arms "
+        f"of each pair come from; MIXED marks a pair whose arms differ in source or machine.")
 
 
 def verdict_summary(result) -> str:
@@ -366,7 +402,7 @@ def verdict_summary(result) -> str:
     for verdict, n in counts.items():
         names = ", ".join(F.display_name(v) for v in final.index[final["verdict"] == verdict])
         parts.append(f"*{verdict}* for {n} ({names})")
-    return (f"**Our verdicts** (preset `{result.preset}`, {plural(result.seeds, 'seed')}, "
+    return (f"**Our verdicts** (preset `{result.preset}`, {seeds_text(result.seed_counts)}, "
             f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
 
 
@@ -903,8 +939,8 @@ def plot_ladder(result) -> plt.Figure:
 
 
 def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The ladder's points as printed: one row per (series, depth), with the columns of
-    :func:`format_final_table`."""
+    """The ladder's points as printed: one row per (series, depth, length), with the columns of
+    :func:`format_final_table` (the pair source under it: :func:`ladder_pair_sources`)."""
     from gtalib.book.analysis import verdict_text
 
     if points.empty:
@@ -921,9 +957,16 @@ def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.Da
         "paper ΔL (≈)": points["paper"].map(lambda x: "—" if math.isnan(x) else f"{x:+.4f}"),
         "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
                     zip(points["verdict"], points["n"], points["resolvable"], points["spread"])],
-        "pair source": points["pair_source"],
     })
     return out.reset_index(drop=True)
+
+
+def ladder_pair_sources(points: pd.DataFrame) -> str:
+    """The ladder table's :func:`pair_source_lines`, a row named by its variant, ΔL, layers
+    and steps."""
+    return pair_source_lines({
+        f"{F.display_name(p.variant)} {_LADDER_DELTA[(p.part, p.arm)]}, {p.n_layer} layers, "
+        f"{p.max_steps} steps": p.pair_source for p in points.itertuples()})
 
 
 def show_ladder(result) -> None:
@@ -931,7 +974,7 @@ def show_ladder(result) -> None:
     the sentence per series, the table of points and the parameter matching per rung."""
     from IPython.display import Markdown, display
 
-    from gtalib.book.analysis import ladder_sentence, token_sentence
+    from gtalib.book.analysis import ladder_sentence, scaled_sentence, token_sentence
 
     notice = missing_notice(result.collected)
     if notice:
@@ -946,11 +989,14 @@ def show_ladder(result) -> None:
              + ladder_sentence(result.points, part, variant, arm, steps)
              for part, variant, arm, steps, _ in _ladder_series(result.points)
              if variant in lad.depth_variants(part)]
+    lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
+              + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
     lines += [f"- *gate against training length* — "
               + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
     display(Markdown("\n".join(lines)))
     display(Markdown(final_table_words(result.confidence)))
     display(format_ladder_table(result.points, result.confidence))
+    display(Markdown(ladder_pair_sources(result.points)))
     display(Markdown(
         "**Parameter matching per rung:** total parameters of each configuration and its "
         "difference from MHA at the same depth; the SwiGLU width is solved at every depth."))

@@ -335,7 +335,7 @@ def test_pages_say_which_runs_are_recorded():
     mixed = paired.assign(source=[rec, "local"])
     assert notice(mixed).endswith(
         "of which **1 mixed** (arms from different sources or machines, not paired as the figure "
-        "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* column).")
+        "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* under the table).")
 
 
 def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():

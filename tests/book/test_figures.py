@@ -98,3 +98,25 @@ def test_paired_specs_differ_only_in_the_switch():
         differ = {f for f in alt.model.to_dict() if getattr(alt.model, f) != getattr(rec.model, f)}
         # the switch itself, plus what parameter matching and head doubling derive from it
         assert differ <= {*fig.alt, "intermediate_size", "n_head", "gqa_group"}, (key, differ)
+
+
+def test_a_figure_can_run_more_seeds_for_named_variants(monkeypatch):
+    """Ablation.seeds raises a named variant's seed count (the larger of it and the book's),
+    both arms alike; a book-wide max_steps override falls back to the book's count."""
+    from dataclasses import replace
+
+    gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
+    monkeypatch.setitem(F.ABLATIONS, "gate", gate)
+    assert F.figure_seeds("gate", "ci", 2) == {"gqa": 2, "mla": 4}
+    assert F.figure_seeds("gate", "ci", 5) == {"gqa": 5, "mla": 5}  # never fewer than the book's
+    assert F.figure_seeds("gate", "ci", 2, max_steps=7) == {"gqa": 2, "mla": 2}
+    assert F.figure_seeds("gate", "cpu", 2) == dict.fromkeys(gate.variants, 2)  # other presets
+    refs = F.figure_runs("gate", "ci", 2)
+    assert sorted((r.variant, r.arm, r.seed) for r in refs) == sorted(
+        [("gqa", a, s) for a in ("alt", "rec") for s in (0, 1)]
+        + [("mla", a, s) for a in ("alt", "rec") for s in range(4)])
+    assert set(make_plan("ci", 2).figure_refs["gate"]) == set(refs)
+    with pytest.raises(ValueError, match=r"seeds\['ci'\]\['mha'\].*allowed"):
+        replace(gate, seeds={"ci": {"mha": 5}})
+    with pytest.raises(ValueError, match="positive integer"):
+        replace(gate, seeds={"ci": {"mla": 0}})

@@ -175,3 +175,34 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     assert len(r2.collected.incomplete) == len(gone)
     assert r2.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"]).loc[
         ("init", "mha", "alt", 1, 10), "n"] == 1
+
+
+def test_scaled_sentence_says_how_much_of_zero_inits_lead_the_scaling_removes():
+    import pandas as pd
+
+    def pts(normal, scaled):  # (mean, low, high) at 2 and 8 layers
+        rows = [("init", "mha", arm, d, 250, m, lo, hi)
+                for arm, vals in (("alt", normal), ("scaled", scaled))
+                for d, (m, lo, hi) in zip((2, 8), vals)]
+        return pd.DataFrame(rows, columns=["part", "variant", "arm", "n_layer", "max_steps",
+                                           "mean", "low", "high"])
+
+    s = A.scaled_sentence(pts([(-0.05, -0.09, -0.01), (0.04, 0.01, 0.07)],
+                              [(-0.06, -0.1, -0.02), (0.01, -0.02, 0.04)]), "mha", 250)
+    assert s.startswith("MHA, ΔL to zero init of N(0, σ) → of N(0, σ/√(2L)) output "
+                        "projections, 250 steps (2 layers: -0.050 [-0.090, -0.010] → -0.060 "
+                        "[-0.100, -0.020]; 8 layers: +0.040 [+0.010, +0.070] → +0.010")
+    # 1 − 0.01 / 0.04 = 75 % of the gap at the deepest rung where zero init leads
+    assert s.endswith("at 8 layers, where zero init is ahead of N(0, σ) by 0.040 (interval "
+                      "excludes zero), the scaling removes 75% of it (+0.010; interval covers "
+                      "zero).")
+    ahead = A.scaled_sentence(pts([(0.02, -0.01, 0.05), (0.04, 0.01, 0.07)],
+                                  [(0.0, -0.01, 0.01), (-0.03, -0.05, -0.01)]), "mha", 250)
+    assert "removes all of it: the scaled arm is ahead of zero init (-0.030; interval " \
+           "excludes zero)." in ahead
+    never = A.scaled_sentence(pts([(-0.02, -0.03, -0.01)] * 2, [(0.0, -0.01, 0.01)] * 2),
+                              "mha", 250)
+    assert never.endswith("N(0, σ) is not behind zero init at any depth, so there is no gap for "
+                          "the scaling to remove.")
+    assert A.scaled_sentence(pts([(0.0, 0, 0)] * 2, [(0.0, 0, 0)] * 2), "mha", 1000) == (
+        "MHA: no depth with both the normal and the scaled arm.")

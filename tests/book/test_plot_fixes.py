@@ -117,3 +117,58 @@ def test_curve_limits():
     assert plotting.curve_limits([0.1, 0.3]) == pytest.approx((-0.024, 0.324))  # 0 included
     assert plotting.curve_limits([-0.2, float("nan")]) == pytest.approx((-0.216, 0.016))
     assert plotting.curve_limits([]) == (-1.0, 1.0)
+
+
+def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, monkeypatch):
+    """A variant with more seeds (Ablation.seeds) is drawn and tabled with all of them, and the
+    title, caption, verdict line and methods text name the counts."""
+    from dataclasses import replace
+
+    import synthetic
+    from gtalib.book import analysis, job
+
+    gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
+    monkeypatch.setitem(F.ABLATIONS, "gate", gate)
+    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for MLA's 4
+    r = analysis.ablation_result("gate", "ci", 3, tmp_path)
+    assert r.seed_counts == {"gqa": 3, "mla": 4}
+    assert r.final.loc["gqa", "seeds"] == 3 and r.final.loc["mla", "seeds"] == 4
+    assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 3, "mla": 4}
+    assert plotting.seeds_text(r.seed_counts) == "3 seeds (4 for MLA)"
+    assert plotting.seeds_text({"a": 3, "b": 3}) == "3 seeds"
+    assert "3 seeds (4 for MLA) per configuration" in plotting.ablation_caption(r)
+    assert "bold: mean over 3 seeds (4 for MLA); shaded" in plotting.ablation_caption(r)
+    assert "3 seeds (4 for MLA)" in plotting.verdict_summary(r)
+    fig = plotting.plot_ablation(r)
+    assert "3 seeds (4 for MLA)" in fig.axes[0].get_title()
+    plt.close(fig)
+    text = job.statistics_markdown(3, preset="ci")
+    assert "the gating ablation runs 4 for MLA (factor 3.18: 1.59 standard deviations)" in text
+    assert "runs 4" not in job.statistics_markdown(3, preset="ci", max_steps=7)
+    # a variant below the band's seed count is left unshaded while the others are shaded
+    assert "shown from 3 seeds (a variant with fewer is not shaded)" in plotting.drawn_text(
+        {"gqa": 2, "mla": 4}, 0.95)
+
+
+def test_pair_source_is_printed_under_the_tables_grouped_by_text():
+    """The long pair-source text leaves the final-ΔL and ladder tables (so they fit the text
+    column) for lines under them: one line when every row shares it, else one per text."""
+    import pandas as pd
+
+    final = pd.DataFrame({"seeds": [3, 3], "ΔL": [0.02, 0.01], "CI low": [0.0, -0.01],
+                          "CI high": [0.04, 0.03], "resolvable |ΔL|": [0.02, 0.02],
+                          "pairs to resolve": [3.0, 5.0], "seed spread": [0.01, 0.02],
+                          "paper ΔL (≈)": [0.02, 0.01], "verdict": ["agrees", "within noise"],
+                          "pair source": ["both recorded on X", "both recorded on X"]},
+                         index=pd.Index(["gqa", "mla"], name="variant"))
+    assert "pair source" not in plotting.format_final_table(final).columns
+    assert plotting.pair_source_lines({"GQA": "both on X", "MLA": "both on X"}) == (
+        "*Pair source* (every row): both on X.")
+    assert plotting.pair_source_lines({"GQA": "both on X", "MLA": "seed 1: MIXED", "GLA-2":
+                                       "both on X"}) == (
+        "*Pair source*:\n\n- both on X: GQA; GLA-2\n- seed 1: MIXED: MLA")
+    assert plotting.pair_source_lines({}) == ""
+    points = pd.DataFrame({"part": ["gate"], "variant": ["gqa"], "arm": ["alt"], "n_layer": [8],
+                           "max_steps": [1000], "pair_source": ["both on X"]})
+    assert plotting.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
