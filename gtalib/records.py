@@ -489,8 +489,10 @@ def cost_table(record_dir=None):
     ``core_s_max``; a run's wall time in seconds × its torch threads, from its card, so a run
     slowed by other work on its machine counts as measured), ``resumed`` (runs resumed from a
     checkpoint, whose card times only the last process: left out of the per-run figures and
-    counted at the median in the total), ``core_s_total`` and ``cpu`` (the machine kind that
-    trained it, :func:`record_machine_kind`). Sorted by ``core_s_total``, largest first.
+    counted at the median in the total; in a configuration with no other run, at their own
+    last-process time, a lower bound, flagged by ``lower_bound``), ``core_s_total`` and ``cpu``
+    (the machine kind that trained it, :func:`record_machine_kind`). Sorted by
+    ``core_s_total``, largest first.
     Returns a :class:`pandas.DataFrame`.
     """
     import pandas as pd
@@ -505,9 +507,10 @@ def cost_table(record_dir=None):
                      "seed": spec.seed, "resumed": bool(card.get("resumed")),
                      "core_s": (math.nan if card.get("resumed")
                                 else card["wall_time_s"] * card["threads"]),
+                     "last_start_core_s": card["wall_time_s"] * card["threads"],
                      "cpu": _cpu_of(folder)})
     cols = ["run", "n_layer", "steps", "tokens", "seeds", "runs", "core_s_median", "core_s_min",
-            "core_s_max", "resumed", "core_s_total", "cpu"]
+            "core_s_max", "resumed", "core_s_total", "lower_bound", "cpu"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -518,7 +521,10 @@ def cost_table(record_dir=None):
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
         cpu=("cpu", lambda c: "; ".join(sorted(set(c)))))
     measured = df.groupby("key", sort=False)["core_s"].sum()
-    out["core_s_total"] = measured + out["resumed"] * out["core_s_median"]
+    out["lower_bound"] = out["core_s_median"].isna()  # every run of it resumed
+    last_start = df.groupby("key", sort=False)["last_start_core_s"].sum()
+    out["core_s_total"] = (measured + out["resumed"] * out["core_s_median"]).where(
+        ~out["lower_bound"], last_start)
     return out.sort_values(["core_s_total", "run"], ascending=[False, True]).reset_index(
         drop=True)[cols]
 
@@ -536,14 +542,17 @@ def costs_markdown(record_dir=None) -> str:
         "",
         f"{int(t['runs'].sum())} recorded runs in {len(t)} "
         f"configuration{'' if len(t) == 1 else 's'}, "
-        f"**{total:,.0f} core-seconds** ({total / 3600:.1f} core-hours) as measured: "
+        f"**{'at least ' if t['lower_bound'].any() else ''}{total:,.0f} core-seconds** "
+        f"({total / 3600:.1f} core-hours) as measured: "
         f"re-training all of them (`gtalib record check` without a run id) costs about {total / 7200:.1f} hours on two cores with two "
         "one-thread processes. Core-seconds are each run's wall time × its torch threads (one "
         "for every record here), from its `card.json`; runs trained while other work shared the "
         "machine took longer than they would alone, so the spread per configuration "
         "(min–max) is part of the measurement. A run resumed from a checkpoint (column "
         "*resumed*) is timed only from its last start, so it is left out of the per-run "
-        "figures and counted at its configuration's median in the total. The CPU is the machine kind that trained the "
+        "figures and counted at its configuration's median in the total (where every run of a "
+        "configuration was resumed, at its last-start time, a lower bound marked ≥). The CPU is "
+        "the machine kind that trained the "
         "run (`gtalib/machine.py`; \"kind unknown\" for bundles recorded before kinds were "
         "kept, named by the recording machine's CPU).",
         "",
@@ -554,9 +563,10 @@ def costs_markdown(record_dir=None) -> str:
     for r in t.itertuples():
         lines.append(
             f"| {r.run} | {r.n_layer} | {r.steps:,} | {r.tokens:,} | "
-            f"{', '.join(map(str, r.seeds))} | {r.core_s_median:,.0f} "
-            f"({r.core_s_min:,.0f}–{r.core_s_max:,.0f}) | {r.resumed} | "
-            f"{r.core_s_total:,.0f} | {r.cpu} |")
+            f"{', '.join(map(str, r.seeds))} | "
+            + ("— (all resumed)" if r.lower_bound else
+               f"{r.core_s_median:,.0f} ({r.core_s_min:,.0f}–{r.core_s_max:,.0f})")
+            + f" | {r.resumed} | {'≥ ' if r.lower_bound else ''}{r.core_s_total:,.0f} | {r.cpu} |")
     return "\n".join(lines) + "\n"
 
 

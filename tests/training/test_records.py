@@ -96,8 +96,19 @@ def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     assert row["steps"] == spec.train.max_steps and row["n_layer"] == spec.model.n_layer
     assert row["cpu"] == "{cpu_model_name} (family {cpu_family}, model {cpu_model})".format(
         **card["machine_kind"])
+    assert not row["lower_bound"]
     md = records.costs_markdown(tmp_path)
     assert "3 recorded runs in 1 configuration," in md and "| 0, 1, 2 |" in md
+    # a configuration whose every run was resumed: its last-start time, a marked lower bound
+    for name in ("s1", "s2"):
+        shutil.rmtree(tmp_path / name)
+    folder = next(f for f in records.list_records(tmp_path))
+    (folder / "card.json").write_text(json.dumps({**card, "wall_time_s": 7.0, "threads": 1,
+                                                  "resumed": True}))
+    row = records.cost_table(tmp_path).iloc[0]
+    assert row["lower_bound"] and row["core_s_total"] == 7.0
+    md = records.costs_markdown(tmp_path)
+    assert "| — (all resumed) | 1 | ≥ 7 |" in md and "**at least 7 core-seconds**" in md
 
 
 def test_the_recorded_runs_page_is_current():
