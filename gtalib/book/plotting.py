@@ -777,9 +777,18 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
     display(style_best(shown))
 
 
+def claims_resolution_lines(claims: pd.DataFrame) -> str:
+    """Markdown under the claims table: each claim's *resolution* (what its seeds could see,
+    :func:`gtalib.book.analysis.claims_table`) as one bullet, kept out of the table, where a
+    paragraph per cell made it too narrow to read."""
+    return "**Resolution** of each claim:\n\n" + "\n".join(
+        f"- **Claim {k}** ({r['verdict']}): {r['resolution']}" for k, r in claims.iterrows())
+
+
 def show_claims(claims: pd.DataFrame) -> None:
-    """Display the claims table with verdicts coloured (agrees green, differs red)."""
-    from IPython.display import display
+    """Display the claims table with verdicts coloured (agrees green, differs red), each claim's
+    resolution under it (:func:`claims_resolution_lines`)."""
+    from IPython.display import Markdown, display
 
     def color(v):
         if v == "agrees":
@@ -788,8 +797,10 @@ def show_claims(claims: pd.DataFrame) -> None:
             return "color: crimson; font-weight: bold"
         return "color: dimgray"
 
-    display(_table_style(claims.style.map(color, subset=["verdict"])).set_properties(
+    table = claims.drop(columns=["resolution"])
+    display(_table_style(table.style.map(color, subset=["verdict"])).set_properties(
         **{"text-align": "left", "white-space": "normal"}))
+    display(Markdown(claims_resolution_lines(claims)))
 
 
 def show_kv_tables(kv: pd.DataFrame, params: pd.DataFrame) -> None:

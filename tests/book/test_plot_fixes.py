@@ -172,3 +172,15 @@ def test_pair_source_is_printed_under_the_tables_grouped_by_text():
     points = pd.DataFrame({"part": ["gate"], "variant": ["gqa"], "arm": ["alt"], "n_layer": [8],
                            "max_steps": [1000], "pair_source": ["both on X"]})
     assert plotting.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
+
+
+def test_claims_resolution_is_printed_under_the_table_one_bullet_per_claim():
+    import pandas as pd
+
+    claims = pd.DataFrame({"paper says": ["a", "b"], "paper value": ["1", "2"],
+                           "ours": ["x", "y"], "verdict": ["agrees", "within noise"],
+                           "resolution": ["exact (no training)", "MHA: n 3; GQA: n 5"]},
+                          index=pd.Index([1, 4], name="claim"))
+    assert plotting.claims_resolution_lines(claims) == (
+        "**Resolution** of each claim:\n\n- **Claim 1** (agrees): exact (no training)\n"
+        "- **Claim 4** (within noise): MHA: n 3; GQA: n 5")
