@@ -798,8 +798,9 @@ def show_claims(claims: pd.DataFrame) -> None:
         return "color: dimgray"
 
     table = claims.drop(columns=["resolution"])
-    display(_table_style(table.style.map(color, subset=["verdict"])).set_properties(
-        **{"text-align": "left", "white-space": "normal"}))
+    # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
+    display(_table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
+        [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))
     display(Markdown(claims_resolution_lines(claims)))
 
 
