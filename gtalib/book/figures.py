@@ -543,10 +543,11 @@ class Ladder:
 
 
 #: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
-#: and 8 layers and 250 / 1000 steps, the gate of GQA and MLRA-4 at 8 layers and 250 / 1000
-#: steps; ``ci`` a two-rung miniature for the tests.
+#: and 8 layers and 250 / 1000 steps, the gate of GQA and MLRA-4 at 8 layers and 250 / 1000 /
+#: 2000 steps; ``ci`` a two-rung miniature for the tests.
 LADDERS: dict[str, Ladder] = {
-    "cpu": Ladder(depths=(2, 4, 8), base_steps=250, token_variants=("gqa", "mlra-4")),
+    "cpu": Ladder(depths=(2, 4, 8), base_steps=250, token_variants=("gqa", "mlra-4"),
+                  token_factors=(1, 4, 8)),
     "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3),
                  token_variants=("gqa", "mla"), token_depth=2, token_factors=(1, 3), seeds=2),
 }

@@ -25,15 +25,17 @@ import synthetic  # noqa: E402
 def test_ladder_runs_cover_every_rung_arm_and_length():
     refs = F.ladder_runs("cpu", 3)
     # init: 3 variants x 3 depths x 2 arms + MHA scaled x 3 depths; gate: 3 depths x 2 arms x 2
-    # lengths; token axis: MLRA-4 x 2 arms x 2 lengths at 8 layers (GQA's there are the depth
-    # axis' runs); all x 3 seeds
-    assert len(refs) == len(set(refs)) == (3 * 3 * 2 + 3 + 3 * 2 * 2 + 2 * 2) * 3
+    # lengths; token axis at 8 layers: MLRA-4 x 2 arms x 3 lengths, GQA x 2 arms at 2000 steps
+    # (its 250 and 1000 are the depth axis' runs); all x 3 seeds
+    assert len(refs) == len(set(refs)) == (3 * 3 * 2 + 3 + 3 * 2 * 2 + 2 * 3 + 2) * 3
     assert {dict(r.options)["n_layer"] for r in refs} == {2, 4, 8}
     gate_steps = {dict(r.train)["max_steps"] for r in refs if r.variant == "gqa"}
-    assert gate_steps == {250, 1000}
+    assert gate_steps == {250, 1000, 2000}
+    assert {dict(r.options)["n_layer"] for r in refs
+            if r.variant == "gqa" and dict(r.train)["max_steps"] == 2000} == {8}
     mlra4 = {(dict(r.options)["n_layer"], dict(r.train)["max_steps"], r.arm)
              for r in refs if r.variant == "mlra-4"}
-    assert mlra4 == {(8, n, arm) for n in (250, 1000) for arm in ("alt", "rec")}
+    assert mlra4 == {(8, n, arm) for n in (250, 1000, 2000) for arm in ("alt", "rec")}
     assert {dict(r.train)["max_steps"] for r in refs
             if r.variant not in ("gqa", "mlra-4")} == {250}
     assert {F.ladder("cpu").part(v) for v in ("gqa", "mlra-4")} == {"gate"}
