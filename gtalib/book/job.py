@@ -450,9 +450,11 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
             more.append(f"the {fig.title.split(':')[0].lower()} runs {n} for {', '.join(vs)} "
                         f"(factor {tn:.3g}: {tn / n ** 0.5:.3g} standard deviations)")
     extra = ("" if not more else
-             " Where this count left a variant unresolved and its measured spread of ΔL showed "
-             "that more pairs would resolve an effect of the size measured, a figure runs more "
-             "seeds for it, both arms alike: " + "; ".join(more) + ".")
+             " Where this count left a variant unresolved although both tests of a verdict said "
+             "more pairs would resolve it (at the measured spread of the paired ΔL, *pairs to "
+             "resolve* within the larger count, and its mean already above the seed spread, "
+             "which more pairs do not narrow), a figure runs more seeds for it, both arms alike, "
+             "the count fixed before the added seeds ran: " + "; ".join(more) + ".")
     return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
             f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
             f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds."
