@@ -553,6 +553,11 @@ class Ladder:
         axis' own variants are drawn against training length only."""
         return {"init": self.init_variants, "gate": self.gate_variants}[part]
 
+    def depth_steps(self) -> tuple[int, ...]:
+        """The training lengths (steps) drawn against depth: ``base_steps`` × ``step_factors``
+        (a token-axis length that only ``token_depth`` has is drawn against length only)."""
+        return tuple(self.base_steps * f for f in self.step_factors)
+
     def part(self, variant: str) -> str:
         """``"gate"`` for a variant of the gate's depth or token axis, else ``"init"``."""
         return "gate" if variant in (*self.gate_variants, *self.token_variants) else "init"

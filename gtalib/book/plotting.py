@@ -896,7 +896,8 @@ def plot_ladder(result) -> plt.Figure:
         ax.axhline(0, color="black", lw=0.8)
         ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
                    label=f"depth of this book's ablation pages ({book_depth} layers)")
-        on_axis = pts[(pts["part"] == part) & pts["variant"].isin(lad.depth_variants(part))]
+        on_axis = pts[(pts["part"] == part) & pts["variant"].isin(lad.depth_variants(part))
+                      & pts["max_steps"].isin(lad.depth_steps())]
         for _, variant, arm, steps, g in _ladder_series(on_axis):
             marker, _ = _variant_style(fig_spec, variant)
             # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
@@ -981,12 +982,27 @@ def ladder_pair_sources(points: pd.DataFrame) -> str:
         f"{p.max_steps} steps": p.pair_source for p in points.itertuples()})
 
 
+def ladder_lines(result) -> list[str]:
+    """The ladder page's sentences, one Markdown bullet each: every depth series (at the depth
+    axis' lengths, :meth:`Ladder.depth_steps`), the scaled-init depth test and the token axis."""
+    from gtalib.book.analysis import ladder_sentence, scaled_sentence, token_sentence
+
+    lad = F.ladder(result.preset)
+    lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
+             + ladder_sentence(result.points, part, variant, arm, steps)
+             for part, variant, arm, steps, _ in _ladder_series(result.points)
+             if variant in lad.depth_variants(part) and steps in lad.depth_steps()]
+    lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
+              + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
+    lines += [f"- *gate against training length* — "
+              + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
+    return lines
+
+
 def show_ladder(result) -> None:
     """Display the ladder page: incomplete-runs notice, where the runs come from, the figure,
     the sentence per series, the table of points and the parameter matching per rung."""
     from IPython.display import Markdown, display
-
-    from gtalib.book.analysis import ladder_sentence, scaled_sentence, token_sentence
 
     notice = missing_notice(result.collected)
     if notice:
@@ -996,15 +1012,7 @@ def show_ladder(result) -> None:
         return
     plot_ladder(result)
     plt.show()
-    lad = F.ladder(result.preset)
-    lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
-             + ladder_sentence(result.points, part, variant, arm, steps)
-             for part, variant, arm, steps, _ in _ladder_series(result.points)
-             if variant in lad.depth_variants(part)]
-    lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
-              + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
-    lines += [f"- *gate against training length* — "
-              + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
+    lines = ladder_lines(result)
     display(Markdown("\n".join(lines)))
     display(Markdown(final_table_words(result.confidence)))
     display(format_ladder_table(result.points, result.confidence))

@@ -208,3 +208,29 @@ def test_scaled_sentence_says_how_much_of_zero_inits_lead_the_scaling_removes():
                           "the scaling to remove.")
     assert A.scaled_sentence(pts([(0.0, 0, 0)] * 2, [(0.0, 0, 0)] * 2), "mha", 1000) == (
         "MHA: no depth with both the normal and the scaled arm.")
+
+
+def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, monkeypatch):
+    """A length only the token axis has (cpu: GQA at 2000 steps, 8 layers) is neither a depth
+    series in the depth panel nor a depth sentence; it is on the token panel and sentence."""
+    from dataclasses import replace
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from gtalib.book import plotting
+
+    assert F.ladder("cpu").depth_steps() == (250, 1000)
+    monkeypatch.setitem(F.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 3, 6)))
+    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    _write_ladder_store(tmp_path, "ci", 2, lambda ref: 0.01)
+    r = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    assert {(v, s) for v, s in zip(r.points["variant"], r.points["max_steps"]) if s == 60} == {
+        ("gqa", 60), ("mla", 60)}
+    lines = plotting.ladder_lines(r)
+    assert not any("60 steps*" in ln for ln in lines)
+    assert any("GQA at 2 layers (10–60 steps)" in ln for ln in lines)
+    fig = plotting.plot_ladder(r)
+    depth_labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert not any("60 steps" in t for t in depth_labels)
+    assert any("30 steps" in t for t in depth_labels)
+    assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == ["10", "30", "60"]
