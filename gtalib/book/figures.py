@@ -218,8 +218,9 @@ GATE_CPU_STEPS = 1000
 #: measured spread of the paired ΔL gave *pairs to resolve* ≤ 5 and the mean |ΔL| exceeded the
 #: seed spread of the final losses (more pairs narrow the interval, never the seed spread, so a
 #: variant failing that test is left at 3). Fixed from the 3-seed results, before seeds 3 and 4
-#: ran, and not raised again whatever they show (docs/cpu_regime.md, "Seeds"). No variant of the
-#: gating chapter qualifies: every unresolved mean there (0.012–0.026) is below its seed spread.
+#: ran, and not raised again whatever they show (docs/cpu_regime.md, "Five seeds where they can
+#: decide"). No variant of the gating chapter qualifies: every unresolved mean there
+#: (0.012–0.026) is at or below its seed spread.
 _FIVE_SEEDS = {
     "init": {"mha": 5, "mla": 5, "mfa": 5},
     "latent_scale": {"mlra-2": 5},
