@@ -852,6 +852,15 @@ _LADDER_DELTA = {("init", "alt"): "normal − zero", ("init", "scaled"): "scaled
                  ("gate", "alt"): "no gate − gate"}
 
 
+def _depth_points(points: pd.DataFrame, lad) -> pd.DataFrame:
+    """The ladder points drawn and told against depth: the depth variants of each part at the
+    depth axis' lengths (:meth:`Ladder.depth_variants`, :meth:`Ladder.depth_steps`)."""
+    on_axis = pd.Series([v in lad.depth_variants(p)
+                         for p, v in zip(points["part"], points["variant"])], index=points.index,
+                        dtype=bool)
+    return points[on_axis & points["max_steps"].isin(lad.depth_steps())]
+
+
 def _ladder_series(points: pd.DataFrame):
     """``(part, variant, arm, max_steps, rows sorted by depth)`` of every ladder series."""
     for key, g in points.groupby(["part", "variant", "arm", "max_steps"], sort=True):
@@ -896,8 +905,7 @@ def plot_ladder(result) -> plt.Figure:
         ax.axhline(0, color="black", lw=0.8)
         ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
                    label=f"depth of this book's ablation pages ({book_depth} layers)")
-        on_axis = pts[(pts["part"] == part) & pts["variant"].isin(lad.depth_variants(part))
-                      & pts["max_steps"].isin(lad.depth_steps())]
+        on_axis = _depth_points(pts[pts["part"] == part], lad)
         for _, variant, arm, steps, g in _ladder_series(on_axis):
             marker, _ = _variant_style(fig_spec, variant)
             # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
@@ -990,8 +998,7 @@ def ladder_lines(result) -> list[str]:
     lad = F.ladder(result.preset)
     lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
              + ladder_sentence(result.points, part, variant, arm, steps)
-             for part, variant, arm, steps, _ in _ladder_series(result.points)
-             if variant in lad.depth_variants(part) and steps in lad.depth_steps()]
+             for part, variant, arm, steps, _ in _ladder_series(_depth_points(result.points, lad))]
     lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
               + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
     lines += [f"- *gate against training length* — "
