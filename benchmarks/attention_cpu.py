@@ -37,10 +37,10 @@ from pathlib import Path
 import torch
 
 from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path as a script)
-from gtalib.attention import build_attention
-from gtalib.config import VARIANTS
-from gtalib.presets import model_config
-from gtalib.runs import cpu_model
+from gtalib.model.attention import build_attention
+from gtalib.model.config import VARIANTS
+from gtalib.model.presets import model_config
+from gtalib.training.runs import cpu_model
 
 
 def commit() -> str:

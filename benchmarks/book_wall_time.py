@@ -22,7 +22,7 @@ import platform
 import sys
 from pathlib import Path
 
-from gtalib import runs
+from gtalib.training import runs
 from gtalib.book import job as book
 from gtalib.book.plan import make_plan
 

@@ -45,8 +45,8 @@ VARIANTS = ("mha", "mlra-4")
 
 _CHILD = r"""
 import hashlib, json, sys, time, torch
-from gtalib.model import GPT
-from gtalib.presets import model_config
+from gtalib.model.gpt import GPT
+from gtalib.model.presets import model_config
 variant, steps = sys.argv[1], int(sys.argv[2])
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -77,7 +77,7 @@ def child(variant: str, steps: int, env: dict) -> dict:
 
 
 def measure(rounds: int, steps: int) -> dict:
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     res = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "machine": records.machine(), "versions": records.versions(),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """How far a recorded run's curve moves when it is re-trained on another CPU kind: the data
-behind the cross-machine envelope of ``gtalib record check`` (``gtalib.records``).
+behind the cross-machine envelope of ``gtalib record check`` (``gtalib.training.records``).
 
 Usage (from the repo root; the corpus must be built):
 
@@ -50,7 +50,7 @@ CPU_SAMPLE = (
 
 _CHILD = r"""
 import json, sys, torch
-from gtalib import runs
+from gtalib.training import runs
 spec_file, out_dir, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(threads)
 spec = runs.RunSpec.from_dict(json.load(open(spec_file)))
@@ -62,7 +62,7 @@ print(path)
 def sample_ids() -> list[str]:
     """Run ids of the sample among the repository's records (``ci`` ones: all; ``cpu``: seed 0
     of each :data:`CPU_SAMPLE` configuration)."""
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     out = []
     for folder in records.list_records():
@@ -86,7 +86,7 @@ def _cost(spec) -> int:
 
 def retrain(folder: Path, env: dict) -> "pd.DataFrame":
     """Re-train the bundle ``folder`` in a child process with ``env``; its metrics frame."""
-    from gtalib import runs
+    from gtalib.training import runs
 
     threads = int(runs.load_card(folder).get("threads") or 1)
     with tempfile.TemporaryDirectory(prefix="gtalib-xcpu-") as tmp:
@@ -112,7 +112,7 @@ def deltas(run_id: str, recorded, retrained) -> "pd.DataFrame":
 def measure(kind: str, run_ids: list[str]) -> None:
     import pandas as pd
 
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     OUT.mkdir(exist_ok=True)
     csv = OUT / f"{kind}.csv"
@@ -152,7 +152,7 @@ CHANGES = {
 def _edited(spec, edit: dict):
     from dataclasses import replace
 
-    from gtalib import runs
+    from gtalib.training import runs
 
     train = replace(spec.train, **edit.get("train", {}))
     # the data identity names the sampling (data_seed): re-derived for the edited training
@@ -166,7 +166,7 @@ def measure_changes() -> None:
     append its per-step deltas against the record to ``cross_cpu/changes.csv``."""
     import pandas as pd
 
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     OUT.mkdir(exist_ok=True)
     csv = OUT / "changes.csv"
@@ -243,7 +243,7 @@ def _seed_spread(spec, finals: dict) -> tuple[float, int]:
 
 def _record_finals() -> dict:
     """run id -> (spec, final validation loss) of every record, read once."""
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     return {f.name: (runs.load_spec(f),
                      float(records.load_record_metrics(f)["val_loss"].dropna().iloc[-1]))
@@ -258,7 +258,7 @@ def recorded_changes() -> "pd.DataFrame":
 
     import pandas as pd
 
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     want = {"init normal vs zero": ("init", "normal", "zero"), "gate on vs off": ("gate", True, False),
             "init scaled vs normal": ("init", "scaled", "normal")}
@@ -294,7 +294,7 @@ def summary() -> str:
     """``cross_cpu.md``: the measurements of every kind, the real changes, the derived bound."""
     import pandas as pd
 
-    from gtalib import records, runs
+    from gtalib.training import records, runs
 
     d = load_kinds()
     env = derive_envelope(d)
@@ -366,7 +366,7 @@ def summary() -> str:
               f"{EARLY_MARGIN:g} × the largest |Δ| measured there → **early_tol = "
               f"{env['early_tol']:g}** nats; after it, {LATE_MARGIN:g} × the largest measured → "
               f"**train_tol = {env['train_tol']:g}**, **val_tol = {env['val_tol']:g}** nats "
-              "(each rounded up to one significant digit). `gtalib.records.CROSS_MACHINE_ENVELOPE` "
+              "(each rounded up to one significant digit). `gtalib.training.records.CROSS_MACHINE_ENVELOPE` "
               "holds these numbers (a test re-derives them from `cross_cpu/*.csv`)."]
     return "\n".join(lines) + "\n"
 

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gtalib.kernels.decode_model import PAPER_SHARDS, DecodeShard, kv_bytes, roofline_us, step_flops  # noqa: E402
-from gtalib.runs import cpu_model, git_commit  # noqa: E402
+from gtalib.training.runs import cpu_model, git_commit  # noqa: E402
 
 DEFAULT_CONTEXTS_K = (16, 32, 64, 128, 256, 512)
 CHUNK_BYTES = 1 << 20  # keys of one chunk: this CPU's per-core L2

@@ -5,7 +5,7 @@ FlopCounterMode counts every matrix product by its shape (2·m·n·k), but has n
 PyTorch's fused CPU attention kernel (``aten._scaled_dot_product_flash_attention_for_cpu`` and
 its backward; torch 2.13): an attention call that takes it would count zero FLOPs. And where the
 value heads are narrower than the query/key heads (the latent family: ``d_n + d_r`` against
-``d_v``), ``gtalib.attention.functional`` zero-pads the values so that the fused kernel can run;
+``d_v``), ``gtalib.model.attention.functional`` zero-pads the values so that the fused kernel can run;
 counting that kernel's shapes would count the padding as work. So :func:`count_flops` runs its
 function with PyTorch's unfused ("math") attention, which computes the same attention as
 explicit matrix products at the true widths and which FlopCounterMode counts: the forward's
@@ -13,7 +13,7 @@ scores Q·Kᵀ and output P·V (full T×S, the causal mask saving nothing) and t
 products (dV, dP, dQ, dK: twice the forward). Grouped key/value heads count once per query
 head. The fused backward's recomputation of the scores is the kernel's choice, not work the
 model asks for, and is not counted. Elementwise work is not counted either, which includes TPA's
-rank-2 factor contraction (two broadcast products, ``gtalib.attention.tpa``; higher ranks use a
+rank-2 factor contraction (two broadcast products, ``gtalib.model.attention.tpa``; higher ranks use a
 matrix product, which is counted).
 """
 

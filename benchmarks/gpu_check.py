@@ -23,7 +23,7 @@ Sections (each in its own try/except; a failure is written into the report and t
 * ``train``: 50 bf16 steps of two variants through ``gtalib train --preset gpu`` (skipped with a
   message when that command is not available).
 * ``tp`` (only when named in ``--sections``): tensor-parallel decode of every variant on the GPU
-  (``gtalib.tp``; TP 1 over NCCL, TP 2/4 as gloo ranks sharing the GPU) against the
+  (``gtalib.decode.tp``; TP 1 over NCCL, TP 2/4 as gloo ranks sharing the GPU) against the
   single-process model, to ``tp.csv``.
 
 Nothing here writes a number that was not measured: a failed point is recorded as an error.
@@ -267,19 +267,19 @@ def section_decode(outdir: Path, quick: bool) -> str:
 
 
 def section_tp(outdir: Path) -> str:
-    """Tensor-parallel decode on the GPU (gtalib.tp): every variant, gate off and on, ci shapes,
+    """Tensor-parallel decode on the GPU (gtalib.decode.tp): every variant, gate off and on, ci shapes,
     prefill 12 + 8 decode steps, the Triton kernels on; TP 1 over NCCL, TP 2 and 4 as gloo ranks
     sharing the one GPU. Rows (max |logits − single-process CUDA model|, cache elements per token
-    and layer against gtalib.kvcache, all-reduced bytes per token) to tp.csv."""
+    and layer against gtalib.model.kvcache, all-reduced bytes per token) to tp.csv."""
     import tempfile
 
     import torch
 
-    from gtalib.config import VARIANTS
-    from gtalib.kvcache import kv_elems_per_device
-    from gtalib.model import GPT
-    from gtalib.presets import model_config
-    from gtalib.tp import allreduce_bytes_per_token, reference_decode, spawn_decode
+    from gtalib.model.config import VARIANTS
+    from gtalib.model.kvcache import kv_elems_per_device
+    from gtalib.model.gpt import GPT
+    from gtalib.model.presets import model_config
+    from gtalib.decode.tp import allreduce_bytes_per_token, reference_decode, spawn_decode
 
     models = {}
     for v in VARIANTS:
@@ -313,7 +313,7 @@ def section_tp(outdir: Path) -> str:
 
 def _train_command(help_text: str, variant: str, steps: int, run_dir: Path) -> list[str]:
     """The ``gtalib train`` call, adapted to the options its --help lists."""
-    cmd = [sys.executable, "-m", "gtalib.cli", "train"]
+    cmd = [sys.executable, "-m", "gtalib", "train"]
     cmd += ["--variant", variant] if "--variant" in help_text else [variant]
     cmd += ["--preset", "gpu", "--max-steps", str(steps)]
     if "--run-dir" in help_text:
@@ -324,7 +324,7 @@ def _train_command(help_text: str, variant: str, steps: int, run_dir: Path) -> l
 def section_train(outdir: Path, steps: int, timeout_each: float) -> str:
     """Short bf16 training runs through the CLI (Lightning); skipped when the CLI lacks ``train``."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    probe = subprocess.run([sys.executable, "-m", "gtalib.cli", "train", "--help"], cwd=ROOT, env=env,
+    probe = subprocess.run([sys.executable, "-m", "gtalib", "train", "--help"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=120)
     if probe.returncode != 0 or "--max-steps" not in probe.stdout or "--preset" not in probe.stdout:
         return ("SKIPPED: `gtalib train --preset gpu --max-steps N` is not available in this checkout "

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from gtalib import records, runs
+from gtalib.training import records, runs
 from gtalib.book.job import train_all
 from gtalib.book.plan import make_plan
 

@@ -10,15 +10,15 @@ Main entry points (imported lazily so ``import gtalib`` stays cheap for the CLI)
 __version__ = "0.1.0"
 
 _LAZY = {
-    "ModelConfig": "gtalib.config",
-    "VARIANTS": "gtalib.config",
-    "model_config": "gtalib.presets",
-    "PRESETS": "gtalib.presets",
-    "GPT": "gtalib.model",
-    "build_attention": "gtalib.attention",
-    "REGISTRY": "gtalib.attention",
-    "count_params": "gtalib.params",
-    "match_intermediate_size": "gtalib.params",
+    "ModelConfig": "gtalib.model.config",
+    "VARIANTS": "gtalib.model.config",
+    "model_config": "gtalib.model.presets",
+    "PRESETS": "gtalib.model.presets",
+    "GPT": "gtalib.model.gpt",
+    "build_attention": "gtalib.model.attention",
+    "REGISTRY": "gtalib.model.attention",
+    "count_params": "gtalib.model.params",
+    "match_intermediate_size": "gtalib.model.params",
 }
 
 

@@ -1,4 +1,4 @@
-"""``python -m gtalib ...`` = the ``gtalib`` console script."""
+"""``python -m gtalib ...`` = the ``gtalib`` console script (an entry point: the cli layer)."""
 
 import sys
 

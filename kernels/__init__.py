@@ -1,5 +1,8 @@
 """Triton kernels of gtalib, installed as ``gtalib.kernels``, each beside its PyTorch reference.
 
+Ground layer. May import: nothing of gtalib (the model layer dispatches to these kernels; they
+know no ``ModelConfig``).
+
 * :func:`flash_attention` / :func:`flash_attention_ref`: fused causal attention (FlashAttention-2),
   grouped KV heads, Dqk ≠ Dv, causal offset; differentiable.
 * :func:`mlra_attention` / :func:`mlra_attention_ref`: MLRA multi-branch attention in one launch.

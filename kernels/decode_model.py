@@ -22,7 +22,7 @@ values. Per step, over a context of ``S`` tokens (``e`` bytes per cache element)
 bound by the KV cache read).
 
 Per-device shards of the paper's decode benchmark (its Figure 5; 64 query heads, d_h 128, RoPE 64;
-elements per token per device as in :mod:`gtalib.kvcache`, paper Table 1):
+elements per token per device as in :mod:`gtalib.model.kvcache`, paper Table 1):
 
 =============  ==========  =====  ====================================  =============  ==========
 shard          parallel    heads  cache per token                        elements       FLOPs / S
@@ -40,7 +40,7 @@ compute-bound and the ranking follows the FLOPs (GQA at TP 8 has 8 heads, the la
 
 MLRA-4 at TP 4 shards by branch: device ``j`` holds latent block ``j`` and computes branch ``j`` for
 all 64 heads; the branch sum ``Σ_b y_b W_O`` is done by the all-reduce (W_O is linear;
-:mod:`gtalib.tp`). This is the only split that gives the paper's 1.5 d_h per device. GLA-2 at TP 2
+:mod:`gtalib.decode.tp`). This is the only split that gives the paper's 1.5 d_h per device. GLA-2 at TP 2
 shards by head group (32 heads per block).
 
 Context lengths are in binary K: "128K" is 131,072 tokens (an assumption; the paper's figure says
@@ -68,7 +68,7 @@ class DecodeShard:
 
     Attributes:
         name: label, e.g. ``"MLRA-4 (TP 4)"``.
-        variant: canonical variant name (gtalib.config.VARIANTS).
+        variant: canonical variant name (gtalib.model.config.VARIANTS).
         parallel: ``"TP 8"``, ``"DP"``, ...
         n_head: query heads computed on the device.
         n_kv_head: KV heads cached on the device (GQA); 1 for the latent family (MQA-style).

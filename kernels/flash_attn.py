@@ -5,7 +5,7 @@ Parallelism and Work Partitioning", Alg. 1 forward, Alg. 2 backward): tiles of q
 tiles of keys with an online softmax (running row max ``m`` and row sum ``l``), the logsumexp of each
 row is kept for the backward pass, which recomputes the probabilities tile by tile.
 
-Shapes (the contract of ``gtalib.attention.functional.attend``):
+Shapes (the contract of ``gtalib.model.attention.functional.attend``):
     q ``(B, T, H, Dqk)``, k ``(B, S, Hkv, Dqk)``, v ``(B, S, Hkv, Dv)`` → out ``(B, T, H, Dv)``.
     Query head ``h`` reads KV head ``h // (H // Hkv)`` by index (MHA/MQA/GQA/GTA/MFA never build the
     expanded K/V). Query ``i`` sits at absolute position ``start_pos + i`` and sees keys

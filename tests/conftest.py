@@ -14,7 +14,7 @@ or data cache was added, removed or modified.
 A test that re-trains a recorded run reports the check's outcome with the ``record_check_report``
 fixture; :func:`pytest_terminal_summary` prints those lines at the end of the run (also under
 ``-q``), so the output says which outcome the check had on this machine (bit-identical, within
-the cross-machine envelope, or mismatch; :mod:`gtalib.records`).
+the cross-machine envelope, or mismatch; :mod:`gtalib.training.records`).
 
 So that every test file passes when run alone on a fresh clone (no corpus built yet), the
 session then builds the default byte corpus (about 5 s, fetching its pinned archives) into the
@@ -34,7 +34,7 @@ if not torch.cuda.is_available():
 torch.set_num_threads(1)
 
 from gtalib.data.archives import ENV_DATA_DIR, default_data_dir  # noqa: E402  (after TRITON_INTERPRET)
-from gtalib.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
+from gtalib.training.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
 from store_guard import changes, ensure_default_corpus, share_read_only, snapshot  # noqa: E402
 
 

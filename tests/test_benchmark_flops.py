@@ -41,7 +41,7 @@ def test_attention_counts_as_its_explicit_matrix_products(n_kv_head):
 def test_narrower_values_count_their_own_width_not_the_padding():
     # The latent family's values (d_v) are narrower than its queries/keys (d_n + d_r); attend
     # zero-pads them for the fused CPU kernel, and the count must not include that padding.
-    from gtalib.attention.functional import attend
+    from gtalib.model.attention.functional import attend
 
     torch.manual_seed(0)
     B, T, H, Dqk, Dv = 2, 16, 4, 12, 8

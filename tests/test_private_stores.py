@@ -6,7 +6,7 @@ from pathlib import Path
 
 from store_guard import changes, ensure_default_corpus, share_read_only, snapshot
 from gtalib.data.archives import default_data_dir
-from gtalib.runs import default_run_dir
+from gtalib.training.runs import default_run_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,7 +17,7 @@ def test_default_stores_are_private(_private_stores):
         assert path.resolve().is_relative_to(root), path
         assert not path.resolve().is_relative_to(REPO)
     # subprocesses (multi-process tests, the CLI) inherit the private stores
-    out = subprocess.run([sys.executable, "-c", "from gtalib.runs import default_run_dir; "
+    out = subprocess.run([sys.executable, "-c", "from gtalib.training.runs import default_run_dir; "
                           "print(default_run_dir())"], capture_output=True, text=True, check=True)
     assert Path(out.stdout.strip()).resolve().is_relative_to(root)
 

@@ -158,12 +158,12 @@ def test_caches_are_keyed_on_what_determines_them(monkeypatch):
     store only adds reusable runs) and saved after the README's command even when it failed;
     MathJax on the file that pins its version; every key's hashFiles patterns match files of
     the repository."""
-    import gtalib.runs
+    import gtalib.training.runs
     from gtalib.data.archives import default_data_dir
 
     monkeypatch.delenv("GTALIB_RUN_DIR", raising=False)
     monkeypatch.delenv("GTALIB_DATA_DIR", raising=False)
-    assert gtalib.runs.default_run_dir().resolve() == REPO / "runs"
+    assert gtalib.training.runs.default_run_dir().resolve() == REPO / "runs"
     assert default_data_dir() == REPO / "data_cache"
     readme = readme_commands()
     jobs = {"test": (workflows()["test.yml"]["jobs"]["test"], "ci", readme["test"]),

@@ -11,5 +11,6 @@ module             what
 ``job``            the main job: corpus → runs → papermill notebooks → Jupyter Book HTML
 =================  ===========================================================================
 
-This layer reads the model and training layers and is read only by the CLI.
+May import: ``gtalib.training``, ``gtalib.decode``, ``gtalib.model``, ``gtalib.data``,
+``gtalib.kernels``. Read only by the CLI.
 """

@@ -1,7 +1,7 @@
-"""``python -m gtalib.book ...``: the main job (same options as ``gtalib book``)."""
+"""``python -m gtalib.book ...`` = ``gtalib book ...`` (an entry point: the cli layer)."""
 
 import sys
 
-from gtalib.book.job import main
+from gtalib.cli import main
 
-sys.exit(main())
+sys.exit(main(["book", *sys.argv[1:]]))

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gtalib.runs import resolve_run_dir
+from gtalib.training.runs import resolve_run_dir
 
 VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
 
@@ -438,12 +438,12 @@ class Collected:
             run_id, state, detail, source, device, machine_kind`` with ``state`` in ``done |
             missing | failed | corrupt`` (``corrupt``: a finished run whose files do not check
             out, ``detail`` naming run, file, column and row), ``source`` ``"local"`` or the
-            recorded run's provenance (:func:`gtalib.records.record_label`), and the machine
+            recorded run's provenance (:func:`gtalib.training.records.record_label`), and the machine
             from the run's ``card.json``: ``device`` (string) and ``machine_kind`` (dict), each
             ``None`` when the card lacks it (unknown).
         cards: run cards (``card.json`` contents) of the complete runs.
         run_dir: the run store they were read from; record_dir: the recorded runs
-            (:func:`gtalib.records.default_record_dir` when ``None``). A ``done`` run's folder is
+            (:func:`gtalib.training.records.default_record_dir` when ``None``). A ``done`` run's folder is
             ``run_dir/<run_id>`` when its ``source`` is ``"local"``, else
             ``record_dir/<run_id>``.
     """
@@ -469,20 +469,20 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
     """Read (and with ``train=True`` first train) the runs ``refs`` need.
 
     A run the local store lacks is read from the repository's recorded runs
-    (:mod:`gtalib.records`) when one is recorded, and labelled so in ``status.source``
+    (:mod:`gtalib.training.records`) when one is recorded, and labelled so in ``status.source``
     ("recorded <date> on <machine>"); only a run neither local nor recorded is trained.
 
     Args:
         refs: :class:`gtalib.book.figures.RunRef` list. plan: the :class:`gtalib.book.plan.Plan`
             that resolves them into run specs. run_dir: run store root.
-        train: train missing runs through ``gtalib.runs.ensure_run`` (else report them missing).
-        record_dir: recorded runs (default :func:`gtalib.records.default_record_dir`).
+        train: train missing runs through ``gtalib.training.runs.ensure_run`` (else report them missing).
+        record_dir: recorded runs (default :func:`gtalib.training.records.default_record_dir`).
     Returns:
         :class:`Collected`. A run that fails to train is reported ``failed`` with its error, a
         finished run whose files are corrupt ``corrupt`` (paths relative to the store); nothing
         is raised, so a figure can say on its page which runs it lacks.
     """
-    from gtalib import records, runs as store
+    from gtalib.training import records, runs as store
 
     run_dir = resolve_run_dir(run_dir)
     frames, status, cards = [], [], []
@@ -715,7 +715,7 @@ def corpus_entropy(preset: str) -> float:
 # Gate probes: what the gate does inside the model (docs/probes.md)
 # ---------------------------------------------------------------------------------------------
 
-#: The three probes of :func:`gtalib.probes.measure`, as ``probes.json`` names them.
+#: The three probes of :func:`gtalib.training.probes.measure`, as ``probes.json`` names them.
 PROBE_KEYS = ("gate_mean", "first_token_share", "max_abs_residual")
 #: Columns of :attr:`Probes.per_layer`.
 PROBE_COLUMNS = ["variant", "arm", "seed", "run_id", "layer", "tokens", *PROBE_KEYS]
@@ -726,7 +726,7 @@ PROBE_SUMMARY_COLUMNS = ["variant", "arm", "runs", "with_probes", "tokens",
 
 @dataclass
 class Probes:
-    """The gate probes (:mod:`gtalib.probes`) of a page's finished runs. Built by
+    """The gate probes (:mod:`gtalib.training.probes`) of a page's finished runs. Built by
     :func:`read_probes`.
 
     Attributes:
@@ -761,8 +761,8 @@ def read_probes(collected: Collected) -> Probes:
     """
     import json
 
-    from gtalib import records
-    from gtalib.probes import PROBES_FILE
+    from gtalib.training import records
+    from gtalib.training.probes import PROBES_FILE
 
     run_dir = resolve_run_dir(collected.run_dir)
     record_dir = (Path(collected.record_dir) if collected.record_dir is not None
@@ -814,7 +814,7 @@ def read_probes(collected: Collected) -> Probes:
 
 def uniform_first_token_share(tokens: int) -> float:
     """First-token share of uniform causal attention over ``tokens`` positions, averaged as
-    :func:`gtalib.probes.measure` averages it (queries at positions 1 .. T−1, query ``i``
+    :func:`gtalib.training.probes.measure` averages it (queries at positions 1 .. T−1, query ``i``
     giving key 0 the probability ``1/(i+1)``): ``mean_{i=1}^{T-1} 1/(i+1)``, e.g. 0.0349 at
     128. A share near it means no attention sink.
 
@@ -1042,8 +1042,8 @@ def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_
     """
     import torch
 
-    from gtalib.attention import build_attention
-    from gtalib.config import LATENT_VARIANTS, ModelConfig, canonical_variant
+    from gtalib.model.attention import build_attention
+    from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
 
     if canonical_variant(variant) not in LATENT_VARIANTS:
         raise ValueError(f"variant must be one of {LATENT_VARIANTS}, got {variant!r}")
@@ -1202,10 +1202,10 @@ def paper_delta(key: str, variant: str) -> float:
 def ladder_params(preset: str) -> pd.DataFrame:
     """Total parameters of every configuration of ``preset``'s ladder at every depth, and its
     deviation from MHA's at the same depth in percent (the FFN width is solved per depth by
-    :func:`gtalib.presets.model_config`)."""
+    :func:`gtalib.model.presets.model_config`)."""
     from gtalib.book import figures
-    from gtalib.params import count_params
-    from gtalib.presets import model_config
+    from gtalib.model.params import count_params
+    from gtalib.model.presets import model_config
 
     rows = []
     configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))

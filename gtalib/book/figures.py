@@ -120,7 +120,7 @@ H100_HBM_BYTES_PER_S = 3.35e12
 # and Attention-Sink-Free", arXiv 2505.06708, Table 4 (docs/paper_values.md, "Gated attention
 # (Qiu et al. 2025)"; what each probe measures here: docs/probes.md).
 
-#: Qiu et al.'s values of the gate probes of :mod:`gtalib.probes`, keyed by the ``probes.json``
+#: Qiu et al.'s values of the gate probes of :mod:`gtalib.training.probes`, keyed by the ``probes.json``
 #: key, as ``(without the gate, with the gate)``: mean gate score ``σ(x̃ W_g)`` (gated model
 #: only, NaN without the gate), attention on the first token (0.467 → 0.048), largest residual
 #: activation ``|h|`` (1053 → 94, their "massive activations").
@@ -145,7 +145,7 @@ class Ablation:
         key: short id used by notebooks and the CLI (``"init"``, ``"gate"``, ...).
         title: figure title.
         variants: the paper's variants, in its legend order.
-        alt, rec: model options (keywords of ``gtalib.presets.model_config``) of the arm the
+        alt, rec: model options (keywords of ``gtalib.model.presets.model_config``) of the arm the
             paper argues against and of the arm it recommends; ΔL = L(alt) − L(rec).
         convention: the ΔL convention as printed in captions.
         colors: variant → matplotlib colour (the paper's).
@@ -157,7 +157,7 @@ class Ablation:
         ci_variants: the small subset used at the ``ci`` preset (chosen to share runs across
             figures).
         train: preset → training overrides of this figure's runs (sorted ``(field, value)``
-            pairs of :func:`gtalib.train_config.train_config`), for a figure whose effect needs
+            pairs of :func:`gtalib.training.config.train_config`), for a figure whose effect needs
             a longer run than the preset's default; fixed before any run, both arms alike.
         seeds: preset → {variant: seeds} for a variant that this figure runs with more seeds
             than the book's count (:func:`figure_seeds`): one left unresolved at the book's
@@ -371,7 +371,7 @@ def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
     fig = ablation(key)
     if variants is None:
         return fig.ci_variants if preset == "ci" else fig.variants
-    from gtalib.config import canonical_variant
+    from gtalib.model.config import canonical_variant
 
     if isinstance(variants, str):
         variants = [v.strip() for v in variants.split(",") if v.strip()]
@@ -438,8 +438,8 @@ class RunRef:
 
     ``arm`` is ``"alt"`` or ``"rec"`` for ablations (see module docstring), ``"main"`` for
     the main-results table, and a ladder arm name (``"scaled"``) for the scale ladder's extra
-    arms; ``options`` are ``gtalib.presets.model_config`` keywords (the ladder adds
-    ``n_layer``); ``train`` are :func:`gtalib.train_config.train_config` overrides of the
+    arms; ``options`` are ``gtalib.model.presets.model_config`` keywords (the ladder adds
+    ``n_layer``); ``train`` are :func:`gtalib.training.config.train_config` overrides of the
     preset's training settings (the ladder's longer runs set ``max_steps``).
     """
 
@@ -618,7 +618,7 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
     return list(dict.fromkeys(refs))  # the token axis shares GQA's runs with the depth axis
 
 
-#: Option defaults of ``gtalib.presets.model_config`` (docs/variants.md "Ablation switches").
+#: Option defaults of ``gtalib.model.presets.model_config`` (docs/variants.md "Ablation switches").
 OPTION_DEFAULTS = {"init": "zero", "gate": False, "latent_scale": True, "head_multiplier": 1}
 
 
@@ -632,7 +632,7 @@ def canonical_options(options) -> tuple:
 #: padded to 50304 for gpu/paper).
 def preset_tokenizer(preset: str) -> str:
     """``"bytes"`` or ``"gpt2"``: the tokenizer a preset's vocabulary implies."""
-    from gtalib.presets import PRESETS
+    from gtalib.model.presets import PRESETS
 
     if preset not in PRESETS:
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
@@ -640,13 +640,13 @@ def preset_tokenizer(preset: str) -> str:
 
 
 def train_settings(preset: str, max_steps=None):
-    """The preset's :class:`~gtalib.train_config.TrainConfig`, with ``max_steps`` overridden if
-    given (the warmup then keeps the preset's fraction: :func:`gtalib.train_config.train_config`).
+    """The preset's :class:`~gtalib.training.config.TrainConfig`, with ``max_steps`` overridden if
+    given (the warmup then keeps the preset's fraction: :func:`gtalib.training.config.train_config`).
 
     Raises:
         ValueError: ``max_steps`` not a positive integer.
     """
-    from gtalib.presets import train_config
+    from gtalib.training.config import train_config
 
     if max_steps is not None and (
         not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
@@ -657,24 +657,25 @@ def train_settings(preset: str, max_steps=None):
 
 def data_spec(preset: str, max_steps=None) -> dict:
     """The ``data`` of the preset's run specs: the default registry corpus with the preset's
-    tokenizer (:func:`gtalib.runs.data_spec`; builds nothing).
+    tokenizer (:func:`gtalib.training.runs.data_spec`; builds nothing).
 
     Raises:
         FileNotFoundError: the corpus is not built (``gtalib data build`` or ``gtalib book``).
     """
-    from gtalib import runs
+    from gtalib.training import runs
 
     return runs.data_spec(train_settings(preset, max_steps), "default", preset_tokenizer(preset))
 
 
 def run_spec(ref: RunRef, preset: str, max_steps=None, data: dict | None = None):
-    """The :class:`gtalib.runs.RunSpec` of ``ref`` at ``preset``.
+    """The :class:`gtalib.training.runs.RunSpec` of ``ref`` at ``preset``.
 
     Args:
         data: the spec's data (default :func:`data_spec`; pass it when building many specs).
     """
-    from gtalib.presets import model_config, train_config
-    from gtalib.runs import RunSpec
+    from gtalib.model.presets import model_config
+    from gtalib.training.config import train_config
+    from gtalib.training.runs import RunSpec
 
     # The ladder's own training overrides win over the book's max_steps; the data spec depends
     # only on the sampling settings (block, batch, data seed, windows), which neither changes.

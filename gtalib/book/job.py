@@ -5,7 +5,7 @@
 1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
 2. trains every missing run of every figure through the run store, in one process (or ``J``
    worker processes), printing which run, how many are left and an ETA; a run the repository
-   has recorded (``book/recorded/``, :mod:`gtalib.records`) is read from its bundle instead,
+   has recorded (``book/recorded/``, :mod:`gtalib.training.records`) is read from its bundle instead,
    unless ``--train-recorded``;
 3. executes every notebook of ``notebooks/`` with papermill at the preset (parameters injected,
    training off: a run that is still missing is reported on its page), writing the executed
@@ -21,7 +21,6 @@ Exit status 0 only if every run trained, every notebook executed and the HTML is
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import html
 import json
@@ -36,8 +35,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
-from gtalib import records
-from gtalib.runs import is_done, resolve_run_dir, run_path
+from gtalib.training import records
+from gtalib.training.runs import is_done, resolve_run_dir, run_path
 
 REPO = Path(__file__).resolve().parents[2]
 BOOK_DIR = REPO / "book"
@@ -63,7 +62,7 @@ class BookError(RuntimeError):
 
 def ensure_corpus(plan: Plan, log=print) -> None:
     """Build the plan's default corpus if it is missing (no-op when its manifest exists)."""
-    from gtalib import runs
+    from gtalib.training import runs
 
     dm = runs.make_datamodule("default", plan.tokenizer, plan.train, build=True)
     if not (dm.path / "manifest.json").is_file():
@@ -80,7 +79,7 @@ def _train_one(spec_dict: dict, run_dir: str, threads: int | None, accelerator: 
     """Worker: train one run (used by the process pool; top level so it pickles)."""
     import torch
 
-    from gtalib import runs
+    from gtalib.training import runs
 
     if threads:
         torch.set_num_threads(threads)
@@ -103,7 +102,7 @@ def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
         the others; its figure page reports it.
     """
-    from gtalib import runs
+    from gtalib.training import runs
 
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs!r}")
@@ -377,7 +376,8 @@ def presets_markdown() -> str:
     import pandas as pd
 
     from gtalib.book import figures
-    from gtalib.presets import PRESETS, train_config
+    from gtalib.model.presets import PRESETS
+    from gtalib.training.config import train_config
 
     rows = {}
     for name, p in PRESETS.items():
@@ -401,7 +401,8 @@ def presets_markdown() -> str:
 def recipe_markdown() -> str:
     """The training recipe sentence of the methods chapter, from the presets' training settings
     (every preset shares it; a preset that does not is named with its own values)."""
-    from gtalib.presets import PRESETS, train_config
+    from gtalib.model.presets import PRESETS
+    from gtalib.training.config import train_config
 
     def recipe(t):
         return (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
@@ -712,7 +713,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         cell_timeout: seconds a notebook cell may run (default :data:`CELL_TIMEOUT_S` of the
             preset); a cell past it fails the job, naming the notebook and the cell.
         train_recorded: also train, into the run store, the runs that the repository has
-            recorded (:mod:`gtalib.records`): the scale ladder's and the default figures' most
+            recorded (:mod:`gtalib.training.records`): the scale ladder's and the default figures' most
             expensive ones. By default a recorded run is read from its bundle, not re-trained
             (the pages say so), and the ladder's other runs are not trained.
 
@@ -795,75 +796,3 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
 
 
 #: ``gtalib book --help`` text: plain text (the module docstring is RST, for Sphinx).
-CLI_DESCRIPTION = """\
-Build the Jupyter Book end to end:
-
-  1. build the preset's corpus if it is missing;
-  2. train every missing run of every figure (in --jobs worker processes),
-     printing which run, how many are left and an ETA; runs recorded in
-     book/recorded/ are read from there (--train-recorded trains them too);
-  3. execute the notebooks with papermill at the preset (training off: a run
-     that is still missing is reported on its page) into book/generated/;
-  4. install MathJax 3 from npm into .cache/mathjax once (offline math);
-  5. build the HTML with Jupyter Book into book/_build/html.
-
-Exit status 0 only if every run trained, every notebook executed and the HTML
-build is clean (no Sphinx warning, no error output on any page). With --no-train
-nothing is trained: missing runs are listed on their pages and are not an error.
-
-Example:
-  gtalib book --preset ci --seeds 2 --jobs 2
-"""
-
-
-def add_cli(subparsers) -> argparse.ArgumentParser:
-    """Register the ``book`` subcommand on an argparse ``subparsers`` object (``gtalib.cli``)."""
-    p = subparsers.add_parser(
-        "book", help="train missing runs, execute the notebooks, build the HTML book",
-        description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
-                   help=f"seeds per configuration (default {DEFAULT_SEEDS})")
-    p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="training processes, and notebooks executed at once (default 1)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per training process (default: torch's; 1 with --jobs>1)")
-    p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
-    p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "gpu"),
-                   help="Lightning accelerator for training (default auto: a GPU if present)")
-    p.add_argument("--only", default=None,
-                   help="comma-separated notebooks to execute (default: all of "
-                        + ", ".join(NOTEBOOKS) + ")")
-    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
-                   help="time limit per notebook cell (default by preset: " + ", ".join(
-                       f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
-    p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
-    p.add_argument("--train-recorded", action="store_true",
-                   help="also train the runs the repository has recorded (the scale ladder's "
-                        "and the default's most expensive ones; hours on a CPU) instead of "
-                        "reading their bundles")
-    p.add_argument("--no-html", action="store_true", help="execute notebooks only")
-    p.set_defaults(func=_run_cli)
-    return p
-
-
-def _run_cli(args) -> int:
-    names = NOTEBOOKS if args.only is None else tuple(n.strip() for n in args.only.split(","))
-    try:
-        build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
-                   names, train=not args.no_train, html=not args.no_html,
-                   accelerator=args.accelerator, cell_timeout=args.cell_timeout,
-                   train_recorded=args.train_recorded)
-    except BookError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def main(argv=None) -> int:
-    """``python -m gtalib.book ...``: ``gtalib book`` with the same options and errors."""
-    from gtalib.cli import main as cli_main
-
-    return cli_main(["book", *(argv if argv is not None else sys.argv[1:])])
-

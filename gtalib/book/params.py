@@ -243,7 +243,7 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
         ParameterError: an unknown parameter name or a value outside what is allowed (the
             message names the parameter, the value and the allowed values).
     """
-    from gtalib.presets import PRESETS
+    from gtalib.model.presets import PRESETS
 
     names = [f.name for f in fields(NotebookParams) if f.name != "given"]
     unknown = [k for k in given if k not in names]

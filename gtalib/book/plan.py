@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gtalib.book import figures
-from gtalib.train_config import TrainConfig
+from gtalib.training.config import TrainConfig
 
 #: Notebooks in book order (file stem in notebooks/ → chapter in book/_toc.yml).
 NOTEBOOKS = (
@@ -30,10 +30,10 @@ class Plan:
     """What the book does at one preset (built by :func:`make_plan`; frozen).
 
     Attributes:
-        preset: preset name (:data:`gtalib.presets.PRESETS`). seeds: seeds per configuration.
+        preset: preset name (:data:`gtalib.model.presets.PRESETS`). seeds: seeds per configuration.
         max_steps: the book's training-length override (``None``: the preset's).
         tokenizer: ``"bytes"`` or ``"gpt2"``, from the preset's vocabulary.
-        train: the resolved :class:`~gtalib.train_config.TrainConfig` of the default runs.
+        train: the resolved :class:`~gtalib.training.config.TrainConfig` of the default runs.
         figure_refs: per ablation key and ``"main"``, the runs of that figure or table.
         ladder_refs: the scale ladder's runs at its own seed count (``Ladder.seeds``; empty at
             a preset without a ladder).
@@ -75,7 +75,7 @@ class Plan:
         return self._data
 
     def spec(self, ref):
-        """The :class:`gtalib.runs.RunSpec` of ``ref`` under this plan."""
+        """The :class:`gtalib.training.runs.RunSpec` of ``ref`` under this plan."""
         return figures.run_spec(ref, self.preset, self.max_steps, self.data())
 
     def specs(self, refs=None) -> list:
@@ -90,7 +90,7 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=NOTEBOOKS) -> P
         KeyError: unknown preset or notebook (lists the allowed ones).
         ValueError: ``seeds`` or ``max_steps`` not a positive integer.
     """
-    from gtalib.presets import PRESETS
+    from gtalib.model.presets import PRESETS
 
     if preset not in PRESETS:
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")

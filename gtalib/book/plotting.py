@@ -20,7 +20,7 @@ import pandas as pd
 import seaborn as sns
 
 from gtalib.book import figures as F
-from gtalib.presets import PRESETS
+from gtalib.model.presets import PRESETS
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
 

@@ -1,5 +1,8 @@
 """Data: pinned registry corpus and FineWeb-Edu, tokenizers, uint16 token shards, ``TokenDataModule``.
 
+Ground layer. May import: nothing of gtalib (a corpus knows no model). Read by the training layer
+(the datamodule), the book (the corpus build) and the CLI (``gtalib data``).
+
 See ``gtalib.data.build`` for the split rule and output layout, ``gtalib.data.datamodule`` for the
 batch order, ``gtalib.data.shards`` for the shard format.
 """

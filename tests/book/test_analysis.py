@@ -426,8 +426,8 @@ def test_run_pairs_mark_mixed_source_and_machine():
 
 def _real_gate_pair():
     """Specs of a recorded GQA pair (no gate / gate, seed 0, the shortest recorded length)."""
-    from gtalib import records
-    from gtalib import runs as store
+    from gtalib.training import records
+    from gtalib.training import runs as store
 
     found = {}
     for folder in records.list_records():

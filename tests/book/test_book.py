@@ -83,7 +83,7 @@ def test_toc_lists_every_notebook_and_chapter():
 
 
 def test_presets_markdown_reports_the_presets():
-    from gtalib.presets import train_config
+    from gtalib.training.config import train_config
 
     md = book.presets_markdown()
     cpu, paper = train_config("cpu"), train_config("paper")
@@ -102,7 +102,9 @@ def test_cli_registers_book():
 
     args = build_parser().parse_args(["book", "--preset", "ci", "--seeds", "3", "--jobs", "2"])
     assert (args.preset, args.seeds, args.jobs, args.no_train) == ("ci", 3, 2, False)
-    assert args.func is book._run_cli
+    from gtalib.cli import book as book_cli
+
+    assert args.func is book_cli._run_cli
 
 
 def test_build_book_rejects_bad_input():
@@ -164,7 +166,7 @@ def test_methods_prose_takes_its_numbers_from_the_configuration():
     into book/methods.md (it once said "with two seeds" while the default was three)."""
     import re
 
-    from gtalib.presets import train_config
+    from gtalib.training.config import train_config
 
     methods = (REPO / "book" / "methods.md").read_text()
     assert "{include} generated/statistics.md" in methods
@@ -247,7 +249,7 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     ``train_recorded=True`` trains it too, and the ladder's runs with it."""
     import sys
 
-    from gtalib import records
+    from gtalib.training import records
     from gtalib.book import figures
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -343,7 +345,7 @@ def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
     pair are bundles in the repository recorded on one machine, or neither arm is (then the job
     trains both locally). A pair with one recorded arm would mix CPU kinds on any machine other
     than the recording one."""
-    from gtalib import records
+    from gtalib.training import records
 
     plan = make_plan("cpu", book.DEFAULT_SEEDS)
     groups = [(key, refs) for key, refs in plan.figure_refs.items() if key != "main"]

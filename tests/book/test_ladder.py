@@ -43,7 +43,7 @@ def test_ladder_runs_cover_every_rung_arm_and_length():
     with pytest.raises(ValueError, match="token_variants"):
         F.Ladder(depths=(2,), base_steps=10, token_variants=("mha",))
     long = F.RunRef("gqa", "alt", (("n_layer", 8),), 0, train=(("max_steps", 1000),))
-    from gtalib.presets import train_config
+    from gtalib.training.config import train_config
 
     t = train_config("cpu", **dict(long.train))
     assert (t.max_steps, t.warmup_steps) == (1000, 100)  # the preset's 10 % warmup kept
@@ -67,7 +67,8 @@ def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign()
     """The default book trains at the ladder's deepest rung, and there the ablation pages' runs
     *are* the ladder's runs (same spec, same run id), so both pages show one set of numbers: the
     init rung at the preset's length, the gate rung at the gating page's 1000 steps."""
-    from gtalib.presets import PRESETS, train_config
+    from gtalib.model.presets import PRESETS
+    from gtalib.training.config import train_config
 
     lad = F.ladder("cpu")
     depth = PRESETS["cpu"]["n_layer"]

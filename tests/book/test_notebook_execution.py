@@ -51,7 +51,7 @@ def test_execute_notebooks_reports_the_timeout_and_goes_on(tmp_path):
 
 
 def test_default_time_limit_comes_from_the_preset():
-    from gtalib.presets import PRESETS
+    from gtalib.model.presets import PRESETS
 
     assert set(book.CELL_TIMEOUT_S) == set(PRESETS)
     assert book.CELL_TIMEOUT_S["ci"] < book.CELL_TIMEOUT_S["cpu"] < book.CELL_TIMEOUT_S["paper"]

@@ -204,8 +204,8 @@ BUNDLES_250 = {("mla", "alt", 0): "e86943321ee66dda", ("mla", "alt", 1): "93d0cb
 
 def _collect_bundles(bundles, store):
     """collect_runs over recorded bundles with an empty run store and the default record dir."""
-    from gtalib import records
-    from gtalib import runs as gruns
+    from gtalib.training import records
+    from gtalib.training import runs as gruns
 
     specs = {k: gruns.load_spec(records.default_record_dir() / rid) for k, rid in bundles.items()}
     refs = [figures.RunRef(v, arm, (("gate", True),) if arm == "rec" else (), seed)
@@ -218,7 +218,7 @@ def _collect_bundles(bundles, store):
 
 
 def test_the_recorded_bundles_give_their_probes_and_no_sink(tmp_path):
-    from gtalib import records
+    from gtalib.training import records
 
     col = _collect_bundles(BUNDLES_1000, tmp_path / "store")
     assert col.record_dir == records.default_record_dir()

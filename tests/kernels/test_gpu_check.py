@@ -39,7 +39,7 @@ def test_markdown_table():
 
 def test_train_command_follows_the_cli_help(tmp_path):
     cmd = gpu_check._train_command("usage: --variant V --preset P --max-steps N --run-dir D", "mla", 50, tmp_path)
-    assert cmd[2:] == ["gtalib.cli", "train", "--variant", "mla", "--preset", "gpu", "--max-steps", "50",
+    assert cmd[2:] == ["gtalib", "train", "--variant", "mla", "--preset", "gpu", "--max-steps", "50",
                        "--run-dir", str(tmp_path)]
     assert gpu_check._train_command("usage: VARIANT --preset --max-steps", "gqa", 5, tmp_path)[-5:] == \
         ["gqa", "--preset", "gpu", "--max-steps", "5"]

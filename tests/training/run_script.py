@@ -20,8 +20,10 @@ from lightning.pytorch.callbacks import Callback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from synthetic import SyntheticData  # noqa: E402
 
-from gtalib.presets import model_config, train_config  # noqa: E402
-from gtalib.runs import RunSpec, ensure_run  # noqa: E402
+from gtalib.model.presets import model_config  # noqa: E402
+
+from gtalib.training.config import train_config
+from gtalib.training.runs import RunSpec, ensure_run  # noqa: E402
 
 DATA = {"name": "synthetic-markov", "version": 1}
 

@@ -1,4 +1,4 @@
-"""A tiny synthetic corpus following the training data contract (see gtalib.training), for tests.
+"""A tiny synthetic corpus following the training data contract (see gtalib.training.loop), for tests.
 
 Tokens come from a fixed random first-order Markov chain over 256 symbols with a few likely
 successors per symbol, so a small model learns it within tens of steps (the loss falls well

@@ -9,9 +9,11 @@ import sys
 import pandas as pd
 import pytest
 
-from gtalib.cli import expected_error, main
-from gtalib.presets import model_config, train_config
-from gtalib.runs import RunSpec, data_spec, default_datamodule, load_metrics
+from gtalib.cli import main
+from gtalib.cli.core import expected_error
+from gtalib.model.presets import model_config
+from gtalib.training.config import train_config
+from gtalib.training.runs import RunSpec, data_spec, default_datamodule, load_metrics
 
 WORDS = ("the cat dog sat ran on a mat log hill red big small old new and then over under "
          "quick brown lazy fox jumps").split()
@@ -141,7 +143,7 @@ def test_unknown_corpus_lists_allowed(data_dir, tmp_path, capsys):
 
 
 def test_config_errors_name_the_flag(data_dir, tmp_path, capsys):
-    from gtalib.cli import _name_flag
+    from gtalib.cli.train import name_flag as _name_flag
 
     assert _train(tmp_path, data_dir, "--no-latent-scale") == 2
     assert "error: --no-latent-scale: latent_scale" in capsys.readouterr().err
@@ -161,7 +163,7 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
     import signal
     import sys
 
-    import gtalib.runs
+    import gtalib.training.runs
 
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN when run in the background (CI)
     assert _train(tmp_path, data_dir) == 0
@@ -179,7 +181,7 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
         except KeyboardInterrupt:
             sys.exit(1)
 
-    monkeypatch.setattr(gtalib.runs, "ensure_run", lightning_like)
+    monkeypatch.setattr(gtalib.training.runs, "ensure_run", lightning_like)
     assert _train(tmp_path, data_dir, "--seed", "1") == 130
     assert ("interrupted before the run finished; rerun the same command to resume from the "
             "last checkpoint" in capsys.readouterr().err)
@@ -188,7 +190,7 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
     def sigterm_like(*_a, **_k):  # Lightning on SIGTERM: checkpoint, then exit with status 0
         sys.exit(0)
 
-    monkeypatch.setattr(gtalib.runs, "ensure_run", sigterm_like)
+    monkeypatch.setattr(gtalib.training.runs, "ensure_run", sigterm_like)
     assert _train(tmp_path, data_dir, "--seed", "2") == 143  # never a success when unfinished
     assert "stopped by SIGTERM before the run finished" in capsys.readouterr().err
 
@@ -234,7 +236,7 @@ def test_a_bad_variant_is_a_one_line_error(tmp_path):
 
 
 def test_wrapped_expected_errors_are_found_and_bugs_are_not_hidden():
-    from gtalib.runs import RunCorruptError, RunIncompleteError
+    from gtalib.training.runs import RunCorruptError, RunIncompleteError
 
     try:
         try:

@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gtalib.runs import RunSpec, ensure_run, is_done, load_metrics
-from gtalib.presets import model_config, train_config
+from gtalib.training.runs import RunSpec, ensure_run, is_done, load_metrics
+from gtalib.model.presets import model_config
+from gtalib.training.config import train_config
 
 from .synthetic import SyntheticData
 
@@ -127,7 +128,7 @@ def test_the_lock_of_a_killed_process_is_taken_over(reference, tmp_path, capsys)
                                        ({"LOCAL_RANK": "1"}, False), ({"RANK": "3"}, False),
                                        ({"NODE_RANK": "1"}, False), ({"SLURM_PROCID": "2"}, False)])
 def test_only_rank_zero_takes_the_lock(env, zero, monkeypatch):
-    from gtalib.runs import _RANK_VARIABLES, _is_rank_zero
+    from gtalib.training.runs import _RANK_VARIABLES, _is_rank_zero
 
     for v in _RANK_VARIABLES:
         monkeypatch.delenv(v, raising=False)

@@ -1,4 +1,4 @@
-"""Recorded runs (gtalib.records): bundles, lookup by spec, the re-train check, and the book's
+"""Recorded runs (gtalib.training.records): bundles, lookup by spec, the re-train check, and the book's
 fallback from the local store to the record."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from gtalib import machine, records, runs
+from gtalib.training import machine, records, runs
 from gtalib.book import figures
 from gtalib.book.plan import make_plan
 
@@ -328,7 +328,8 @@ _CHANGES = {
 
 def _mla_spec(options=None, train=None):
     """A ``ci``-preset MLA run of 12 steps, with model ``options`` and training overrides."""
-    from gtalib.presets import model_config, train_config
+    from gtalib.model.presets import model_config
+    from gtalib.training.config import train_config
 
     cfg = train_config("ci", **{**_BASE_TRAIN, **(train or {})})
     return runs.RunSpec(model_config("ci", "mla", **(options or {})), cfg,

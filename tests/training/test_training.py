@@ -11,10 +11,12 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from gtalib.presets import model_config, train_config
-from gtalib.runs import (RunIncompleteError, RunSpec, ensure_run, ensure_runs, is_done,
+from gtalib.model.presets import model_config
+
+from gtalib.training.config import train_config
+from gtalib.training.runs import (RunIncompleteError, RunSpec, ensure_run, ensure_runs, is_done,
                          load_metrics, load_spec)
-from gtalib.training import LitGPT, StepBatches, lr_factor, param_groups
+from gtalib.training.loop import LitGPT, StepBatches, lr_factor, param_groups
 from .synthetic import SyntheticData
 
 DATA = {"name": "synthetic-markov", "version": 1}
@@ -293,7 +295,7 @@ def _copy_run(path, tmp_path):
      "column 'val_loss', row 20 (step 20): empty val_loss on an eval step"),
 ])
 def test_done_run_with_bad_metrics_is_refused(baseline, tmp_path, cut, needle):
-    from gtalib.runs import RunCorruptError
+    from gtalib.training.runs import RunCorruptError
 
     s, path, df = baseline
     assert s.train.max_steps == 20 and df["val_loss"].notna().iloc[-1]
@@ -320,7 +322,7 @@ def test_done_run_with_bad_metrics_is_refused(baseline, tmp_path, cut, needle):
 ])
 def test_done_run_with_a_bad_cell_names_run_file_column_and_row(baseline, tmp_path, column, row,
                                                                  text, needle):
-    from gtalib.runs import RunCorruptError
+    from gtalib.training.runs import RunCorruptError
 
     s, path, _df = baseline
     run = _copy_run(path, tmp_path)
@@ -346,7 +348,7 @@ def re_escape(text):
 
 @pytest.mark.parametrize("name", ["spec.json", "card.json"])
 def test_corrupt_json_names_the_file(baseline, tmp_path, name):
-    from gtalib.runs import RunCorruptError, load_card
+    from gtalib.training.runs import RunCorruptError, load_card
 
     _s, path, _df = baseline
     run = _copy_run(path, tmp_path)
@@ -414,7 +416,7 @@ CRAFTED = [("exec", "top"), ("system", "history"), ("touch", "state_dict")]
 
 @pytest.mark.parametrize("kind, where", CRAFTED)
 def test_resume_refuses_a_checkpoint_with_code(tmp_path, kind, where):
-    from gtalib.runs import RunCorruptError
+    from gtalib.training.runs import RunCorruptError
 
     s, marker = spec(max_steps=4), tmp_path / "marker"
     ckpt = tmp_path / "store" / s.run_id / "checkpoints" / "last.ckpt"
@@ -430,7 +432,7 @@ def test_lightning_resume_is_weights_only(tmp_path, kind, where):
     """Lightning's own restore (``fit(ckpt_path=...)``) refuses it too, before any of it runs."""
     import pickle
 
-    from gtalib.training import fit
+    from gtalib.training.loop import fit
 
     s, marker, ckpt = spec(max_steps=4), tmp_path / "marker", tmp_path / "crafted.ckpt"
     _crafted_checkpoint(ckpt, marker, kind, where)

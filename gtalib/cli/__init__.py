@@ -1,0 +1,63 @@
+"""The cli layer: the ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``) and the
+``python -m`` entry points.
+
+Top layer. May import: every layer below (``gtalib.book``, ``gtalib.decode``, ``gtalib.training``,
+``gtalib.model``, ``gtalib.data``, ``gtalib.kernels``). Nothing below imports it.
+
+One module per subcommand, each with an ``add_cli(subparsers)`` that registers its parsers and
+sets ``func`` on the leaves (handlers return an exit status); :mod:`gtalib.cli.core` holds what
+they share (argument types, :class:`~gtalib.cli.core.CliError`, one-line errors with exit 2).
+Heavy libraries (torch, Lightning, pandas) are imported inside the handlers, so
+``gtalib --help`` stays fast.
+
+================  =====================================================================
+module            subcommand
+================  =====================================================================
+``train``         ``gtalib train``, ``gtalib runs``
+``data``          ``gtalib data build|info``
+``record``        ``gtalib record add|list|check|costs``
+``probe``         ``gtalib probe``
+``tables``        ``gtalib tables params|kv``
+``book``          ``gtalib book`` (also ``python -m gtalib.book``)
+``decode``        ``python -m gtalib.decode`` (tensor-parallel decode check)
+================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gtalib.cli import book, data, probe, record, tables, train
+from gtalib.cli.core import run_reporting_errors
+
+#: The subcommand modules, in the order ``gtalib --help`` lists them.
+SUBCOMMANDS = (train, data, record, probe, tables, book)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``gtalib`` parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="gtalib",
+        description="Attention variants of Multi-Head Low-Rank Attention (MLRA, arXiv 2603.02188): "
+                    "train them, build the corpora, print the tables, build the book.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        module.add_cli(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gtalib`` console script; returns the exit status (2 and a one-line
+    message for an expected error, :func:`gtalib.cli.core.run_reporting_errors`)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    return run_reporting_errors(f"gtalib {args.command}", args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""What every ``gtalib`` subcommand shares: the error type, argument types and the rule that turns an
+expected error into one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class CliError(Exception):
+    """A command-line error: printed as ``gtalib <command>: error: <message>``, exit status 2."""
+
+
+def variant_name(name: str) -> str:
+    from gtalib.model.config import canonical_variant
+
+    try:
+        return canonical_variant(name)
+    except KeyError as exc:
+        raise argparse.ArgumentTypeError(exc.args[0]) from None
+
+
+def int_at_least(minimum: int, what: str):
+    """An argparse ``type``: the text as an ``int`` >= ``minimum``, else an error saying ``what``
+    was expected and what was given (argparse prefixes the flag)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
+
+
+positive_int = int_at_least(1, "a positive integer")
+non_negative_int = int_at_least(0, "a non-negative integer")
+
+
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to an option's help only where there is a default to show: not for
+    required options, flags (default False) or options whose default is decided later (None)."""
+
+    def _get_help_string(self, action):
+        if action.required or any(action.default is v for v in (None, False, argparse.SUPPRESS)):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def devices(text: str):
+    return text if text == "auto" else positive_int(text)
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
+    return v
+
+
+def expected_error(exc: BaseException) -> BaseException | None:
+    """The error to report in one line for ``exc``, or ``None`` if ``exc`` is a bug (whose
+    traceback should show).
+
+    Expected are bad input and bad stored state: :class:`CliError`, ``ValueError``, ``KeyError``,
+    ``FileNotFoundError``, ``FloatingPointError`` (a diverged run) and the run store's errors
+    (:class:`gtalib.training.runs.RunIncompleteError` and its subclasses). They are looked for in ``exc``
+    and then along its ``__cause__`` chain, so one that a library wrapped (``raise Wrapper from
+    err``) is reported with our message; an error raised *while handling* another (implicit
+    ``__context__``) is a bug of its own and is not looked through.
+    """
+    from gtalib.training.runs import RunIncompleteError
+
+    while exc is not None and not isinstance(
+            exc, (CliError, ValueError, KeyError, FileNotFoundError, FloatingPointError,
+                  RunIncompleteError)):
+        exc = exc.__cause__
+    return exc
+
+
+def run_reporting_errors(prog: str, func, *args) -> int:
+    """``func(*args)`` as an exit status. An expected error (:func:`expected_error`) is printed
+    as ``<prog>: error: <message>`` on stderr, without a traceback, and gives status 2; any
+    other exception propagates."""
+    try:
+        return int(func(*args) or 0)
+    except Exception as exc:  # noqa: BLE001 - sorted by expected_error, bugs re-raised
+        err = expected_error(exc)
+        if err is None:
+            raise
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        return 2

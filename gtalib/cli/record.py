@@ -1,0 +1,85 @@
+"""``gtalib record {add,list,check,costs}``: the recorded runs of ``book/recorded/``
+(:mod:`gtalib.training.records`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from gtalib.training import records
+from gtalib.training import runs as store
+from gtalib.training.records import (OUTCOMES, check_record, costs_markdown, default_record_dir,
+                                     list_records, load_record_info, record_label, record_run)
+
+
+def add_cli(subparsers) -> argparse.ArgumentParser:
+    """Register ``gtalib record`` on an argparse ``subparsers`` object (:mod:`gtalib.cli.core`)."""
+    p = subparsers.add_parser("record", help="recorded runs: add, list, re-train and check",
+                              description=records.__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="record_command", metavar="ACTION", required=True)
+    a = sub.add_parser("add", help="record finished runs (run folders of a run store)")
+    a.add_argument("runs", nargs="+", help="run folders, e.g. runs/<run_id>")
+    a.add_argument("--record-dir", default=None, help="default $GTALIB_RECORD_DIR or book/recorded")
+    a.set_defaults(func=_cli_add)
+    ls = sub.add_parser("list", help="list the recorded runs")
+    ls.add_argument("--record-dir", default=None)
+    ls.set_defaults(func=_cli_list)
+    c = sub.add_parser("check", help="re-train recorded runs and compare them with the record: "
+                       "bit-identical, within the cross-machine envelope, or mismatch")
+    c.add_argument("run_ids", nargs="*", help="run ids (default: all; see `gtalib record list`)")
+    c.add_argument("--record-dir", default=None)
+    c.set_defaults(func=_cli_check)
+    k = sub.add_parser("costs", help="what each recorded configuration cost, in core-seconds, "
+                       "and on which CPU (Markdown, as docs/recorded_runs.md)")
+    k.add_argument("--record-dir", default=None)
+    k.set_defaults(func=lambda args: print(costs_markdown(args.record_dir), end="") or 0)
+    return p
+
+
+def _cli_add(args) -> int:
+    bad = 0
+    for r in args.runs:
+        try:
+            print(record_run(r, args.record_dir))
+        except (store.RunIncompleteError, FileNotFoundError) as exc:  # unfinished, corrupt, absent
+            print(f"not recorded: {exc}")
+            bad += 1
+    return 1 if bad else 0
+
+
+def _cli_list(args) -> int:
+    rows = [("run_id", "n_layer", "d_model", "run", "recorded")]
+    for folder in list_records(args.record_dir):
+        spec = store.load_spec(folder)
+        rows.append((folder.name, str(spec.model.n_layer), str(spec.model.d_model), spec.describe(),
+                     record_label(load_record_info(folder))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    try:
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of the listing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+    return 0
+
+
+def _cli_check(args) -> int:
+    record_dir = Path(args.record_dir) if args.record_dir else default_record_dir()
+    folders = [record_dir / rid for rid in args.run_ids] if args.run_ids else list_records(record_dir)
+    if not folders:
+        raise ValueError(f"--record-dir {record_dir}: no recorded run there")
+    missing = [f.name for f in folders if not (f / "record.json").is_file()]
+    if missing:
+        raise ValueError(f"no recorded run {', '.join(missing)} in {record_dir} "
+                         f"(see `gtalib record list`)")
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for folder in folders:
+        res = check_record(folder)
+        print(res.message(), flush=True)
+        counts[res.outcome] += 1
+    print(f"recorded runs checked: {counts['bit-identical']} bit-identical, "
+          f"{counts['within envelope']} within envelope, {counts['mismatch']} mismatch")
+    return 1 if counts["mismatch"] else 0
+
