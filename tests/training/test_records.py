@@ -162,6 +162,13 @@ def _set_record_kind(folder, **changes):
     (folder / "record.json").write_text(json.dumps(info))
 
 
+def _other_than_this_machine(field: str, *candidates: str) -> str:
+    """The first of ``candidates`` that differs from this machine's value of machine-kind
+    ``field``, so a test's "other machine" differs on every CPU it runs on."""
+    here = machine.machine_kind(1)[field]
+    return next(c for c in candidates if c != here)
+
+
 def test_check_retrains_bit_identically(finished_run, tmp_path):
     _, spec, path = finished_run
     folder = records.record_run(path, tmp_path)
@@ -196,11 +203,13 @@ def test_other_machine_kind_allows_the_envelope(finished_run, tmp_path):
     _, spec, path = finished_run
     env = records.CROSS_MACHINE_ENVELOPE
     folder = records.record_run(path, tmp_path)
-    _set_record_kind(folder, cpu_vendor="GenuineIntel", cpu_capability="AVX2")
+    vendor = _other_than_this_machine("cpu_vendor", "GenuineIntel", "AuthenticAMD")
+    capability = _other_than_this_machine("cpu_capability", "AVX2", "AVX512")
+    _set_record_kind(folder, cpu_vendor=vendor, cpu_capability=capability)
     _edit_cell(folder, 4, "train_loss", 1e-6)
     res = records.check_record(folder, work_dir=path.parent)
     assert res.outcome == "within envelope" and res.ok
-    assert "cpu_capability: AVX2 -> " in res.reason and "cpu_vendor: GenuineIntel -> " in res.reason
+    assert f"cpu_capability: {capability} -> " in res.reason and f"cpu_vendor: {vendor} -> " in res.reason
     assert res.first_diff[:2] == (4, "train_loss") and res.first_diff.bound == env.early_tol
     assert "within the cross-machine envelope, not bit-identical" in res.message()
     # 1e-3 nats at step 4 is 100x the early bound: a mismatch that names step, column and bound
