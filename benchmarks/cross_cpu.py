@@ -51,10 +51,11 @@ CPU_SAMPLE = (
 _CHILD = r"""
 import json, sys, torch
 from gtalib.training import runs
+from gtalib.training.train import ensure_run
 spec_file, out_dir, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(threads)
 spec = runs.RunSpec.from_dict(json.load(open(spec_file)))
-path = runs.ensure_run(spec, out_dir, accelerator="cpu")
+path = ensure_run(spec, out_dir, accelerator="cpu")
 print(path)
 """
 

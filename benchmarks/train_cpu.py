@@ -1,7 +1,7 @@
 """Training cost of every variant at the ``cpu`` preset under Lightning, to size the book's runs.
 
 For each variant, one short run (``--steps`` optimizer steps, default 60, one evaluation at the
-end) through the real path (``gtalib.training.runs.ensure_run`` on the default byte-level corpus) in this
+end) through the real path (``gtalib.training.train.ensure_run`` on the default byte-level corpus) in this
 one long-lived process, measuring:
 
 * step time: median interval between consecutive training steps without evaluation
@@ -46,7 +46,8 @@ from gtalib.model.config import VARIANTS
 from gtalib.model.gpt import GPT
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training.config import train_config
-from gtalib.training.runs import RunSpec, cpu_model, data_spec, ensure_run, git_commit
+from gtalib.training.runs import RunSpec, cpu_model, data_spec, git_commit
+from gtalib.training.train import ensure_run
 from gtalib.training.loop import StepRecorder
 
 

@@ -80,11 +80,12 @@ def _train_one(spec_dict: dict, run_dir: str, threads: int | None, accelerator: 
     import torch
 
     from gtalib.training import runs
+    from gtalib.training.train import ensure_run
 
     if threads:
         torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    runs.ensure_run(runs.RunSpec.from_dict(spec_dict), run_dir, accelerator=accelerator)
+    ensure_run(runs.RunSpec.from_dict(spec_dict), run_dir, accelerator=accelerator)
     return spec_dict["model"]["variant"], time.perf_counter() - t0
 
 
@@ -103,6 +104,7 @@ def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
         the others; its figure page reports it.
     """
     from gtalib.training import runs
+    from gtalib.training.train import ensure_run
 
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs!r}")
@@ -137,7 +139,7 @@ def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
                     import torch
 
                     torch.set_num_threads(threads)
-                runs.ensure_run(spec, run_dir, accelerator=accelerator)
+                ensure_run(spec, run_dir, accelerator=accelerator)
                 report(spec, time.perf_counter() - t0)
             except Exception as e:  # noqa: BLE001 - reported, the page says so
                 report(spec, time.perf_counter() - t0, f"{type(e).__name__}: {e}")

@@ -168,8 +168,8 @@ def cmd_train(args) -> int:
     from gtalib.model.presets import model_config
 
     from gtalib.training.config import train_config
-    from gtalib.training.runs import (RunSpec, ensure_run, is_done, load_metrics, make_datamodule,
-                             resolve_run_dir, run_path)
+    from gtalib.training.runs import RunSpec, is_done, load_metrics, make_datamodule, resolve_run_dir, run_path
+    from gtalib.training.train import ensure_run
 
     args.run_dir = str(resolve_run_dir(args.run_dir))
     if args.threads:

@@ -8,14 +8,16 @@ module             what
 =================  ===========================================================================
 ``config``         ``TrainConfig`` (frozen) and the training presets (``train_config``)
 ``loop``           the ``LightningModule`` (``LitGPT``), optimiser, schedule, ``fit``
-``runs``           the run store: ``RunSpec`` and its hash, run folders, metrics and cards,
-                   locks, ``ensure_run`` (train, resume or reuse), ``ensure_runs``
-``probes``         gate probes of a trained model (mean gate, first-token share, max |h|);
-                   ``ensure_run`` asks for them through ``runs``'s finishing hook
+``runs``           the run store: ``RunSpec`` and its hash, run folders, ``metrics.csv`` written
+                   and checked, cards and specs read back, the store's state
+``probes``         gate probes of a trained model (mean gate, first-token share, max |h|)
+``train``          training one run into the store: ``ensure_run`` (train, resume, reuse or
+                   wait for another process), ``ensure_runs``; writes card, probes and ``DONE``
 ``records``        bundles of finished runs kept in ``book/recorded/``; re-training checks
 ``machine``        the machine kind that decides fp32 bit-identity (imports nothing of gtalib)
 =================  ===========================================================================
 
-Inside the layer the arrows point one way: ``records`` → ``probes`` → ``runs`` → ``loop`` →
-``config``, and ``machine`` at the bottom.
+Inside the layer the arrows point one way: ``records`` → ``train`` → (``probes``, ``loop``) →
+``runs`` → ``config``, ``machine``. The store never imports the probes: the training of a run
+asks for them once the run is trained.
 """

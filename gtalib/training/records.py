@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gtalib.training import runs as store
+from gtalib.training.train import ensure_run
 
 REPO = Path(__file__).resolve().parents[2]
 #: Files copied from a finished run folder into its bundle.
@@ -180,7 +181,7 @@ def load_record_metrics(folder):
 
 def load_record_info(folder) -> dict:
     """``record.json`` of a bundle (when and where it was recorded)."""
-    return store._read_json(Path(folder) / "record.json")
+    return store.read_json(Path(folder) / "record.json")
 
 
 def record_label(info: dict) -> str:
@@ -423,7 +424,7 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
         envelope: the bound across machine kinds (default :data:`CROSS_MACHINE_ENVELOPE`).
         work_dir: where to train (default a temporary folder, deleted afterwards; a run already
             finished there is compared as it is).
-        accelerator: passed to :func:`gtalib.training.runs.ensure_run`.
+        accelerator: passed to :func:`gtalib.training.train.ensure_run`.
 
     Raises:
         ValueError: ``envelope`` not an :class:`Envelope`.
@@ -447,7 +448,7 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
     try:
         if threads:
             torch.set_num_threads(int(threads))
-        path = store.ensure_run(spec, tmp, accelerator=accelerator)
+        path = ensure_run(spec, tmp, accelerator=accelerator)
         retrained = store.load_metrics(path)
         here_kind = store.load_card(path).get("machine_kind")
     finally:

@@ -25,24 +25,16 @@ held-out set, filled on eval steps only) and ``val_loss/<source>`` per data sour
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import datetime as _dt
 import hashlib
 import json
-import logging
 import os
-import platform
 import shutil
 import subprocess
-import time
-import warnings
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gtalib.model.config import ModelConfig
-from gtalib.training.machine import cpu_info, machine_kind
+from gtalib.training.machine import cpu_info
 from gtalib.training.config import NON_RESULT_FIELDS, TrainConfig
 
 #: Bump whenever a change to gtalib's model or training math changes the numbers a run produces
@@ -74,7 +66,7 @@ class RunCorruptError(RunIncompleteError, ValueError):
         self.run_id, self.file, self.column, self.row = run_id, file, column, row
 
 
-def _read_json(file: Path) -> dict:
+def read_json(file: Path) -> dict:
     """``json.loads`` of ``file``; a corrupt file raises :class:`RunCorruptError` naming it."""
     try:
         return json.loads(Path(file).read_text())
@@ -155,7 +147,7 @@ class RunSpec:
 # Small file helpers
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (atomic on POSIX)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
@@ -173,54 +165,10 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _device_description(trainer) -> str:
-    import torch
-
-    if trainer.strategy.root_device.type == "cuda":
-        return torch.cuda.get_device_name(trainer.strategy.root_device)
-    return f"{cpu_model()} ({os.cpu_count()} logical CPUs)"
-
-
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows
     (:func:`gtalib.training.machine.cpu_info`)."""
     return cpu_info()["model_name"]
-
-
-def _tells_something(record: logging.LogRecord) -> bool:
-    """A log filter: ``False`` for the Lightning lines that tell the reader nothing about the
-    run: the advertisement for Lightning's cloud logger that every ``Trainer`` logs unless a
-    ``LitLogger`` is configured ("Tip: ... litlogger ...", Lightning 2.6), and the TPU line on a
-    machine without TPUs."""
-    msg = record.getMessage()
-    return not ("litlogger" in msg or msg.startswith("TPU available: False"))
-
-
-@contextlib.contextmanager
-def _quiet_lightning(enabled: bool):
-    """Drop Lightning's log lines that tell nothing (:func:`_tells_something`, always) and, when
-    ``enabled``, its banner lines and advisory warnings (e.g. "few dataloader workers")."""
-    # Lightning's rank-zero messages are all logged by this one logger
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    names = ("lightning.pytorch", "lightning.fabric", "lightning")
-    levels = {n: logging.getLogger(n).level for n in names}
-    rank_zero.addFilter(_tells_something)
-    with warnings.catch_warnings():
-        # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates, once per fit.
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
-        if enabled:
-            from lightning.fabric.utilities.warnings import PossibleUserWarning
-
-            for n in names:
-                logging.getLogger(n).setLevel(logging.WARNING)
-            warnings.simplefilter("ignore", PossibleUserWarning)
-            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        try:
-            yield
-        finally:
-            rank_zero.removeFilter(_tells_something)
-            for n, lvl in levels.items():
-                logging.getLogger(n).setLevel(lvl)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,198 +265,7 @@ def is_done(path) -> bool:
     return (Path(path) / "DONE").exists()
 
 
-def _resume_checkpoint(path: Path) -> Path | None:
-    """``checkpoints/last.ckpt`` if present and readable. An unreadable one (killed while writing
-    outside Lightning's atomic save, disk full) is set aside as ``last.ckpt.corrupt`` and the run
-    restarts from scratch, with a warning.
-
-    The check loads the archive with torch's weights-only unpickler (tensors, containers and
-    plain values only; no code from the file runs), as Lightning's resume then does (:func:`fit`).
-
-    Raises:
-        RunCorruptError: the checkpoint holds other objects (a pickled callable, a class
-            instance): it is left in place untouched and nothing in it was run.
-    """
-    import pickle
-
-    import torch
-
-    ckpt = path / "checkpoints" / "last.ckpt"
-    if not ckpt.exists():
-        return None
-    if ckpt.is_dir():  # a sharded (FSDP) checkpoint: Lightning validates it when loading
-        return ckpt
-    try:
-        torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # lazy: checks the archive
-    except pickle.UnpicklingError as exc:
-        reason = str(exc).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
-        raise RunCorruptError(
-            f"run {path.name}: {ckpt} holds objects that are not tensors or plain data ({reason}); "
-            f"weights-only loading refused it and nothing in it was run. Our checkpoints never "
-            f"contain such objects: delete the file (the run restarts from step 0) or the run folder"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint means "start over"
-        warnings.warn(f"run {path.name}: unreadable checkpoint {ckpt} ({exc}); restarting the run")
-        os.replace(ckpt, ckpt.with_suffix(".ckpt.corrupt"))
-        return None
-    return ckpt
-
-
-#: Environment variables through which launchers (torchrun, Lightning's own, SLURM, LSF) give a
-#: process its place in a multi-process job; any of them set to other than "0" means the
-#: process is not the job's rank 0.
-_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID",
-                   "JSM_NAMESPACE_RANK")
-
-
-def _is_rank_zero() -> bool:
-    """Whether this process is rank 0 of its job (or not part of a multi-process job)."""
-    return all(os.environ.get(v, "0") == "0" for v in _RANK_VARIABLES)
-
-
-@contextlib.contextmanager
-def _training_lock(path: Path):
-    """Hold the lock of the run folder ``path`` (``<run_id>.lock`` beside it; ``fcntl.flock``,
-    exclusive) for the block, so that two processes never train the same run: a second one
-    prints who holds it ("run <id> is being trained by pid N on HOST since T; waiting") and
-    waits. The operating system releases the lock when its process ends, however it ends, so a
-    killed trainer leaves no stale lock, only its file; the block then receives the file's
-    "pid N on HOST since T" of that holder (else ``None``). The file is removed on release."""
-    import fcntl
-    import socket
-
-    file = path.with_name(f"{path.name}.lock")
-    file.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                print(f"run {path.name} is being trained by {_lock_holder(fd)}; waiting", flush=True)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            # the holder removes the file on release: a lock on a removed file guards nothing
-            with contextlib.suppress(FileNotFoundError):
-                if os.path.samestat(os.fstat(fd), os.stat(file)):
-                    break
-        except BaseException:  # Ctrl-C while waiting
-            os.close(fd)
-            raise
-        os.close(fd)
-    try:
-        # a file left with content: its holder ended without releasing (killed, power lost)
-        stale = _lock_holder(fd) if os.fstat(fd).st_size else None
-        now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}".encode(), 0)
-        yield stale
-    finally:
-        file.unlink(missing_ok=True)  # before unlocking: a waiter then sees the file is gone
-        os.close(fd)
-
-
-def _lock_holder(fd: int) -> str:
-    """Who holds (or held) a lock, as its file says: "pid N on HOST since T"."""
-    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-
-
-def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=None,
-               data_dir=None, accelerator: str = "cpu", devices: int | str = 1, num_nodes: int = 1,
-               strategy: str = "auto", callbacks: list | None = None,
-               keep_checkpoint: bool = False) -> Path:
-    """Make sure the run ``spec`` exists, finished, under ``run_dir``; return its folder.
-
-    Returns at once if ``DONE`` exists; resumes from ``checkpoints/last.ckpt`` if present;
-    otherwise trains from scratch (model initialised with ``spec.seed``). On success writes
-    ``metrics.csv`` and ``card.json`` atomically, then ``DONE``. Under multi-process strategies
-    every process calls this (Lightning relaunches the calling script); only global rank 0
-    writes the results.
-
-    Training holds the run's lock (``<run_dir>/<run_id>.lock``), so a second process asking for
-    the same run (a notebook and ``gtalib train``, two book builds) prints which process trains
-    it and waits, then returns the finished run, or, if that process ended without finishing,
-    takes over and resumes from its checkpoint. Only rank 0 of a multi-process job takes the
-    lock (environment ``RANK``, ``LOCAL_RANK``, ``NODE_RANK``, ``SLURM_PROCID``, ... unset or
-    ``0``): the other ranks are started by it and must not wait for it.
-
-    Args:
-        datamodule: object following the data contract of :mod:`gtalib.training.loop`; default
-            :func:`default_datamodule` of ``spec`` (corpus read from ``data_dir``).
-        accelerator, devices, num_nodes, strategy: passed to the Lightning ``Trainer``
-            (``"cpu"``/``"gpu"``/``"auto"``; ``"ddp"`` or ``"fsdp"``; not ``"ddp_spawn"``, whose
-            workers cannot hand the metrics history back). They do not enter the
-            run hash: a run on several devices equals the one-device run up to rounding.
-        progress: show Lightning's progress bar and messages.
-        callbacks: extra Lightning callbacks (tests use one to interrupt a run).
-        keep_checkpoint: keep ``checkpoints/last.ckpt`` (final weights and optimizer state) once
-            the run is done; by default it is deleted (a ``cpu``-preset one is ~5 MB).
-
-    A start that fails before the first checkpoint removes the folder it created, so no
-    ``spec.json`` without ``DONE`` is left behind; the model and datamodule are built (and so
-    validated) before the folder is created.
-
-    Raises:
-        FloatingPointError: the training loss became NaN/Inf (message names step and run id).
-        ValueError: ``spec.json`` already in the folder describes a different spec.
-        RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated, or its
-            checkpoint holds objects other than tensors and plain data (never unpickled).
-    """
-    import lightning as L
-
-    from gtalib.training.loop import LitGPT, fit
-
-    path = run_path(spec, run_dir)
-    if is_done(path):
-        load_metrics(path)  # a DONE run with truncated/corrupt files raises, never passes as done
-        return path
-    spec_text = json.dumps(spec.to_dict(), indent=2, sort_keys=True)
-    spec_file = path / "spec.json"
-    if spec_file.exists() and RunSpec.from_dict(_read_json(spec_file)).hash_payload() \
-            != spec.hash_payload():
-        raise ValueError(f"{spec_file} describes a different run than the spec asked for")
-    # DDP ranks other than 0 are started by rank 0, which holds the lock: they must not wait
-    lock = _training_lock(path) if _is_rank_zero() else contextlib.nullcontext()
-    with lock as stale:
-        if is_done(path):  # trained meanwhile by the process this one waited for
-            load_metrics(path)
-            return path
-        if stale:
-            print(f"run {spec.run_id}: {stale} ended without finishing it; taking over", flush=True)
-        started = time.time()
-        created = not path.exists()
-        with _quiet_lightning(not progress):
-            ckpt = _resume_checkpoint(path) if not created else None
-            L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
-            module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
-            dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
-            path.mkdir(parents=True, exist_ok=True)
-            _write_atomic(spec_file, spec_text)
-            try:
-                trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator,
-                              devices=devices, num_nodes=num_nodes, strategy=strategy,
-                              progress=progress, extra_callbacks=callbacks)
-            except BaseException:
-                # nothing to resume from: leave no half-made run folder behind
-                if created and not (path / "checkpoints" / "last.ckpt").exists():
-                    shutil.rmtree(path, ignore_errors=True)
-                raise
-        if not trainer.is_global_zero:
-            return path
-        _write_metrics(path, module.history, spec)
-        _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
-        if datamodule is None and trainer.world_size == 1:
-            # the gate probes of the final weights on the corpus's fixed held-out batch (a test's
-            # own datamodule names no corpus; a sharded model is not whole on one process)
-            from gtalib.training.probes import write_probes
-
-            write_probes(path, module.model, spec, data_dir)
-        _write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
-        if not keep_checkpoint:
-            shutil.rmtree(path / "checkpoints", ignore_errors=True)
-        return path
-
-
-def _write_metrics(path: Path, history: list[dict], spec: RunSpec) -> None:
+def write_metrics(path: Path, history: list[dict], spec: RunSpec) -> None:
     import pandas as pd
 
     df = pd.DataFrame(history)
@@ -520,56 +277,7 @@ def _write_metrics(path: Path, history: list[dict], spec: RunSpec) -> None:
         )
     val_cols = sorted(c for c in df.columns if c.startswith("val_loss/"))
     df = df.reindex(columns=["step", "tokens", "train_loss", "val_loss", "lr", *val_cols])
-    _write_atomic(path / "metrics.csv", df.to_csv(index=False))
-
-
-def _write_card(path: Path, spec: RunSpec, module, trainer, started: float, resumed: bool) -> None:
-    import lightning
-    import torch
-
-    import gtalib
-
-    last = module.history[-1]
-    root = trainer.strategy.root_device
-    gpu = torch.cuda.get_device_name(root) if root.type == "cuda" else None
-    tokens = spec.train.max_steps * spec.train.tokens_per_step
-    card = {
-        "run_id": spec.run_id,
-        "describe": spec.describe(),
-        "versions": {"torch": torch.__version__, "lightning": lightning.__version__,
-                     "gtalib": getattr(gtalib, "__version__", _package_version()),
-                     "python": platform.python_version()},
-        "git_commit": git_commit(),
-        "device": _device_description(trainer),
-        "accelerator": trainer.strategy.root_device.type,
-        "world_size": trainer.world_size,
-        "strategy": type(trainer.strategy).__name__,
-        "precision": trainer.precision,
-        "threads": torch.get_num_threads(),
-        # what decides bit-identity with a re-training (gtalib.training.machine; gtalib record check)
-        "machine_kind": machine_kind(torch.get_num_threads(), gpu),
-        "n_params": module.model.num_params(),
-        "tokens": tokens,
-        "train_wall_s": round(module.wall_s, 3),
-        "wall_time_s": round(time.time() - started, 3),
-        "tokens_per_s": round(tokens / module.wall_s, 1) if module.wall_s > 0 else None,
-        "resumed": resumed,
-        "final_train_loss": last["train_loss"],
-        "final_val_loss": last.get("val_loss"),
-        "final_val_loss_per_source": {k.split("/", 1)[1]: v for k, v in last.items()
-                                      if k.startswith("val_loss/")},
-        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-    }
-    _write_atomic(path / "card.json", json.dumps(card, indent=2, sort_keys=True) + "\n")
-
-
-def _package_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("gtalib")
-    except PackageNotFoundError:
-        return None
+    write_atomic(path / "metrics.csv", df.to_csv(index=False))
 
 
 #: ``metrics.csv`` columns that every row fills: integers (``step``, ``tokens``) and finite,
@@ -669,12 +377,11 @@ def load_metrics(path):
             ``metrics.csv`` is unreadable, a cell is not of its column's type, or the metrics do
             not reach ``max_steps``; the message names run, file, column and row.
     """
-    import pandas as pd
 
     path = Path(path)
     if not is_done(path):
         raise RunIncompleteError(
-            f"run {path} is not finished (no DONE file); finish it with gtalib.training.runs.ensure_run"
+            f"run {path} is not finished (no DONE file); finish it with gtalib.training.train.ensure_run"
         )
     return read_metrics(path)
 
@@ -714,7 +421,7 @@ def load_spec(path) -> RunSpec:
         FileNotFoundError: no ``spec.json``.
     """
     file = Path(path) / "spec.json"
-    d = _read_json(file)
+    d = read_json(file)
     try:
         return RunSpec.from_dict(d)
     except (KeyError, TypeError) as exc:
@@ -728,7 +435,7 @@ def load_card(path) -> dict:
         RunCorruptError: ``card.json`` is not valid JSON (message names the file).
         FileNotFoundError: no ``card.json``.
     """
-    return _read_json(Path(path) / "card.json")
+    return read_json(Path(path) / "card.json")
 
 
 def remove_run(path) -> None:
@@ -788,37 +495,3 @@ def check_store(run_dir) -> list[RunState]:
             continue
         out.append(RunState(path.name, path, "done"))
     return out
-
-
-def ensure_runs(specs: Iterable[RunSpec], run_dir, *, progress: bool | Callable[[str], None] = True,
-                **kwargs) -> list[Path]:
-    """:func:`ensure_run` for each spec in one process (a fresh process costs seconds per run),
-    with one progress line per run: which run, how many are left, and an ETA from the mean time
-    of the runs trained so far. Duplicate specs are trained once.
-
-    Args:
-        progress: ``True`` prints to stdout, a callable receives each line, ``False`` is silent.
-        **kwargs: passed to :func:`ensure_run` (``datamodule``, ``accelerator``, ...).
-
-    Returns:
-        The run folders, in the order of ``specs``.
-    """
-    specs = list(specs)
-    say = print if progress is True else (progress or (lambda _msg: None))
-    todo = {s.run_id for s in specs if not is_done(run_path(s, run_dir))}
-    say(f"{len(specs)} runs, {len(todo)} to train, in {run_dir}")
-    paths, times, trained = [], [], set()
-    for i, spec in enumerate(specs, 1):
-        rid = spec.run_id
-        if rid not in todo or rid in trained:
-            paths.append(run_path(spec, run_dir))
-            continue
-        t0 = time.perf_counter()
-        paths.append(ensure_run(spec, run_dir, **kwargs))
-        times.append(time.perf_counter() - t0)
-        trained.add(rid)
-        left = len(todo) - len(trained)
-        eta = left * sum(times) / len(times)
-        say(f"[{len(trained)}/{len(todo)}] {rid} {spec.describe()}: {times[-1]:.1f} s; "
-            f"{left} left, ETA {eta / 60:.1f} min")
-    return paths

@@ -23,7 +23,8 @@ from synthetic import SyntheticData  # noqa: E402
 from gtalib.model.presets import model_config  # noqa: E402
 
 from gtalib.training.config import train_config
-from gtalib.training.runs import RunSpec, ensure_run  # noqa: E402
+from gtalib.training.runs import RunSpec  # noqa: E402
+from gtalib.training.train import ensure_run  # noqa: E402
 
 DATA = {"name": "synthetic-markov", "version": 1}
 

@@ -163,7 +163,7 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
     import signal
     import sys
 
-    import gtalib.training.runs
+    import gtalib.training.train
 
     before = signal.getsignal(signal.SIGINT)  # SIG_IGN when run in the background (CI)
     assert _train(tmp_path, data_dir) == 0
@@ -181,7 +181,7 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
         except KeyboardInterrupt:
             sys.exit(1)
 
-    monkeypatch.setattr(gtalib.training.runs, "ensure_run", lightning_like)
+    monkeypatch.setattr(gtalib.training.train, "ensure_run", lightning_like)
     assert _train(tmp_path, data_dir, "--seed", "1") == 130
     assert ("interrupted before the run finished; rerun the same command to resume from the "
             "last checkpoint" in capsys.readouterr().err)
@@ -190,7 +190,7 @@ def test_skip_and_interrupt_messages(data_dir, tmp_path, capsys, monkeypatch):
     def sigterm_like(*_a, **_k):  # Lightning on SIGTERM: checkpoint, then exit with status 0
         sys.exit(0)
 
-    monkeypatch.setattr(gtalib.training.runs, "ensure_run", sigterm_like)
+    monkeypatch.setattr(gtalib.training.train, "ensure_run", sigterm_like)
     assert _train(tmp_path, data_dir, "--seed", "2") == 143  # never a success when unfinished
     assert "stopped by SIGTERM before the run finished" in capsys.readouterr().err
 

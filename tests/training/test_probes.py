@@ -15,6 +15,7 @@ import torch
 from gtalib import cli
 
 from gtalib.training import probes, runs
+from gtalib.training.train import ensure_run
 from gtalib.model.attention import REGISTRY, functional
 from gtalib.book import figures
 from gtalib.book.plan import make_plan
@@ -163,7 +164,7 @@ def ci_ref(gate: bool) -> figures.RunRef:
 def kept_run(tmp_path_factory):
     """A real, tiny finished gated run (ci preset, 6 steps) that kept checkpoints/last.ckpt."""
     spec = make_plan("ci", 1).spec(ci_ref(True))
-    path = runs.ensure_run(spec, tmp_path_factory.mktemp("store"), accelerator="cpu", keep_checkpoint=True)
+    path = ensure_run(spec, tmp_path_factory.mktemp("store"), accelerator="cpu", keep_checkpoint=True)
     return spec, path
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gtalib.training.runs import RunSpec, ensure_run, is_done, load_metrics
+from gtalib.training.runs import RunSpec, is_done, load_metrics
+from gtalib.training.train import ensure_run
 from gtalib.model.presets import model_config
 from gtalib.training.config import train_config
 
@@ -128,7 +129,7 @@ def test_the_lock_of_a_killed_process_is_taken_over(reference, tmp_path, capsys)
                                        ({"LOCAL_RANK": "1"}, False), ({"RANK": "3"}, False),
                                        ({"NODE_RANK": "1"}, False), ({"SLURM_PROCID": "2"}, False)])
 def test_only_rank_zero_takes_the_lock(env, zero, monkeypatch):
-    from gtalib.training.runs import _RANK_VARIABLES, _is_rank_zero
+    from gtalib.training.train import _RANK_VARIABLES, _is_rank_zero
 
     for v in _RANK_VARIABLES:
         monkeypatch.delenv(v, raising=False)

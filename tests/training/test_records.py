@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from gtalib.training import machine, records, runs
+from gtalib.training.train import ensure_run
 from gtalib.book import figures
 from gtalib.book.plan import make_plan
 
@@ -21,7 +22,7 @@ def finished_run(tmp_path_factory):
     ref = figures.RunRef("gqa", "rec", (), 0, train=(("max_steps", 6), ("eval_every", 3),
                                                     ("checkpoint_every", 3)))
     spec = make_plan("ci", 1).spec(ref)
-    return ref, spec, runs.ensure_run(spec, store, accelerator="cpu")
+    return ref, spec, ensure_run(spec, store, accelerator="cpu")
 
 
 def test_bundle_holds_the_run_and_where_it_was_recorded(finished_run, tmp_path):
@@ -352,11 +353,11 @@ def changed_runs(tmp_path_factory):
     base = _mla_spec()
     assert base.model.init == "zero" and not base.model.gate and base.model.latent_scale
     assert base.train.lr == 1e-3 and base.train.data_seed == 0
-    out = {"base": runs.load_metrics(runs.ensure_run(base, store, accelerator="cpu"))}
+    out = {"base": runs.load_metrics(ensure_run(base, store, accelerator="cpu"))}
     for name, (options, train) in _CHANGES.items():
         spec = _mla_spec(options, train)
         assert spec.run_id != base.run_id
-        out[name] = runs.load_metrics(runs.ensure_run(spec, store, accelerator="cpu"))
+        out[name] = runs.load_metrics(ensure_run(spec, store, accelerator="cpu"))
     return out
 
 
@@ -424,11 +425,14 @@ def test_book_reads_the_record_when_the_local_store_lacks_the_run(finished_run, 
 
 
 def test_committed_records_are_whole_and_named_by_their_spec():
-    """Every bundle in the repository: folder name = spec hash, metrics complete, provenance."""
+    """Every bundle in the repository: folder name = spec hash, metrics complete, provenance. The
+    hash is of plain data only (no module path enters it), so moving gtalib's modules keeps every
+    run id."""
     folders = records.list_records()
     for folder in folders:
         spec = runs.load_spec(folder)
         assert folder.name == spec.run_id
+        assert "gtalib" not in json.dumps(spec.hash_payload())
         records.load_record_metrics(folder)
         info = json.loads((folder / "record.json").read_text())
         assert info["run_id"] == spec.run_id and info["machine"]["cpu"]

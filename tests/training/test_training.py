@@ -14,8 +14,8 @@ from lightning.pytorch.callbacks import Callback
 from gtalib.model.presets import model_config
 
 from gtalib.training.config import train_config
-from gtalib.training.runs import (RunIncompleteError, RunSpec, ensure_run, ensure_runs, is_done,
-                         load_metrics, load_spec)
+from gtalib.training.runs import RunIncompleteError, RunSpec, is_done, load_metrics, load_spec
+from gtalib.training.train import ensure_run, ensure_runs
 from gtalib.training.loop import LitGPT, StepBatches, lr_factor, param_groups
 from .synthetic import SyntheticData
 
