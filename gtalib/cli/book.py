@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
+
+from gtalib.cli.core import CliError
 
 from gtalib.book.job import CELL_TIMEOUT_S, DEFAULT_SEEDS, NOTEBOOKS, BookError, build_book
 
@@ -20,7 +21,8 @@ Build the Jupyter Book end to end:
   5. build the HTML with Jupyter Book into book/_build/html.
 
 Exit status 0 only if every run trained, every notebook executed and the HTML
-build is clean (no Sphinx warning, no error output on any page). With --no-train
+build is clean (no Sphinx warning, no error output on any page); otherwise 2, with
+one line "gtalib book: error: ..." saying what failed. With --no-train
 nothing is trained: missing runs are listed on their pages and are not an error.
 
 Example:
@@ -67,7 +69,6 @@ def _run_cli(args) -> int:
                    names, train=not args.no_train, html=not args.no_html,
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
                    train_recorded=args.train_recorded)
-    except BookError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
+        raise CliError(str(e)) from e
     return 0

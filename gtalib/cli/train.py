@@ -203,10 +203,12 @@ def cmd_train(args) -> int:
         signal.default_int_handler(signum, frame)
 
     old = signal.signal(signal.SIGINT, on_sigint)
+    outcome = {}  # who trained it: this process, or the one it waited for
     try:
         path = ensure_run(spec, args.run_dir, datamodule=dm, accelerator=args.accelerator,
                           devices=args.devices, num_nodes=args.num_nodes, strategy=args.strategy,
-                          progress=not args.quiet, keep_checkpoint=args.keep_checkpoint)
+                          progress=not args.quiet, keep_checkpoint=args.keep_checkpoint,
+                          outcome=outcome)
     except (KeyboardInterrupt, SystemExit) as exc:
         path = run_path(spec, args.run_dir)
         if isinstance(exc, SystemExit) and not interrupted and is_done(path):
@@ -220,7 +222,11 @@ def cmd_train(args) -> int:
         return 143 if sigterm else 130
     finally:
         signal.signal(signal.SIGINT, old)
-    if (path / "card.json").exists():
+    trained_by = outcome.get("trained_by", "this process")
+    if trained_by not in ("this process", "already done"):
+        print(f"run {spec.run_id} ({spec.describe()}): trained meanwhile by the process this "
+              f"one waited for ({trained_by}): {_final_losses(path)}")
+    elif (path / "card.json").exists():
         c = json.loads((path / "card.json").read_text())
         print(f"run {spec.run_id} ({spec.describe()}): trained: {_final_losses(path)}, "
               f"{c['tokens_per_s']} tokens/s")
@@ -235,8 +241,8 @@ def _add_runs(sub) -> None:
                     "(metrics.csv cell of the wrong type, non-finite loss, truncated; bad JSON) is "
                     "corrupt, a run without DONE is incomplete. Lists them (exit status 1 if any); "
                     "with --remove deletes their folders, so the next `gtalib book` or `gtalib "
-                    "train` retrains them. Do not --remove while a build trains into the same store "
-                    "(its runs in progress are incomplete).",
+                    "train` retrains them. A run that a process is training (it holds the run's "
+                    "lock) is listed with that process and host, and never removed.",
     )
     p.add_argument("--run-dir", default=None,
                    help="run store folder (default: $GTALIB_RUN_DIR, else runs/ at the repository root)")
@@ -259,14 +265,17 @@ def cmd_runs(args) -> int:
         raise CliError(f"--run-dir {args.run_dir or run_dir}: "
                        f"{'is not a folder' if run_dir.exists() else 'no such folder'}")
     states = check_store(run_dir)
-    bad = [r for r in states if r.state != "done"]
+    for r in states:
+        if r.state == "training":
+            print(f"{r.run_id}  training: {r.detail}")
+    bad = [r for r in states if r.state in ("incomplete", "corrupt")]
     for r in bad:
         print(f"{r.run_id}  {r.state}: {r.detail}")
         if args.remove:
             remove_run(r.path)
             print(f"{r.run_id}  removed")
-    counts = {k: sum(r.state == k for r in states) for k in ("done", "incomplete", "corrupt")}
-    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+    counts = {k: sum(r.state == k for r in states) for k in ("done", "training", "incomplete", "corrupt")}
+    summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v or k != "training")
     print(f"{len(states)} run{'' if len(states) == 1 else 's'} in {run_dir}: {summary}"
           + (f"; removed {len(bad)}" if args.remove and bad else ""))
     return 1 if bad and not args.remove else 0

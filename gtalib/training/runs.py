@@ -449,10 +449,12 @@ class RunState:
 
     Attributes:
         run_id: the folder name. path: the folder.
-        state: ``"done"`` (finished, files check out), ``"incomplete"`` (no ``DONE``: being
-            trained, interrupted or failed) or ``"corrupt"`` (``DONE`` but a file does not check
+        state: ``"done"`` (finished, files check out), ``"training"`` (no ``DONE``, and a
+            process holds its lock: :func:`lock_holder`), ``"incomplete"`` (no ``DONE`` and no
+            process training it: interrupted or failed) or ``"corrupt"`` (``DONE`` but a file does not check
             out: :class:`RunCorruptError`).
-        detail: for ``incomplete``, whether a checkpoint to resume from exists; for ``corrupt``,
+        detail: for ``training``, which process on which host trains it; for ``incomplete``,
+            whether a checkpoint to resume from exists; for ``corrupt``,
             the error (run, file, column, row).
     """
 
@@ -460,6 +462,34 @@ class RunState:
     path: Path
     state: str
     detail: str = ""
+
+
+def lock_file(path) -> Path:
+    """The lock file of the run folder ``path``: ``<run_id>.lock`` beside it, held
+    (``fcntl.flock``) by the process that trains the run (:func:`gtalib.training.train.ensure_run`)
+    and naming it ("pid N on HOST since T")."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.lock")
+
+
+def lock_holder(path) -> str | None:
+    """Who trains the run folder ``path`` now, as its lock file says ("pid N on HOST since T"),
+    or ``None`` when no process holds the lock (a file left by a killed process is not held)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_file(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def check_store(run_dir) -> list[RunState]:
@@ -478,6 +508,10 @@ def check_store(run_dir) -> list[RunState]:
     # (and never removed by `gtalib runs --remove`)
     for path in sorted(p for p in run_dir.iterdir() if p.is_dir() and is_run_id(p.name)):
         if not is_done(path):
+            holder = lock_holder(path)
+            if holder is not None:
+                out.append(RunState(path.name, path, "training", f"being trained by {holder}"))
+                continue
             ckpt = (path / "checkpoints" / "last.ckpt").exists()
             out.append(RunState(path.name, path, "incomplete",
                                 "no DONE; resumes from checkpoints/last.ckpt when rerun" if ckpt

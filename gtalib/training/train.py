@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gtalib.training.machine import machine_kind
-from gtalib.training.runs import (RunCorruptError, RunSpec, read_json, write_atomic, write_metrics,
+from gtalib.training.runs import (RunCorruptError, RunSpec, lock_file, read_json, write_atomic, write_metrics,
                                   cpu_model, default_datamodule, git_commit, is_done, load_metrics,
                                   run_path)
 
@@ -126,20 +126,24 @@ def _training_lock(path: Path):
     exclusive) for the block, so that two processes never train the same run: a second one
     prints who holds it ("run <id> is being trained by pid N on HOST since T; waiting") and
     waits. The operating system releases the lock when its process ends, however it ends, so a
-    killed trainer leaves no stale lock, only its file; the block then receives the file's
-    "pid N on HOST since T" of that holder (else ``None``). The file is removed on release."""
+    killed trainer leaves no stale lock, only its file. The block receives a pair ``(stale,
+    waited_for)``: the file's "pid N on HOST since T" of a holder that ended without releasing
+    (else ``None``), and that of the holder this process waited for (else ``None``). The file is
+    removed on release."""
     import fcntl
     import socket
 
-    file = path.with_name(f"{path.name}.lock")
+    file = lock_file(path)
     file.parent.mkdir(parents=True, exist_ok=True)
+    waited_for = None
     while True:
         fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                print(f"run {path.name} is being trained by {_lock_holder(fd)}; waiting", flush=True)
+                waited_for = _lock_holder(fd)
+                print(f"run {path.name} is being trained by {waited_for}; waiting", flush=True)
                 fcntl.flock(fd, fcntl.LOCK_EX)
             # the holder removes the file on release: a lock on a removed file guards nothing
             with contextlib.suppress(FileNotFoundError):
@@ -155,7 +159,7 @@ def _training_lock(path: Path):
         now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}".encode(), 0)
-        yield stale
+        yield stale, waited_for
     finally:
         file.unlink(missing_ok=True)  # before unlocking: a waiter then sees the file is gone
         os.close(fd)
@@ -169,7 +173,7 @@ def _lock_holder(fd: int) -> str:
 def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=None,
                data_dir=None, accelerator: str = "cpu", devices: int | str = 1, num_nodes: int = 1,
                strategy: str = "auto", callbacks: list | None = None,
-               keep_checkpoint: bool = False) -> Path:
+               keep_checkpoint: bool = False, outcome: dict | None = None) -> Path:
     """Make sure the run ``spec`` exists, finished, under ``run_dir``; return its folder.
 
     Returns at once if ``DONE`` exists; resumes from ``checkpoints/last.ckpt`` if present;
@@ -196,6 +200,9 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
         callbacks: extra Lightning callbacks (tests use one to interrupt a run).
         keep_checkpoint: keep ``checkpoints/last.ckpt`` (final weights and optimizer state) once
             the run is done; by default it is deleted (a ``cpu``-preset one is ~5 MB).
+        outcome: a dict that, when given, receives ``"trained_by"``: ``"this process"``,
+            ``"already done"``, or the "pid N on HOST since T" of the process this one waited
+            for, which trained the run meanwhile.
 
     A start that fails before the first checkpoint removes the folder it created, so no
     ``spec.json`` without ``DONE`` is left behind; the model and datamodule are built (and so
@@ -212,6 +219,8 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
     from gtalib.training.loop import LitGPT, fit
 
     path = run_path(spec, run_dir)
+    if outcome is not None:
+        outcome["trained_by"] = "already done"
     if is_done(path):
         load_metrics(path)  # a DONE run with truncated/corrupt files raises, never passes as done
         return path
@@ -221,13 +230,17 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
             != spec.hash_payload():
         raise ValueError(f"{spec_file} describes a different run than the spec asked for")
     # DDP ranks other than 0 are started by rank 0, which holds the lock: they must not wait
-    lock = _training_lock(path) if _is_rank_zero() else contextlib.nullcontext()
-    with lock as stale:
+    lock = _training_lock(path) if _is_rank_zero() else contextlib.nullcontext((None, None))
+    with lock as (stale, waited_for):
         if is_done(path):  # trained meanwhile by the process this one waited for
             load_metrics(path)
+            if outcome is not None:
+                outcome["trained_by"] = waited_for or "another process"
             return path
         if stale:
             print(f"run {spec.run_id}: {stale} ended without finishing it; taking over", flush=True)
+        if outcome is not None:
+            outcome["trained_by"] = "this process"
         started = time.time()
         created = not path.exists()
         with _quiet_lightning(not progress):

@@ -63,8 +63,10 @@ def main():
     if args.hold_at is not None:
         cbs.append(Hold(int(args.hold_at[0]), args.hold_at[1]))
     dm = SyntheticData(s.train.seq_len, s.train.batch_size, eval_windows=s.train.eval_windows)
+    outcome = {}
     print(ensure_run(s, args.run_dir, datamodule=dm, accelerator="cpu", devices=args.devices,
-                     strategy=args.strategy, callbacks=cbs), flush=True)
+                     strategy=args.strategy, callbacks=cbs, outcome=outcome), flush=True)
+    print(f"trained_by: {outcome['trained_by']}", flush=True)
 
 
 if __name__ == "__main__":

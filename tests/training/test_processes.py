@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gtalib.training.runs import RunSpec, is_done, load_metrics
+from gtalib.training.runs import RunSpec, check_store, is_done, load_metrics, lock_holder
 from gtalib.training.train import ensure_run
 from gtalib.model.presets import model_config
 from gtalib.training.config import train_config
@@ -92,6 +92,10 @@ def test_two_processes_on_one_run_train_it_once(tmp_path):
     runs, path = tmp_path / "runs", tmp_path / "runs" / s.run_id
     first = start_script(tmp_path / "first.log", runs, "--hold-at", 5, tmp_path)
     wait_for((tmp_path / "held").exists, first, "the first process training")
+    # the store names who trains it (gtalib runs), and does not call it incomplete
+    holder = f"pid {first.pid} on {socket.gethostname()} since "
+    (state,) = check_store(runs)
+    assert state.state == "training" and state.detail.startswith(f"being trained by {holder}")
     second = start_script(tmp_path / "second.log", runs)
     log = tmp_path / "second.log"
     wait_for(lambda: "waiting" in log.read_text(), second, "the second process waiting")
@@ -100,6 +104,8 @@ def test_two_processes_on_one_run_train_it_once(tmp_path):
     out = log.read_text()
     assert (f"run {s.run_id} is being trained by pid {first.pid} on {socket.gethostname()} since "
             in out)
+    assert f"trained_by: {holder}" in out  # the second did not train it, and says who did
+    assert "trained_by: this process" in (tmp_path / "first.log").read_text()
     assert str(path) in out and str(path) in (tmp_path / "first.log").read_text()
     assert [p.name for p in (path / "logs").iterdir()] == ["version_0"]  # one training attempt
     assert json.loads((path / "card.json").read_text())["resumed"] is False
@@ -116,7 +122,11 @@ def test_the_lock_of_a_killed_process_is_taken_over(reference, tmp_path, capsys)
     first.wait(60)
     lock = runs / f"{s.run_id}.lock"
     assert lock.read_text().startswith(f"pid {first.pid} on ")
-    done = ensure_run(s, runs, datamodule=synthetic(s))
+    assert lock_holder(runs / s.run_id) is None  # a killed holder's file is not a held lock
+    assert check_store(runs)[0].state == "incomplete"
+    outcome = {}
+    done = ensure_run(s, runs, datamodule=synthetic(s), outcome=outcome)
+    assert outcome == {"trained_by": "this process"}
     out = capsys.readouterr().out
     assert f"run {s.run_id}: pid {first.pid} on " in out and "ended without finishing it; taking over" in out
     assert "waiting" not in out

@@ -194,8 +194,10 @@ def test_skip_completed_run(baseline):
             raise AssertionError("a finished run must not touch its data")
 
     t0 = time.perf_counter()
-    assert ensure_run(s, path.parent, datamodule=Exploding()) == path
+    outcome = {}
+    assert ensure_run(s, path.parent, datamodule=Exploding(), outcome=outcome) == path
     assert time.perf_counter() - t0 < 0.5
+    assert outcome == {"trained_by": "already done"}
     lines = []
     assert ensure_runs([s, s], path.parent, progress=lines.append, datamodule=Exploding()) == [path, path]
     assert lines == [f"2 runs, 0 to train, in {path.parent}"]
