@@ -16,6 +16,7 @@ from scipy import stats
 
 from gtalib.book import analysis as A
 from gtalib.book import figures as F
+from gtalib.book import ladders
 from gtalib.book.plan import make_plan
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,7 +42,7 @@ def test_ladder_runs_cover_every_rung_arm_and_length():
     assert {F.ladder("cpu").part(v) for v in ("gqa", "mlra-4")} == {"gate"}
     assert F.ladder("cpu").part("tpa") == "init"
     with pytest.raises(ValueError, match="token_variants"):
-        F.Ladder(depths=(2,), base_steps=10, token_variants=("mha",))
+        ladders.Ladder(depths=(2,), base_steps=10, token_variants=("mha",))
     long = F.RunRef("gqa", "alt", (("n_layer", 8),), 0, train=(("max_steps", 1000),))
     from gtalib.training.config import train_config
 
@@ -221,7 +222,7 @@ def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, mon
     from gtalib.book import plotting
 
     assert F.ladder("cpu").depth_steps() == (250, 1000)
-    monkeypatch.setitem(F.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 3, 6)))
+    monkeypatch.setitem(ladders.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 3, 6)))
     monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
     _write_ladder_store(tmp_path, "ci", 2, lambda ref: 0.01)
     r = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
