@@ -5,6 +5,7 @@ module             what
 =================  ===========================================================================
 ``figures``        the paper's figures and tables as data (runs, arms, reference values, claims)
 ``ladders``        the scale ladder's design as data (depths, lengths, variants, arms)
+``specs``          a figure's runs as run specs (training settings, corpus data spec, RunSpec)
 ``analysis``       paired ΔL, t-intervals, verdicts, collected runs, the claims table
 ``plotting``       seaborn/matplotlib figures and styled tables for the notebooks
 ``tables``         the parameter and per-device KV tables (``gtalib tables``)

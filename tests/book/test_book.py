@@ -156,12 +156,12 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     import sys
 
     from gtalib.training import records
-    from gtalib.book import figures
+    from gtalib.book import specs
 
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
 
-    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
     trained = []
     monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
@@ -169,7 +169,7 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     plan = make_plan("ci", 1)
     refs = synthetic.write_store(tmp_path / "store", "ci", 1)
     rec_dir = tmp_path / "recorded"
-    recorded = {figures.run_spec(r, "ci", None, synthetic.synthetic_identity("ci")).run_id
+    recorded = {specs.run_spec(r, "ci", None, synthetic.synthetic_identity("ci")).run_id
                 for r in refs[:3]}
     for rid in recorded:
         (tmp_path / "store" / rid / "card.json").write_text('{"threads": 1, "device": "cpu"}')
@@ -195,7 +195,7 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
                                         plan, tmp_path / "empty")
     rows = {ln.split(" | ")[0].strip("| "): ln for ln in info.splitlines() if ln.startswith("| ")}
     for ref in refs:
-        rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+        rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
         assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
 
 

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from gtalib.book import figures as F  # noqa: E402
-from gtalib.book import plotting  # noqa: E402
+from gtalib.book import plotting, specs  # noqa: E402
 
 
 @pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])
@@ -59,7 +59,7 @@ def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch)
 
     from gtalib.book import analysis
 
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 1)  # GQA and MLA only: MLRA-4 stays missing
     r = analysis.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
     assert r.variants == ("mlra-4", "gqa")
@@ -84,7 +84,7 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     import synthetic
     from gtalib.book import analysis
 
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds)
     r = analysis.ablation_result("init", "ci", seeds, tmp_path)
     curves = r.curves.copy()
@@ -129,7 +129,7 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
 
     gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for MLA's 4
     r = analysis.ablation_result("gate", "ci", 3, tmp_path)
     assert r.seed_counts == {"gqa": 3, "mla": 4}

@@ -56,7 +56,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     import sys
 
     from gtalib import data as gdata
-    from gtalib.book import figures
+    from gtalib.book import specs
 
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
@@ -78,7 +78,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     assert len(tables) == 2 and all(ln.count("|") <= 8 for ln in tables)
     assert "| news | 2 | 3,647 | 12,358,444 | 192 | 716,143 | 3.1469 |" in md
 
-    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path / "runs", "ci", 2)
     plan = make_plan("ci", 2)
     info = snippets.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
@@ -89,7 +89,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
     assert "- every run: source `trained here`, device `cpu (synthetic)`, threads `1`" in info
     ref = plan.runs[0]
-    rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+    rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
     assert f'<code title="{rid}">{rid[:12]}…</code>' in info
 
 
