@@ -6,7 +6,7 @@ Usage (from the repo root, on an otherwise idle machine; about 3 minutes on 2 co
     .venv/bin/python benchmarks/jobs_speedup.py            # writes jobs_speedup.{json,md}
 
 The same runs (four ``cpu``-preset configurations, seed 0, shortened to ``--steps`` steps) are
-trained three times through ``gtalib.book.job.train_all``, each time into a fresh temporary run
+trained three times through ``gtalib.book.schedule.train_all``, each time into a fresh temporary run
 store: ``jobs=1`` with torch's default thread count (intra-op threads over every core), ``jobs=1``
 with one thread, and ``jobs=2`` with one thread per worker process (what ``make book`` uses).
 Recorded per setting: wall seconds, CPU seconds of this process and its children
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from gtalib.training import records, runs
-from gtalib.book.job import train_all
+from gtalib.book.schedule import train_all
 from gtalib.book.plan import make_plan
 
 HERE = Path(__file__).resolve().parent

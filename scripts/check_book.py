@@ -24,7 +24,8 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 import yaml
 
-from gtalib.book.job import BOOK_DIR, FIGURE_NOTEBOOKS, NOTEBOOKS, html_error_outputs
+from gtalib.book.job import FIGURE_NOTEBOOKS, NOTEBOOKS, html_error_outputs
+from gtalib.book.layout import BOOK_DIR
 
 PROSE_PAGES = ("intro", "methods", "reproduction")
 #: A screenshot whose grey levels vary less than this (std, 0..1 scale) is taken as blank.

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from gtalib.book import ladders
+
 # ---------------------------------------------------------------------------------------------
 # Paper colours (docs/paper_values.md, "The ablation figures"); matplotlib colour names.
 # ---------------------------------------------------------------------------------------------
@@ -507,87 +509,20 @@ def main_runs(preset: str, seeds: int) -> list[RunRef]:
 # The scale ladder: ΔL against depth (and training length) at one width
 # ---------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Ladder:
-    """The scale ladder of one preset: the init ablation of ``init_variants`` and the gate
-    ablation of ``gate_variants`` repeated at every depth of ``depths`` (the FFN width solved
-    per depth, so every rung is parameter-matched), the gate at each multiple in
-    ``step_factors`` of ``base_steps``; and the gate's token axis: the gate ablation of
-    ``token_variants`` at ``token_depth`` layers at each multiple in ``token_factors`` of
-    ``base_steps`` (a run shared with the depth axis is one run).
-
-    Arms (ΔL = L(arm) − L(rec), rec = zero init / gate on): init ``alt`` = N(0, σ) output
-    projections; for ``scaled_variants`` also ``scaled`` = N(0, σ/√(2L)) output projections
-    (GPT-2's residual scaling, the direct test of the depth hypothesis); gate ``alt`` = no gate.
-
-    ``base_steps`` is fixed here rather than read from the training preset, so a change of
-    the book's default length does not silently change (and invalidate) recorded ladder runs;
-    ``seeds`` is the number of seeds recorded per point (the ladder page shows that many,
-    whatever the book's own seed count).
-    """
-
-    depths: tuple[int, ...]
-    base_steps: int
-    init_variants: tuple[str, ...] = ("mha", "mla", "tpa")
-    init_arms: tuple = (("alt", (("init", "normal"),)), ("rec", ()))
-    scaled_variants: tuple[str, ...] = ("mha",)
-    scaled_arm: tuple = ("scaled", (("init", "scaled"),))
-    gate_variants: tuple[str, ...] = ("gqa",)
-    gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
-    step_factors: tuple[int, ...] = (1, 4)
-    token_variants: tuple[str, ...] = ()
-    token_depth: int = 8
-    token_factors: tuple[int, ...] = (1, 4)
-    seeds: int = 3
-
-    def __post_init__(self):
-        both = set(self.init_variants) & (set(self.gate_variants) | set(self.token_variants))
-        if both:  # a run's part is read off its variant (gtalib.book.analysis.ladder_result)
-            raise ValueError(f"Ladder: variants {sorted(both)} are in init_variants and in "
-                             f"gate_variants or token_variants; allowed: disjoint lists")
-        if not set(self.scaled_variants) <= set(self.init_variants):
-            raise ValueError(f"Ladder.scaled_variants {self.scaled_variants} must be among "
-                             f"init_variants {self.init_variants}")
-
-    def depth_variants(self, part: str) -> tuple[str, ...]:
-        """The variants drawn against depth in ``part`` (``"init"`` or ``"gate"``); the token
-        axis' own variants are drawn against training length only."""
-        return {"init": self.init_variants, "gate": self.gate_variants}[part]
-
-    def depth_steps(self) -> tuple[int, ...]:
-        """The training lengths (steps) drawn against depth: ``base_steps`` × ``step_factors``
-        (a token-axis length that only ``token_depth`` has is drawn against length only)."""
-        return tuple(self.base_steps * f for f in self.step_factors)
-
-    def part(self, variant: str) -> str:
-        """``"gate"`` for a variant of the gate's depth or token axis, else ``"init"``."""
-        return "gate" if variant in (*self.gate_variants, *self.token_variants) else "init"
-
-
-#: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
-#: and 8 layers and 250 / 1000 steps, the gate of GQA and MLRA-4 at 8 layers and 250 / 1000 /
-#: 2000 steps; ``ci`` a two-rung miniature for the tests.
-LADDERS: dict[str, Ladder] = {
-    "cpu": Ladder(depths=(2, 4, 8), base_steps=250, token_variants=("gqa", "mlra-4"),
-                  token_factors=(1, 4, 8)),
-    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3),
-                 token_variants=("gqa", "mla"), token_depth=2, token_factors=(1, 3), seeds=2),
-}
-
-
-def ladder(preset: str) -> Ladder:
-    """The :class:`Ladder` of ``preset``.
+def ladder(preset: str) -> ladders.Ladder:
+    """The :class:`~gtalib.book.ladders.Ladder` of ``preset``.
 
     Raises:
         KeyError: a preset without a ladder; the message lists those with one.
     """
-    return _lookup(LADDERS, preset, f"preset {preset!r} has no scale ladder; allowed")
+    return _lookup(ladders.LADDERS, preset, f"preset {preset!r} has no scale ladder; allowed")
 
 
 def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) -> list[RunRef]:
     """Every run of ``preset``'s ladder for seeds ``0..seeds-1`` (``None``: the ladder's own
-    :attr:`Ladder.seeds`): ``part="init"``, ``"gate"`` or both (``None``). Each ref carries its
-    depth in ``options["n_layer"]`` and its length in ``train["max_steps"]``.
+    :attr:`gtalib.book.ladders.Ladder.seeds`): ``part="init"``, ``"gate"`` or both
+    (``None``). Each ref carries its depth in ``options["n_layer"]`` and its length in
+    ``train["max_steps"]``.
 
     Raises:
         ValueError: ``seeds`` < 1 or an unknown ``part``.  KeyError: no ladder at ``preset``.
@@ -637,51 +572,3 @@ def preset_tokenizer(preset: str) -> str:
     if preset not in PRESETS:
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     return "bytes" if PRESETS[preset]["vocab_size"] == 256 else "gpt2"
-
-
-def train_settings(preset: str, max_steps=None):
-    """The preset's :class:`~gtalib.training.config.TrainConfig`, with ``max_steps`` overridden if
-    given (the warmup then keeps the preset's fraction: :func:`gtalib.training.config.train_config`).
-
-    Raises:
-        ValueError: ``max_steps`` not a positive integer.
-    """
-    from gtalib.training.config import train_config
-
-    if max_steps is not None and (
-        not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
-    ):
-        raise ValueError(f"max_steps must be a positive integer or None, got {max_steps!r}")
-    return train_config(preset, max_steps=max_steps)
-
-
-def data_spec(preset: str, max_steps=None) -> dict:
-    """The ``data`` of the preset's run specs: the default registry corpus with the preset's
-    tokenizer (:func:`gtalib.training.runs.data_spec`; builds nothing).
-
-    Raises:
-        FileNotFoundError: the corpus is not built (``gtalib data build`` or ``gtalib book``).
-    """
-    from gtalib.training import runs
-
-    return runs.data_spec(train_settings(preset, max_steps), "default", preset_tokenizer(preset))
-
-
-def run_spec(ref: RunRef, preset: str, max_steps=None, data: dict | None = None):
-    """The :class:`gtalib.training.runs.RunSpec` of ``ref`` at ``preset``.
-
-    Args:
-        data: the spec's data (default :func:`data_spec`; pass it when building many specs).
-    """
-    from gtalib.model.presets import model_config
-    from gtalib.training.config import train_config
-    from gtalib.training.runs import RunSpec
-
-    # The ladder's own training overrides win over the book's max_steps; the data spec depends
-    # only on the sampling settings (block, batch, data seed, windows), which neither changes.
-    train = (train_config(preset, **dict(ref.train)) if ref.train
-             else train_settings(preset, max_steps))
-    if data is None:
-        data = data_spec(preset, max_steps)
-    model = model_config(preset, ref.variant, **dict(ref.options))
-    return RunSpec(model=model, train=train, data=data, seed=ref.seed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gtalib.book import figures
+from gtalib.book import figures, ladders, specs
 from gtalib.training.config import TrainConfig
 
 #: Notebooks in book order (file stem in notebooks/ → chapter in book/_toc.yml).
@@ -71,12 +71,12 @@ class Plan:
             FileNotFoundError: the corpus is not built (``gtalib data build``).
         """
         if not self._data:
-            self._data.update(figures.data_spec(self.preset, self.max_steps))
+            self._data.update(specs.data_spec(self.preset, self.max_steps))
         return self._data
 
     def spec(self, ref):
         """The :class:`gtalib.training.runs.RunSpec` of ``ref`` under this plan."""
-        return figures.run_spec(ref, self.preset, self.max_steps, self.data())
+        return specs.run_spec(ref, self.preset, self.max_steps, self.data())
 
     def specs(self, refs=None) -> list:
         """``(label, RunSpec)`` of ``refs`` (default :attr:`runs`), for the job's trainer."""
@@ -102,6 +102,6 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=NOTEBOOKS) -> P
     refs = {k: tuple(figures.figure_runs(k, preset, seeds, max_steps=max_steps))
             for k in figures.ABLATIONS}
     refs["main"] = tuple(figures.main_runs(preset, seeds))
-    ladder = tuple(figures.ladder_runs(preset)) if preset in figures.LADDERS else ()
+    ladder = tuple(figures.ladder_runs(preset)) if preset in ladders.LADDERS else ()
     return Plan(preset, seeds, max_steps, figures.preset_tokenizer(preset),
-                figures.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))
+                specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))

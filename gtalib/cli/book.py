@@ -6,7 +6,9 @@ import argparse
 
 from gtalib.cli.core import CliError
 
-from gtalib.book.job import CELL_TIMEOUT_S, DEFAULT_SEEDS, NOTEBOOKS, BookError, build_book
+from gtalib.book.job import DEFAULT_SEEDS, NOTEBOOKS, build_book
+from gtalib.book.layout import BookError
+from gtalib.book.notebooks import CELL_TIMEOUT_S
 
 CLI_DESCRIPTION = """\
 Build the Jupyter Book end to end:

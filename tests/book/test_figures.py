@@ -83,29 +83,6 @@ def test_figure_variants_validation():
         F.figure_runs("init", "ci", 0)
 
 
-def test_train_settings_rescale_warmup_like_the_cli():
-    base = F.train_settings("cpu")
-    short = F.train_settings("cpu", 100)
-    assert short.max_steps == 100
-    # same rule as `gtalib train --max-steps`: round(warmup * steps / preset steps)
-    assert short.warmup_steps == round(base.warmup_steps * 100 / base.max_steps)
-    with pytest.raises(ValueError, match="max_steps"):
-        F.train_settings("cpu", 0)
-
-
-def test_paired_specs_differ_only_in_the_switch():
-    data = {"test": True}
-    for key, fig in F.ABLATIONS.items():
-        v = fig.variants[0]
-        alt = F.run_spec(F.RunRef(v, "alt", tuple(fig.alt.items()), 0), "ci", None, data)
-        rec = F.run_spec(F.RunRef(v, "rec", tuple(fig.rec.items()), 0), "ci", None, data)
-        assert alt.train == rec.train and alt.data == rec.data and alt.seed == rec.seed
-        assert alt.run_id != rec.run_id, key
-        differ = {f for f in alt.model.to_dict() if getattr(alt.model, f) != getattr(rec.model, f)}
-        # the switch itself, plus what parameter matching and head doubling derive from it
-        assert differ <= {*fig.alt, "intermediate_size", "n_head", "gqa_group"}, (key, differ)
-
-
 def test_a_figure_can_run_more_seeds_for_named_variants(monkeypatch):
     """Ablation.seeds raises a named variant's seed count (the larger of it and the book's),
     both arms alike; a book-wide max_steps override falls back to the book's count."""

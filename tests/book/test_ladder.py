@@ -16,6 +16,7 @@ from scipy import stats
 
 from gtalib.book import analysis as A
 from gtalib.book import figures as F
+from gtalib.book import ladders, specs
 from gtalib.book.plan import make_plan
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,7 +42,7 @@ def test_ladder_runs_cover_every_rung_arm_and_length():
     assert {F.ladder("cpu").part(v) for v in ("gqa", "mlra-4")} == {"gate"}
     assert F.ladder("cpu").part("tpa") == "init"
     with pytest.raises(ValueError, match="token_variants"):
-        F.Ladder(depths=(2,), base_steps=10, token_variants=("mha",))
+        ladders.Ladder(depths=(2,), base_steps=10, token_variants=("mha",))
     long = F.RunRef("gqa", "alt", (("n_layer", 8),), 0, train=(("max_steps", 1000),))
     from gtalib.training.config import train_config
 
@@ -75,12 +76,12 @@ def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign()
     assert depth == max(lad.depths) and lad.base_steps == train_config("cpu").max_steps
     data = synthetic.synthetic_identity("cpu")
     plan = make_plan("cpu", 2)
-    book_ids = {F.run_spec(r, "cpu", None, data).run_id: r.label for r in plan.runs}
+    book_ids = {specs.run_spec(r, "cpu", None, data).run_id: r.label for r in plan.runs}
     def labels(steps, part):
         rung = [r for r in plan.ladder_refs if dict(r.options)["n_layer"] == depth
                 and dict(r.train)["max_steps"] == steps and r.seed < 2
                 and r.arm != "scaled" and lad.part(r.variant) == part]
-        return {book_ids.get(F.run_spec(r, "cpu", None, data).run_id) for r in rung}
+        return {book_ids.get(specs.run_spec(r, "cpu", None, data).run_id) for r in rung}
 
     assert labels(lad.base_steps, "init") == {"MHA normal init", "MHA zero init",
                                               "MLA normal init", "MLA zero init",
@@ -100,7 +101,7 @@ def _write_ladder_store(run_dir, preset, seeds, offset):
     data = synthetic.synthetic_identity(preset)
     plan = make_plan(preset, seeds)
     for ref in plan.ladder_refs:
-        spec = F.run_spec(ref, preset, None, data)
+        spec = specs.run_spec(ref, preset, None, data)
         n = spec.train.max_steps
         off = 0.0 if ref.arm == "rec" else offset(ref) + 0.002 * ref.seed
         steps = np.arange(1, n + 1)
@@ -117,7 +118,7 @@ def _write_ladder_store(run_dir, preset, seeds, offset):
 
 
 def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch):
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
 
     def offset(ref):
         depth = dict(ref.options)["n_layer"]
@@ -221,8 +222,8 @@ def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, mon
     from gtalib.book import plotting
 
     assert F.ladder("cpu").depth_steps() == (250, 1000)
-    monkeypatch.setitem(F.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 3, 6)))
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setitem(ladders.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 3, 6)))
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     _write_ladder_store(tmp_path, "ci", 2, lambda ref: 0.01)
     r = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
     assert {(v, s) for v, s in zip(r.points["variant"], r.points["max_steps"]) if s == 60} == {

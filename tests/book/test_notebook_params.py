@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from gtalib.book import job as book
+from gtalib.book import notebooks
 from gtalib.book.params import ParameterError, notebook_params, run_dir_label
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,8 +128,8 @@ def test_every_notebook_has_one_parameters_cell_that_papermill_injects_after(pat
     declared = set(pm.inspect_notebook(str(path)))
     assert declared == _declared(nb)
     assert declared <= {f.name for f in fields(NotebookParams)} - {"given"}
-    injected = parameterize_notebook(nb, book.notebook_parameters("ci", 2), kernel_name="python3",
-                                     language="python")
+    injected = parameterize_notebook(nb, notebooks.notebook_parameters("ci", 2),
+                                     kernel_name="python3", language="python")
     assert "injected-parameters" in injected.cells[tagged[0] + 1].metadata["tags"]
 
 
@@ -137,7 +138,7 @@ def test_the_book_executes_every_notebook_and_each_injected_parameter_is_declare
 
     assert sorted(book.NOTEBOOKS) == [p.stem for p in NOTEBOOK_FILES]
     declared = set().union(*(pm.inspect_notebook(str(p)) for p in NOTEBOOK_FILES))
-    assert set(book.notebook_parameters("ci", 2)) <= declared
+    assert set(notebooks.notebook_parameters("ci", 2)) <= declared
 
 
 @pytest.mark.parametrize("name", [p.stem for p in NOTEBOOK_FILES

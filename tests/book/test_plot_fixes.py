@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from gtalib.book import figures as F  # noqa: E402
-from gtalib.book import plotting  # noqa: E402
+from gtalib.book import plotting, specs  # noqa: E402
 
 
 @pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])
@@ -59,7 +59,7 @@ def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch)
 
     from gtalib.book import analysis
 
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 1)  # GQA and MLA only: MLRA-4 stays missing
     r = analysis.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
     assert r.variants == ("mlra-4", "gqa")
@@ -84,7 +84,7 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     import synthetic
     from gtalib.book import analysis
 
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds)
     r = analysis.ablation_result("init", "ci", seeds, tmp_path)
     curves = r.curves.copy()
@@ -125,11 +125,11 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     from dataclasses import replace
 
     import synthetic
-    from gtalib.book import analysis, job
+    from gtalib.book import analysis, snippets
 
     gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)
-    monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for MLA's 4
     r = analysis.ablation_result("gate", "ci", 3, tmp_path)
     assert r.seed_counts == {"gqa": 3, "mla": 4}
@@ -143,9 +143,9 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     fig = plotting.plot_ablation(r)
     assert "3 seeds (4 for MLA)" in fig.axes[0].get_title()
     plt.close(fig)
-    text = job.statistics_markdown(3, preset="ci")
+    text = snippets.statistics_markdown(3, preset="ci")
     assert "the gating ablation runs 4 for MLA (factor 3.18: 1.59 standard deviations)" in text
-    assert "runs 4" not in job.statistics_markdown(3, preset="ci", max_steps=7)
+    assert "runs 4" not in snippets.statistics_markdown(3, preset="ci", max_steps=7)
     # a variant below the band's seed count is left unshaded while the others are shaded
     assert "shown from 3 seeds (a variant with fewer is not shaded)" in plotting.drawn_text(
         {"gqa": 2, "mla": 4}, 0.95)

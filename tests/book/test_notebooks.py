@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from gtalib.book import job as book
+from gtalib.book import notebooks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,8 +31,8 @@ def test_a_cell_past_the_time_limit_fails_naming_notebook_and_cell(tmp_path):
     src.mkdir()
     _notebook(src / "stuck.ipynb", "x = 1", "import time\nwhile True:\n    time.sleep(1)",
               params="preset = 'ci'")
-    with pytest.raises(book.NotebookTimeout) as e:
-        book.execute_notebook("stuck", {"preset": "ci"}, tmp_path, timeout=3, notebook_dir=src)
+    with pytest.raises(notebooks.NotebookTimeout) as e:
+        notebooks.execute_notebook("stuck", {"preset": "ci"}, tmp_path, timeout=3, notebook_dir=src)
     msg = str(e.value)
     assert msg.startswith("notebook stuck: cell 2 ('import time')")
     assert "3 s limit" in msg and "--cell-timeout" in msg
@@ -43,8 +44,8 @@ def test_execute_notebooks_reports_the_timeout_and_goes_on(tmp_path):
     _notebook(src / "stuck.ipynb", "import time\ntime.sleep(60)")
     _notebook(src / "fine.ipynb", "print('ok')")
     lines = []
-    failures = book.execute_notebooks({"preset": "ci"}, ("stuck", "fine"), tmp_path / "out",
-                                      log=lines.append, timeout=2, notebook_dir=src)
+    failures = notebooks.execute_notebooks({"preset": "ci"}, ("stuck", "fine"), tmp_path / "out",
+                                           log=lines.append, timeout=2, notebook_dir=src)
     assert failures == ["notebook stuck: cell 0 ('import time') ran past the 2 s limit per cell "
                         "and was stopped (raise it with gtalib book --cell-timeout)"]
     assert (tmp_path / "out" / "fine.ipynb").exists()
@@ -53,8 +54,9 @@ def test_execute_notebooks_reports_the_timeout_and_goes_on(tmp_path):
 def test_default_time_limit_comes_from_the_preset():
     from gtalib.model.presets import PRESETS
 
-    assert set(book.CELL_TIMEOUT_S) == set(PRESETS)
-    assert book.CELL_TIMEOUT_S["ci"] < book.CELL_TIMEOUT_S["cpu"] < book.CELL_TIMEOUT_S["paper"]
+    assert set(notebooks.CELL_TIMEOUT_S) == set(PRESETS)
+    assert (notebooks.CELL_TIMEOUT_S["ci"] < notebooks.CELL_TIMEOUT_S["cpu"]
+            < notebooks.CELL_TIMEOUT_S["paper"])
     from gtalib.cli import build_parser
 
     args = build_parser().parse_args(["book", "--cell-timeout", "30"])
@@ -67,7 +69,7 @@ def test_injected_parameters_are_hidden_from_the_page(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     _notebook(src / "p.ipynb", "print(run_dir is None)", params="run_dir = 'x'")
-    book.execute_notebook("p", {"run_dir": None}, tmp_path, timeout=60, notebook_dir=src)
+    notebooks.execute_notebook("p", {"run_dir": None}, tmp_path, timeout=60, notebook_dir=src)
     nb = nbformat.read(tmp_path / "p.ipynb", as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1 and "remove-cell" in injected[0].metadata["tags"]
@@ -118,8 +120,8 @@ def test_concurrent_kernels_run_over_private_sockets_and_leave_nothing(tmp_path,
     for i, name in enumerate(names):
         _notebook(src / f"{name}.ipynb", "import time\ntime.sleep(0.3)", f"print({i} * 7)")
     before = set(Path(tempfile.gettempdir()).glob("gtalib-kernel-*"))
-    failures = book.execute_notebooks({}, names, tmp_path / "out", jobs=3, log=lambda m: None,
-                                      timeout=60, notebook_dir=src)
+    failures = notebooks.execute_notebooks({}, names, tmp_path / "out", jobs=3,
+                                           log=lambda m: None, timeout=60, notebook_dir=src)
     assert failures == []
     for i, name in enumerate(names):
         nb = nbformat.read(tmp_path / "out" / f"{name}.ipynb", as_version=4)
@@ -129,3 +131,13 @@ def test_concurrent_kernels_run_over_private_sockets_and_leave_nothing(tmp_path,
     err = capfd.readouterr().err
     for message in ("without encryption", "KeyboardInterrupt caught", "Invalid Signature"):
         assert message not in err
+
+
+def test_notebook_errors_reads_error_outputs(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("1/0")
+    cell.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError",
+                                           evalue="division by zero", traceback=[])]
+    nb.cells = [cell, nbformat.v4.new_code_cell("1")]
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    assert notebooks.notebook_errors(tmp_path) == ["x.ipynb: ZeroDivisionError: division by zero"]
