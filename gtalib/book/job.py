@@ -428,7 +428,7 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     seeds), the cap of *pairs to resolve* (:data:`gtalib.book.analysis.MAX_PAIRS`) and, given
     ``preset``, the variants a figure runs with more seeds (:func:`figures.figure_seeds`)."""
     from gtalib.book import figures
-    from gtalib.book.analysis import MAX_PAIRS, t_critical
+    from gtalib.book.stats import MAX_PAIRS, t_critical
     from gtalib.book.plotting import MIN_BAND_SEEDS, plural
 
     q = 0.5 + confidence / 2

@@ -20,6 +20,7 @@ import pandas as pd
 import seaborn as sns
 
 from gtalib.book import figures as F
+from gtalib.book.stats import _interval_columns, final_table_words, verdict_text
 from gtalib.model.presets import PRESETS
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
@@ -301,10 +302,8 @@ def sources_notice(collected) -> str:
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
     resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
-    hide (:func:`gtalib.book.analysis.verdict_text`). The pair source, a long text, is printed
+    hide (:func:`gtalib.book.stats.verdict_text`). The pair source, a long text, is printed
     under the table (:func:`pair_source_lines`) so that the table fits the text column."""
-    from gtalib.book.analysis import verdict_text
-
     if final.empty:
         return final
 
@@ -337,21 +336,6 @@ def pair_source_lines(texts: dict) -> str:
                                              for t, rows in by_text.items())
 
 
-def _interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: float) -> dict:
-    """The columns a final-ΔL table and the ladder's table share, as printed: mean ΔL, its
-    interval, the smallest resolvable |ΔL| and the pairs to resolve
-    (:func:`gtalib.book.analysis.resolvable_text`, :func:`~gtalib.book.analysis.pairs_text`)."""
-    from gtalib.book.analysis import pairs_text, resolvable_text
-
-    return {
-        "ΔL (mean)": [f"{m:+.4f}" for m in mean],
-        f"{confidence:.0%} CI": ["n/a (1 pair)" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]"
-                                 for lo, hi in zip(low, high)],
-        "resolvable |ΔL|": [resolvable_text(k, x) for k, x in zip(n, resolvable)],
-        "pairs to resolve": [pairs_text(k, x) for k, x in zip(n, pairs_needed)],
-    }
-
-
 def show_ablation(result) -> None:
     """Display an ablation page's content in a notebook: incomplete-runs notice, figure,
     caption, final ΔL table and the plateau-escape table."""
@@ -370,24 +354,6 @@ def show_ablation(result) -> None:
         if "pair source" in result.final:
             display(Markdown(pair_source_lines(dict(zip(
                 map(F.display_name, result.final.index), result.final["pair source"])))))
-
-
-def final_table_words(confidence: float = 0.95) -> str:
-    """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is."""
-    from gtalib.book.analysis import MAX_PAIRS
-
-    return (
-        f"Final ΔL: validation loss at the last step (unsmoothed), mean over the n seed pairs "
-        f"with its {confidence:.0%} Student-t interval. *Resolvable |ΔL|*: the interval's "
-        f"half-width t·s/√n, from the measured spread s of the paired ΔL; a mean at least that "
-        f"large would exclude zero at this n. *Pairs to resolve*: the smallest n whose "
-        f"half-width at the same s is below the measured |ΔL| (— : none up to {MAX_PAIRS}). "
-        f"*Seed spread*: max − min of the final validation loss over seeds of one configuration "
-        f"(the larger of the two arms). Verdict: *within noise* if the interval covers 0 or "
-        f"|ΔL| ≤ seed spread, naming the largest |ΔL| that could hide there (the larger of the "
-        f"two bars; more pairs narrow the interval, not the seed spread), else *agrees* / "
-        f"*differs* by the sign of the paper's ΔL. *Pair source*, under the table: where both arms "
-        f"of each pair come from; MIXED marks a pair whose arms differ in source or machine.")
 
 
 def verdict_summary(result) -> str:
@@ -962,8 +928,6 @@ def plot_ladder(result) -> plt.Figure:
 def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The ladder's points as printed: one row per (series, depth, length), with the columns of
     :func:`format_final_table` (the pair source under it: :func:`ladder_pair_sources`)."""
-    from gtalib.book.analysis import verdict_text
-
     if points.empty:
         return points
     out = pd.DataFrame({
