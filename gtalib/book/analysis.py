@@ -30,6 +30,7 @@ import pandas as pd
 
 from gtalib.book.stats import (VERDICTS, delta_stats, mean_ci, pairs_text, verdict,
                                verdict_text)
+from gtalib.book.style import range_text
 from gtalib.training.runs import resolve_run_dir
 
 
@@ -682,13 +683,6 @@ SINK_FACTOR = 2.0
 #: criterion of Sun et al. 2024, "Massive Activations in Large Language Models" (arXiv
 #: 2402.17762: magnitude above 100, and about 1000 times the median).
 MASSIVE_ACTIVATION = 100.0
-
-
-def range_text(values, fmt: str = ".3f") -> str:
-    """``"0.026–0.035"``: the smallest and largest of ``values`` formatted with ``fmt``, or one
-    value when both print alike."""
-    lo, hi = format(float(min(values)), fmt), format(float(max(values)), fmt)
-    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def probe_findings(summary: pd.DataFrame) -> str:

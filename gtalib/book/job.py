@@ -429,7 +429,7 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     ``preset``, the variants a figure runs with more seeds (:func:`figures.figure_seeds`)."""
     from gtalib.book import figures
     from gtalib.book.stats import MAX_PAIRS, t_critical
-    from gtalib.book.plotting import MIN_BAND_SEEDS, plural
+    from gtalib.book.style import MIN_BAND_SEEDS, plural
 
     q = 0.5 + confidence / 2
     cap = f"*Pairs to resolve* is sought up to {MAX_PAIRS} pairs."

@@ -17,42 +17,19 @@ import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 
 from gtalib.book import figures as F
 from gtalib.book.stats import _interval_columns, final_table_words, verdict_text
+from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, curve_limits,
+                               plural, range_text, set_style, style_best)
 from gtalib.model.presets import PRESETS
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
-
-#: Per-variant markers and dash patterns, assigned by the variant's position in its figure's
-#: legend order (``Ablation.variants``): a second cue besides the paper's colours.
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h")
-_DASHES = ("--", "-.", (0, (1, 1.5)), (0, (6, 2, 1, 2, 1, 2)), (0, (8, 3)), (0, (3, 1, 1, 1)),
-           (0, (2, 2)), (0, (10, 2, 2, 2)), (0, (4, 1)))
-
-
-def plural(n, word: str) -> str:
-    """``"1 thread"``, ``"2 threads"``: ``n`` followed by ``word``, pluralised with an ``s``."""
-    return f"{n} {word}" + ("" if str(n) == "1" else "s")
-
-
-def _variant_style(fig_spec, variant: str) -> tuple[str, object]:
-    """(marker, dash pattern) of ``variant`` in ``fig_spec`` (stable across both panels)."""
-    i = fig_spec.variants.index(variant) if variant in fig_spec.variants else 0
-    return _MARKERS[i % len(_MARKERS)], _DASHES[i % len(_DASHES)]
 
 
 def _outside_legend(ax, **kw) -> None:
     """Legend outside the axes, right of them, top-aligned (hides nothing)."""
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kw)
-
-
-def set_style() -> None:
-    """The book's seaborn style (white grid, readable at page width)."""
-    sns.set_theme(style="whitegrid", context="notebook")
-    pd.set_option("display.max_colwidth", None)  # a table cell (a verdict) is never cut
-    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "legend.fontsize": 8})
 
 
 def token_unit(max_tokens: float) -> tuple[float, str]:
@@ -61,11 +38,6 @@ def token_unit(max_tokens: float) -> tuple[float, str]:
         if max_tokens >= div:
             return div, suffix
     return 1, ""
-
-
-#: Fewest seeds (pairs) for which a figure draws the Student-t interval of the mean: with two,
-#: ``t_{0.975, 1} = 12.7`` makes the interval wider than the curves' whole range.
-MIN_BAND_SEEDS = 3
 
 
 def seeds_text(counts: dict) -> str:
@@ -98,18 +70,6 @@ def drawn_text(counts: dict, confidence: float) -> str:
         band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
                 f"seeds{unshaded}; the y-range follows the curves, the shading is cut at the frame")
     return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
-
-
-def curve_limits(values, margin: float = 0.08) -> tuple[float, float]:
-    """y-range of a panel from the values it plots (and 0, the line of no effect), widened by
-    ``margin`` of the span on each side; ``(-1, 1)`` without any finite value."""
-    import numpy as np
-
-    v = np.asarray(list(values), dtype=float)
-    v = np.append(v[np.isfinite(v)], 0.0)
-    lo, hi = float(v.min()), float(v.max())
-    pad = margin * (hi - lo) if hi > lo else 1.0
-    return lo - pad, hi + pad
 
 
 def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
@@ -372,30 +332,6 @@ def verdict_summary(result) -> str:
             f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
 
 
-def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f}"):
-    """A pandas Styler marking the best value of each column **bold** and the second best
-    underlined (the paper's table convention)."""
-
-    def mark(col: pd.Series):
-        order = col.rank(method="min", ascending=lower_is_better)
-        return ["font-weight: bold" if r == 1 else "text-decoration: underline" if r == 2 else ""
-                for r in order]
-
-    return _table_style(df.style.apply(mark, axis=0).format(fmt))
-
-
-#: Cell padding and a smaller font for every styled table (the book theme styles only its own
-#: tables; pandas Stylers would otherwise print numbers without spacing).
-_TABLE_CSS = [
-    {"selector": "td, th", "props": "padding: 2px 5px; text-align: right; font-size: 0.8em;"},
-    {"selector": "th.row_heading", "props": "text-align: left; white-space: nowrap;"},
-]
-
-
-def _table_style(styler):
-    return styler.set_table_styles(_TABLE_CSS, overwrite=False)
-
-
 def plot_main_results(mean: pd.DataFrame, half: pd.DataFrame | None = None,
                       paper: pd.DataFrame | None = None) -> plt.Figure:
     """Average validation perplexity per configuration as dots (ours left, with the Student-t
@@ -477,8 +413,6 @@ def plot_decode(cpu: pd.DataFrame, h100: pd.DataFrame, gpu: pd.DataFrame | None 
 
 def _span(values) -> str:
     """A range of ratios as the decode page prints it, e.g. ``"1.05–1.26×"``."""
-    from gtalib.book.analysis import range_text
-
     return f"{range_text(values, '.2f')}×"
 
 

@@ -9,7 +9,7 @@ Conventions (stated in every caption the book prints):
 
 - Band: mean over seeds ± the two-sided Student-t confidence interval, ``t_{c, n−1} · s / √n``
   with ``s`` the sample standard deviation over the ``n`` seeds (none for one seed; the figures
-  draw it from :data:`gtalib.book.plotting.MIN_BAND_SEEDS` seeds).
+  draw it from :data:`gtalib.book.style.MIN_BAND_SEEDS` seeds).
 - Final ΔL: validation loss on the fixed held-out windows, unsmoothed, at the last step all
   seeds of the variant logged, with what its ``n`` pairs could resolve (:func:`delta_stats`):
   the interval's half-width (the smallest |mean ΔL| that would exclude zero at the measured

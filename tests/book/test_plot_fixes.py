@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from gtalib.book import figures as F  # noqa: E402
-from gtalib.book import plotting  # noqa: E402
+from gtalib.book import plotting, style  # noqa: E402
 
 
 @pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])
@@ -33,12 +33,6 @@ def test_variants_get_distinct_markers():
     markers = [line.get_marker() for line in ax.get_lines()]
     assert len(set(markers)) == len(spec.variants)
     plt.close(fig)
-
-
-def test_plural():
-    assert plotting.plural(1, "thread") == "1 thread"
-    assert plotting.plural(2, "thread") == "2 threads"
-    assert plotting._hardware([{"device": "cpu", "threads": 1}]) == "cpu, 1 thread"
 
 
 @pytest.mark.parametrize("key, asked", [("gate", ("mlra-4", "gqa")), ("init", ("tpa",)),
@@ -94,7 +88,7 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     ax = fig.axes[0]
     fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
     assert len(fills) == (len(r.complete) if seeds >= 3 else 0)
-    assert ax.get_ylim() == pytest.approx(plotting.curve_limits([*curves["delta"],
+    assert ax.get_ylim() == pytest.approx(style.curve_limits([*curves["delta"],
                                                                  *r.band["mean"]]))
     if seeds >= 3:  # this band reaches beyond the curves: cut at the frame, not widening it
         assert r.band["hi"].max() > ax.get_ylim()[1]
@@ -111,12 +105,6 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
         "no shading: the 95% t-interval of the mean is shown from 3 seeds, this figure has 2; "
         "the y-range follows the curves.")) in caption
     plt.close(fig)
-
-
-def test_curve_limits():
-    assert plotting.curve_limits([0.1, 0.3]) == pytest.approx((-0.024, 0.324))  # 0 included
-    assert plotting.curve_limits([-0.2, float("nan")]) == pytest.approx((-0.216, 0.016))
-    assert plotting.curve_limits([]) == (-1.0, 1.0)
 
 
 def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from gtalib.book import analysis as A  # noqa: E402
-from gtalib.book import figures, plotting  # noqa: E402
+from gtalib.book import figures, plotting, style  # noqa: E402
 
 REC = "recorded 2026-12-01 on AMD EPYC (2 logical CPUs)"
 
@@ -178,9 +178,9 @@ def test_uniform_first_token_share_and_range_text():
     assert A.uniform_first_token_share(2) == 0.5
     with pytest.raises(ValueError):
         A.uniform_first_token_share(1)
-    assert A.range_text([0.0301, 0.0299]) == "0.030"
-    assert A.range_text([0.35, 0.026, 0.03]) == "0.026–0.350"
-    assert A.range_text([1.051, 1.26], ".2f") == "1.05–1.26"
+    assert style.range_text([0.0301, 0.0299]) == "0.030"
+    assert style.range_text([0.35, 0.026, 0.03]) == "0.026–0.350"
+    assert style.range_text([1.051, 1.26], ".2f") == "1.05–1.26"
 
 
 def test_qiu_values_are_in_the_table():
