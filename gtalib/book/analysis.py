@@ -28,118 +28,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gtalib.book.stats import (VERDICTS, delta_stats, mean_ci, pairs_text, verdict,
-                               verdict_text)
+from gtalib.book.curves import auto_smoothing, delta_curves, final_values, seed_band
+from gtalib.book.stats import VERDICTS, delta_stats, pairs_text, verdict, verdict_text
 from gtalib.book.style import range_text
 from gtalib.training.runs import resolve_run_dir
 
 
 # ---------------------------------------------------------------------------------------------
-# Curves
-# ---------------------------------------------------------------------------------------------
-
-def paired_delta(alt: pd.DataFrame, rec: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
-    """ΔL = alt[column] − rec[column] on the steps where both runs logged ``column``.
-
-    Args:
-        alt, rec: metrics frames of two paired runs (columns ``step, tokens, <column>``).
-    Returns:
-        DataFrame ``[step, tokens, delta]`` sorted by step (nats).
-    Raises:
-        KeyError: ``column`` missing from a frame.
-        ValueError: no common logged step, or the runs disagree on tokens at a common step
-            (then they are not paired: different batch sizes or data).
-    """
-    for name, df in (("alt", alt), ("rec", rec)):
-        missing = {"step", "tokens", column} - set(df.columns)
-        if missing:
-            raise KeyError(f"{name} metrics lack column(s) {sorted(missing)}")
-    a = alt[["step", "tokens", column]].dropna(subset=[column])
-    r = rec[["step", "tokens", column]].dropna(subset=[column])
-    m = a.merge(r, on="step", suffixes=("_alt", "_rec"), how="inner").sort_values("step")
-    if m.empty:
-        raise ValueError(f"paired runs share no step with a logged {column!r}")
-    bad = m["tokens_alt"] != m["tokens_rec"]
-    if bad.any():
-        s = int(m.loc[bad, "step"].iloc[0])
-        raise ValueError(f"runs are not paired: different token counts at step {s}")
-    return pd.DataFrame({
-        "step": m["step"].to_numpy(),
-        "tokens": m["tokens_alt"].to_numpy(),
-        "delta": (m[f"{column}_alt"] - m[f"{column}_rec"]).to_numpy(),
-    })
-
-
-def smooth(values: pd.Series, window: int) -> pd.Series:
-    """Trailing mean over ``window`` consecutive points (the first points average what exists).
-
-    Raises:
-        ValueError: ``window`` < 1.
-    """
-    if not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"smoothing window must be a positive integer, got {window!r}")
-    return values.rolling(window, min_periods=1).mean()
-
-
-def delta_curves(runs: pd.DataFrame, column: str = "val_loss", smoothing: int = 1) -> pd.DataFrame:
-    """Per-seed ΔL curves of every variant that has both arms for a seed.
-
-    Returns:
-        DataFrame ``[variant, seed, step, tokens, delta]``; ``delta`` smoothed per seed.
-    """
-    out = []
-    for (variant, seed), g in runs[runs["arm"].isin(["alt", "rec"])].groupby(
-        ["variant", "seed"], sort=False
-    ):
-        arms = dict(tuple(g.groupby("arm")))
-        if set(arms) != {"alt", "rec"}:
-            continue
-        d = paired_delta(arms["alt"], arms["rec"], column)
-        d["delta"] = smooth(d["delta"], smoothing).to_numpy()
-        d.insert(0, "seed", seed)
-        d.insert(0, "variant", variant)
-        out.append(d)
-    if not out:
-        return pd.DataFrame(columns=["variant", "seed", "step", "tokens", "delta"])
-    return pd.concat(out, ignore_index=True)
-
-
-def seed_band(curves: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """Mean over seeds and its Student-t band at every step.
-
-    Args:
-        curves: output of :func:`delta_curves`.
-    Returns:
-        DataFrame ``[variant, step, tokens, mean, lo, hi, n]`` (``lo``/``hi`` NaN when n < 2).
-    """
-    rows = []
-    for (variant, step), g in curves.groupby(["variant", "step"], sort=False):
-        m, lo, hi, n = mean_ci(g["delta"], confidence)
-        rows.append((variant, step, g["tokens"].iloc[0], m, lo, hi, n))
-    return pd.DataFrame(rows, columns=["variant", "step", "tokens", "mean", "lo", "hi", "n"])
-
-
-# ---------------------------------------------------------------------------------------------
 # Final values and verdicts
 # ---------------------------------------------------------------------------------------------
-
-
-def final_values(runs: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
-    """Each run's ``column`` at the last step every seed of its (variant, arm) logged.
-
-    Returns:
-        DataFrame ``[variant, arm, label, seed, step, tokens, value]``.
-    """
-    rows = []
-    for (variant, arm), g in runs.groupby(["variant", "arm"], sort=False):
-        logged = g.dropna(subset=[column])
-        if logged.empty:
-            continue
-        last = logged.groupby("seed")["step"].max().min()
-        at = logged[logged["step"] == last]
-        for _, r in at.iterrows():
-            rows.append((variant, arm, r["label"], r["seed"], last, r["tokens"], r[column]))
-    return pd.DataFrame(rows, columns=["variant", "arm", "label", "seed", "step", "tokens", "value"])
 
 
 def final_delta_table(
@@ -180,32 +77,6 @@ def final_delta_table(
 # ---------------------------------------------------------------------------------------------
 # Plateau escape and the unigram entropy (docs/cpu_regime.md)
 # ---------------------------------------------------------------------------------------------
-
-def plateau_escape(runs: pd.DataFrame, entropy: float, margin: float = 0.1, window: int = 10
-                   ) -> pd.DataFrame:
-    """Step at which each run leaves the unigram plateau (docs/cpu_regime.md: zero-initialised output
-    projections start every block at a saddle where the loss sits near the unigram entropy).
-
-    Escape step = first step at which the training loss, smoothed by a trailing mean over
-    ``window`` steps, falls below ``entropy − margin`` (nats). NaN if it never does.
-
-    Returns:
-        DataFrame ``[variant, arm, label, seed, escape_step, escape_tokens]``.
-    """
-    rows = []
-    for (variant, arm, label, seed), g in runs.groupby(
-        ["variant", "arm", "label", "seed"], sort=False
-    ):
-        g = g.dropna(subset=["train_loss"]).sort_values("step")
-        s = smooth(g["train_loss"].reset_index(drop=True), window)
-        below = np.flatnonzero((s < entropy - margin).to_numpy())
-        if below.size:
-            i = int(below[0])
-            rows.append((variant, arm, label, seed, int(g["step"].iloc[i]), int(g["tokens"].iloc[i])))
-        else:
-            rows.append((variant, arm, label, seed, math.nan, math.nan))
-    return pd.DataFrame(rows, columns=["variant", "arm", "label", "seed", "escape_step",
-                                       "escape_tokens"])
 
 
 def entropy_gap(runs: pd.DataFrame, entropy: float, column: str = "val_loss") -> pd.DataFrame:
@@ -502,11 +373,6 @@ class AblationResult:
         return self.collected.runs
 
 
-def auto_smoothing(n_points: int) -> int:
-    """Default smoothing window: 5 % of a curve's logged points, at least 1 (no smoothing)."""
-    return max(1, round(0.05 * n_points))
-
-
 def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, max_steps=None,
                     train: bool = False, smoothing=None, confidence: float = 0.95,
                     curve_column: str = "train_loss", final_column: str = "val_loss"
@@ -542,20 +408,6 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     counts = figures.figure_seeds(key, preset, seeds, variants, max_steps)
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
                           final, curve_column, final_column, tuple(counts), counts)
-
-
-def corpus_entropy(preset: str) -> float:
-    """Unigram entropy (nats/token) of the training split of the preset's corpus, from its
-    manifest (``train_unigram_entropy_nats``, :mod:`gtalib.data.build`).
-
-    Raises:
-        FileNotFoundError: the corpus is not built (message says how to build it).
-    """
-    from gtalib import data as gdata
-    from gtalib.book import figures
-
-    manifest = gdata.load_manifest(gdata.corpus_dir("default", figures.preset_tokenizer(preset)))
-    return float(manifest["train_unigram_entropy_nats"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -799,6 +651,7 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
                 confidence: float = 0.95) -> MainResult:
     """Final validation perplexity/loss per held-out source of every main-table configuration
     whose runs are all complete, and their distance to the corpus's unigram entropy."""
+    from gtalib.book.curves import corpus_entropy  # at call time: a test kernel replaces it
     from gtalib.book.plan import make_plan
 
     plan = make_plan(preset, seeds, max_steps)

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from gtalib.book import figures as F
+from gtalib.book.curves import plateau_escape
 from gtalib.book.stats import _interval_columns, final_table_words, verdict_text
 from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, curve_limits,
                                plural, range_text, set_style, style_best)
@@ -492,8 +493,6 @@ def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10)
     which the training loss (trailing mean over ``window`` steps) falls below the corpus's
     unigram entropy minus ``margin`` nats."""
     from IPython.display import Markdown, display
-
-    from gtalib.book.analysis import plateau_escape
 
     if result.runs.empty:
         display(Markdown("No complete runs: no plateau to report."))

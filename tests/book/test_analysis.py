@@ -8,54 +8,11 @@ import pytest
 from scipy import stats
 
 from gtalib.book import analysis as A
-
-
-def metrics(steps, losses, tokens_per_step=100, **extra):
-    return pd.DataFrame({"step": steps, "tokens": np.asarray(steps) * tokens_per_step,
-                         "train_loss": losses, "val_loss": losses, **extra})
-
-
-def runs_frame(spec):
-    """spec: {(variant, arm, seed): metrics frame} -> runs frame."""
-    out = []
-    for (v, arm, seed), df in spec.items():
-        df = df.copy()
-        df.insert(0, "seed", seed)
-        df.insert(0, "label", f"{v} {arm}")
-        df.insert(0, "arm", arm)
-        df.insert(0, "variant", v)
-        out.append(df)
-    return pd.concat(out, ignore_index=True)
-
+from gtalib.book import curves as C
+from synthetic import metrics, runs_frame
 
 
 # --- ΔL ----------------------------------------------------------------------------------------
-
-def test_paired_delta_uses_common_steps_only():
-    rec = metrics([0, 10, 20, 30], [5.0, 4.0, 3.0, 2.5])
-    alt = metrics([0, 10, 30], [5.5, 4.25, 2.6])
-    d = A.paired_delta(alt, rec)
-    assert d["step"].tolist() == [0, 10, 30]
-    assert d["delta"].tolist() == pytest.approx([0.5, 0.25, 0.1])
-    assert d["tokens"].tolist() == [0, 1000, 3000]
-
-
-def test_paired_delta_rejects_unpaired_runs():
-    rec = metrics([0, 10], [5.0, 4.0], tokens_per_step=100)
-    alt = metrics([0, 10], [5.0, 4.0], tokens_per_step=200)
-    with pytest.raises(ValueError, match="not paired"):
-        A.paired_delta(alt, rec)
-    with pytest.raises(ValueError, match="share no step"):
-        A.paired_delta(metrics([1], [1.0]), metrics([2], [1.0]))
-    with pytest.raises(KeyError, match="val_loss"):
-        A.paired_delta(rec.drop(columns="val_loss"), rec)
-
-
-def test_smoothing_is_trailing_mean():
-    s = A.smooth(pd.Series([0.0, 2.0, 4.0, 6.0]), 2)
-    assert s.tolist() == [0.0, 1.0, 3.0, 5.0]
-    with pytest.raises(ValueError, match="window"):
-        A.smooth(pd.Series([1.0]), 0)
 
 
 def _ablation_runs(deltas, rec_finals=(3.0, 3.0), steps=(0, 50, 100)):
@@ -70,8 +27,8 @@ def _ablation_runs(deltas, rec_finals=(3.0, 3.0), steps=(0, 50, 100)):
 
 def test_band_and_final_table_closed_form():
     runs = _ablation_runs([0.10, 0.30])
-    curves = A.delta_curves(runs)
-    band = A.seed_band(curves)
+    curves = C.delta_curves(runs)
+    band = C.seed_band(curves)
     half = math.tan(0.475 * math.pi) * (0.2 / math.sqrt(2)) / math.sqrt(2)  # s = 0.1·√2
     last = band[band["step"] == 100].iloc[0]
     assert last["mean"] == pytest.approx(0.2)
@@ -115,17 +72,6 @@ def test_entropy_gap():
     assert g.loc["mla main", "seeds"] == 2
 
 
-def test_plateau_escape_step():
-    steps = list(range(10))
-    # starts at ln V, drops to the plateau 3.0, leaves it at step 6
-    loss = [5.5, 3.05, 3.0, 3.0, 3.0, 3.0, 2.8, 2.6, 2.5, 2.4]
-    runs = runs_frame({("mla", "rec", 0): metrics(steps, loss),
-                       ("mla", "alt", 0): metrics(steps, [3.0] * 10)})
-    e = A.plateau_escape(runs, entropy=3.0, margin=0.1, window=1).set_index("arm")
-    assert e.loc["rec", "escape_step"] == 6 and e.loc["rec", "escape_tokens"] == 600
-    assert math.isnan(e.loc["alt", "escape_step"])
-
-
 def test_main_table_perplexity_and_avg():
     la, lb = math.log(10.0), math.log(20.0)
     spec = {}
@@ -141,10 +87,6 @@ def test_main_table_perplexity_and_avg():
     assert loss.loc["mla main", "bible"] == pytest.approx(lb)
     with pytest.raises(ValueError, match="metric"):
         A.main_table(runs_frame(spec), metric="acc")
-
-
-def test_auto_smoothing():
-    assert A.auto_smoothing(20) == 1 and A.auto_smoothing(300) == 15 and A.auto_smoothing(0) == 1
 
 
 def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):

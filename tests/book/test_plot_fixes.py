@@ -77,13 +77,14 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
 
     import synthetic
     from gtalib.book import analysis
+    from gtalib.book.curves import seed_band
 
     monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds)
     r = analysis.ablation_result("init", "ci", seeds, tmp_path)
     curves = r.curves.copy()
     curves["delta"] += curves["seed"].map({0: 0.0, 1: 0.03, 2: -0.02})  # a seed-to-seed spread
-    r = replace(r, curves=curves, band=analysis.seed_band(curves))
+    r = replace(r, curves=curves, band=seed_band(curves))
     fig = plotting.plot_ablation(r)
     ax = fig.axes[0]
     fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
