@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from gtalib.book import figures as F
+from gtalib.book.collect import missing_notice, pair_source_lines, sources_notice
 from gtalib.book.curves import plateau_escape
 from gtalib.book.stats import _interval_columns, final_table_words, verdict_text
 from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, curve_limits,
@@ -213,53 +214,6 @@ def ablation_caption(result) -> str:
     )
 
 
-def missing_notice(collected) -> str | None:
-    """Markdown notice listing missing/failed runs, or None when every run is complete."""
-    bad = collected.incomplete
-    if bad.empty:
-        return None
-    lines = [f"**Incomplete: {len(bad)} of {len(collected.status)} runs are missing or failed.** "
-             "Variants with any incomplete run are left out of this page's figure and tables "
-             "(never plotted with fewer seeds):", ""]
-    for _, r in bad.iterrows():
-        lines.append(f"- {r['label']}, seed {r['seed']} (`{r['run_id']}`): {r['state']}"
-                     + (f" — {r['detail']}" if r["detail"] else ""))
-    return "\n".join(lines)
-
-
-def sources_notice(collected) -> str:
-    """Markdown line saying where a page's complete runs come from: trained in the local run
-    store, or read from the repository's recorded runs (when and on which machine, and which
-    configurations when the page mixes both); then how many of its ΔL pairs are mixed, i.e.
-    have arms from different sources or machines (:func:`gtalib.book.analysis.run_pairs`), and
-    which."""
-    done = collected.status[collected.status["state"] == "done"]
-    if done.empty:
-        return "**No complete run.**"
-    parts = []
-    for source, g in done.groupby("source", sort=False):
-        if source == "local":
-            parts.append(f"{len(g)} trained in the local run store")
-        else:
-            labels = "" if len(g) == len(done) else f" ({', '.join(dict.fromkeys(g['label']))})"
-            parts.append(f"{len(g)} {source}{labels}")
-    text = "**Where these runs come from:** " + "; ".join(parts) + "."
-    pairs = collected.pairs
-    if pairs.empty:
-        return text
-    mixed = pairs[pairs["mixed"]]
-    text += (f" ΔL pairs (both arms of one seed): {len(pairs)}, of which **{len(mixed)} mixed** "
-             f"(arms from different sources or machines, not paired as the figure assumes)")
-    if len(mixed):
-        text += ": " + ", ".join(
-            f"{F.display_name(r.variant)} {r.arm} seed {r.seed} ({r.n_layer} layers, "
-            f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* under the table)"
-    unknown = int((pairs["unknown"] & ~pairs["mixed"]).sum())
-    if unknown:
-        text += f"; {unknown} with an arm whose run card names no machine"
-    return text + "."
-
-
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
     resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
@@ -281,20 +235,6 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     out.index = [F.display_name(v) for v in final.index]
     out.index.name = "variant"
     return out
-
-
-def pair_source_lines(texts: dict) -> str:
-    """Markdown under a final-ΔL or ladder table: where both arms of each row's pairs come from
-    (``texts``: row label → its *pair source*, :func:`gtalib.book.analysis.pair_source_summary`),
-    kept out of the table so that the table fits the text column. One line when every row shares
-    the text, else one bullet per distinct text naming its rows; ``""`` for no rows."""
-    by_text = {}
-    for label, text in texts.items():
-        by_text.setdefault(text, []).append(label)
-    if len(by_text) <= 1:
-        return f"*Pair source* (every row): {next(iter(by_text))}." if by_text else ""
-    return "*Pair source*:\n\n" + "\n".join(f"- {t}: {'; '.join(rows)}"
-                                             for t, rows in by_text.items())
 
 
 def show_ablation(result) -> None:

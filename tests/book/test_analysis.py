@@ -137,7 +137,7 @@ def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, m
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
 
-    from gtalib.book import figures, plotting
+    from gtalib.book import collect, figures
 
     monkeypatch.setattr(figures, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
@@ -154,7 +154,7 @@ def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, m
     want = f"run {rid}: {rid}/metrics.csv, column 'train_loss', row {row} (step {row}): "
     assert bad["detail"].iloc[0].startswith(want) and needle in bad["detail"].iloc[0]
     assert str(tmp_path) not in bad["detail"].iloc[0]  # no machine path on the page
-    notice = plotting.missing_notice(r.collected)
+    notice = collect.missing_notice(r.collected)
     assert f"`{rid}`): corrupt — {want}" in notice
 
 
@@ -231,99 +231,6 @@ def test_aggregate_verdicts_refuses_unknown_or_empty():
     with pytest.raises(ValueError, match="'maybe'"):
         A.aggregate_verdicts(["agrees", "maybe"])
 
-
-# --- both arms of a pair from one source and one machine ----------------------------------------
-
-def _status(*runs):
-    """Status rows (alt/rec of MHA, 8 layers, 250 steps) from (arm, seed, source, device, kind)."""
-    return pd.DataFrame([("mha", arm, f"MHA {arm}", seed, 8, 250, f"{arm}{seed}", "done", "",
-                          source, device, kind) for arm, seed, source, device, kind in runs],
-                        columns=A.STATUS_COLUMNS)
-
-
-def test_same_machine_compares_kind_dicts_else_device_strings():
-    amd = {"vendor": "AuthenticAMD", "model": "EPYC"}
-    row = lambda device, kind=None: {"device": device, "machine_kind": kind}  # noqa: E731
-    assert A.same_machine(row("AMD EPYC (2 logical CPUs)", amd), row("other text", dict(amd)))
-    assert A.same_machine(row("x", amd), row("x", {"vendor": "GenuineIntel"})) is False
-    assert A.same_machine(row("AMD EPYC", amd), row("AMD EPYC")) is True  # one dict: strings
-    assert A.same_machine(row("AMD EPYC"), row("Intel Xeon")) is False
-    assert A.same_machine(row(None), row("AMD EPYC")) is None  # unknown, never "same"
-
-
-def test_run_pairs_mark_mixed_source_and_machine():
-    rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
-    amd, intel = "AMD EPYC (2 logical CPUs)", "Intel Xeon (16 logical CPUs)"
-    status = _status(("alt", 0, rec, amd, None), ("rec", 0, rec, amd, None),
-                     ("alt", 1, rec, amd, None), ("rec", 1, "local", intel, None),
-                     ("alt", 2, "local", amd, None), ("rec", 2, "local", intel, None),
-                     ("alt", 3, "local", None, None), ("rec", 3, "local", intel, None))
-    pairs = A.run_pairs(status).set_index("seed")
-    assert pairs.loc[0, "pair_source"] == f"both recorded on {amd}" and not pairs.loc[0, "mixed"]
-    assert pairs.loc[1, "pair_source"] == f"MIXED: alt recorded on {amd}, rec local on {intel}"
-    assert pairs.loc[2, "pair_source"] == f"MIXED: alt local on {amd}, rec local on {intel}"
-    assert pairs.loc[3, "pair_source"] == "both local, machine unknown"
-    assert pairs["mixed"].tolist() == [False, True, True, False]
-    assert pairs["unknown"].tolist() == [False, False, False, True]
-    assert A.pair_source_summary(pairs.reset_index().iloc[:1]) == f"both recorded on {amd}"
-    assert A.pair_source_summary(pairs.reset_index().iloc[:2]) == (
-        f"seed 0: both recorded on {amd}; seed 1: MIXED: alt recorded on {amd}, rec local on {intel}")
-    # a missing run makes no pair; a main-table run is never one
-    assert len(A.run_pairs(status.assign(state=["done"] * 7 + ["missing"]))) == 3
-    assert A.run_pairs(status.assign(arm="main")).empty
-
-
-def _real_gate_pair():
-    """Specs of a recorded GQA pair (no gate / gate, seed 0, the shortest recorded length)."""
-    from gtalib.training import records
-    from gtalib.training import runs as store
-
-    found = {}
-    for folder in records.list_records():
-        spec = store.load_spec(folder)
-        if spec.model.variant == "gqa" and spec.seed == 0:
-            key = (spec.model.n_layer, spec.train.max_steps)
-            found.setdefault(key, {})["rec" if spec.model.gate else "alt"] = (spec, folder)
-    pairs = sorted(k for k, v in found.items() if len(v) == 2)
-    if not pairs:
-        pytest.fail("no recorded GQA gate pair in book/recorded/")
-    return found[pairs[0]]
-
-
-def test_a_recorded_and_a_local_arm_are_marked_mixed_on_the_page(tmp_path):
-    """Real bundles of book/recorded: both arms read from records are one pair; with the
-    recommended arm trained in the local store (here: its bundle copied there, its card naming
-    another CPU) the pair is MIXED, in the table's column and in the sources notice."""
-    import json
-    import shutil
-    from types import SimpleNamespace
-
-    from gtalib.book import figures, plotting
-
-    specs = _real_gate_pair()
-    refs = [figures.RunRef("gqa", "alt", (), 0), figures.RunRef("gqa", "rec", (("gate", True),), 0)]
-    plan = SimpleNamespace(spec=lambda ref: specs[ref.arm][0])
-    store = tmp_path / "store"
-    both = A.collect_runs(refs, plan, store)
-    device = both.cards[0]["device"]
-    assert both.pairs["pair_source"].tolist() == [f"both recorded on {device}"]
-    assert "of which **0 mixed**" in plotting.sources_notice(both)
-
-    spec, folder = specs["rec"]
-    local = store / spec.run_id
-    shutil.copytree(folder, local)
-    (local / "DONE").write_text("copied for the test\n")
-    card = json.loads((local / "card.json").read_text())
-    (local / "card.json").write_text(json.dumps({**card, "device": "Intel Xeon (16 logical CPUs)"}))
-    mixed = A.collect_runs(refs, plan, store)
-    assert mixed.status.set_index("arm")["source"]["rec"] == "local"
-    assert mixed.pairs["pair_source"].tolist() == [
-        f"MIXED: alt recorded on {device}, rec local on Intel Xeon (16 logical CPUs)"]
-    notice = plotting.sources_notice(mixed)
-    assert "of which **1 mixed**" in notice and "GQA alt seed 0" in notice
-    # same machine, different source: still not paired as the figures assume
-    (local / "card.json").write_text(json.dumps(card))
-    assert A.collect_runs(refs, plan, store).pairs["mixed"].tolist() == [True]
 
 
 def test_main_claim_verdict_needs_the_ranking_resolved():

@@ -309,8 +309,7 @@ def test_pages_say_which_runs_are_recorded():
     recorded; a page whose runs all share one source is not given a list."""
     import pandas as pd
 
-    from gtalib.book.analysis import STATUS_COLUMNS, Collected
-    from gtalib.book.plotting import sources_notice
+    from gtalib.book.collect import STATUS_COLUMNS, Collected, sources_notice
 
     rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
     status = pd.DataFrame({

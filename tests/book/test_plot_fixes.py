@@ -140,29 +140,6 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
         {"gqa": 2, "mla": 4}, 0.95)
 
 
-def test_pair_source_is_printed_under_the_tables_grouped_by_text():
-    """The long pair-source text leaves the final-ΔL and ladder tables (so they fit the text
-    column) for lines under them: one line when every row shares it, else one per text."""
-    import pandas as pd
-
-    final = pd.DataFrame({"seeds": [3, 3], "ΔL": [0.02, 0.01], "CI low": [0.0, -0.01],
-                          "CI high": [0.04, 0.03], "resolvable |ΔL|": [0.02, 0.02],
-                          "pairs to resolve": [3.0, 5.0], "seed spread": [0.01, 0.02],
-                          "paper ΔL (≈)": [0.02, 0.01], "verdict": ["agrees", "within noise"],
-                          "pair source": ["both recorded on X", "both recorded on X"]},
-                         index=pd.Index(["gqa", "mla"], name="variant"))
-    assert "pair source" not in plotting.format_final_table(final).columns
-    assert plotting.pair_source_lines({"GQA": "both on X", "MLA": "both on X"}) == (
-        "*Pair source* (every row): both on X.")
-    assert plotting.pair_source_lines({"GQA": "both on X", "MLA": "seed 1: MIXED", "GLA-2":
-                                       "both on X"}) == (
-        "*Pair source*:\n\n- both on X: GQA; GLA-2\n- seed 1: MIXED: MLA")
-    assert plotting.pair_source_lines({}) == ""
-    points = pd.DataFrame({"part": ["gate"], "variant": ["gqa"], "arm": ["alt"], "n_layer": [8],
-                           "max_steps": [1000], "pair_source": ["both on X"]})
-    assert plotting.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
-
-
 def test_claims_resolution_is_printed_under_the_table_one_bullet_per_claim():
     import pandas as pd
 

@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from gtalib.book import analysis as A  # noqa: E402
+from gtalib.book import collect  # noqa: E402
 from gtalib.book import figures, plotting, style  # noqa: E402
 
 REC = "recorded 2026-12-01 on AMD EPYC (2 logical CPUs)"
@@ -45,8 +46,8 @@ def _hand_store(tmp_path):
             ("rec", 4, "r4", "done", "local"), ("rec", 5, "r5", "done", "local")]
     status = pd.DataFrame([("mla", arm, f"MLA {arm}", seed, 2, 250, rid, state, "", source, None,
                             None) for arm, seed, rid, state, source in rows],
-                          columns=A.STATUS_COLUMNS)
-    return A.Collected(pd.DataFrame(), status, [], store, records)
+                          columns=collect.STATUS_COLUMNS)
+    return collect.Collected(pd.DataFrame(), status, [], store, records)
 
 
 def test_read_probes_gives_the_hand_computed_means_and_counts_missing_files(tmp_path):
@@ -211,7 +212,7 @@ def _collect_bundles(bundles, store):
     refs = [figures.RunRef(v, arm, (("gate", True),) if arm == "rec" else (), seed)
             for v, arm, seed in bundles]
     plan = SimpleNamespace(spec=lambda ref: specs[(ref.variant, ref.arm, ref.seed)])
-    col = A.collect_runs(refs, plan, store)
+    col = collect.collect_runs(refs, plan, store)
     assert col.status["state"].tolist() == ["done"] * len(bundles)
     assert col.status["run_id"].tolist() == list(bundles.values())
     return col
