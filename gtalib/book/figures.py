@@ -542,7 +542,7 @@ class Ladder:
 
     def __post_init__(self):
         both = set(self.init_variants) & (set(self.gate_variants) | set(self.token_variants))
-        if both:  # a run's part is read off its variant (gtalib.book.analysis.ladder_result)
+        if both:  # a run's part is read off its variant (gtalib.book.ladder.ladder_result)
             raise ValueError(f"Ladder: variants {sorted(both)} are in init_variants and in "
                              f"gate_variants or token_variants; allowed: disjoint lists")
         if not set(self.scaled_variants) <= set(self.init_variants):

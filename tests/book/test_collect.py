@@ -105,7 +105,7 @@ def test_a_recorded_and_a_local_arm_are_marked_mixed_on_the_page(tmp_path):
 def test_pair_source_is_printed_under_the_tables_grouped_by_text():
     """The long pair-source text leaves the final-ΔL and ladder tables (so they fit the text
     column) for lines under them: one line when every row shares it, else one per text."""
-    from gtalib.book import plotting
+    from gtalib.book import ladder, plotting
 
     final = pd.DataFrame({"seeds": [3, 3], "ΔL": [0.02, 0.01], "CI low": [0.0, -0.01],
                           "CI high": [0.04, 0.03], "resolvable |ΔL|": [0.02, 0.02],
@@ -122,4 +122,4 @@ def test_pair_source_is_printed_under_the_tables_grouped_by_text():
     assert collect.pair_source_lines({}) == ""
     points = pd.DataFrame({"part": ["gate"], "variant": ["gqa"], "arm": ["alt"], "n_layer": [8],
                            "max_steps": [1000], "pair_source": ["both on X"]})
-    assert plotting.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
+    assert ladder.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
