@@ -17,6 +17,7 @@ import pandas as pd
 from gtalib.book.collect import (STATUS_COLUMNS, Collected, collect_runs, complete_variants,
                                  pair_source_summary)
 from gtalib.book.curves import auto_smoothing, delta_curves, final_values, seed_band
+from gtalib.book.main_results import main_result
 from gtalib.book.stats import VERDICTS, delta_stats, pairs_text, verdict, verdict_text
 from gtalib.book.style import range_text
 from gtalib.training.runs import resolve_run_dir
@@ -60,73 +61,6 @@ def final_delta_table(
     cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "resolvable |ΔL|",
             "pairs to resolve", "seed spread", "paper ΔL (≈)", "verdict"]
     return pd.DataFrame(rows, columns=cols).set_index("variant")
-
-
-# ---------------------------------------------------------------------------------------------
-# Plateau escape and the unigram entropy (docs/cpu_regime.md)
-# ---------------------------------------------------------------------------------------------
-
-
-def entropy_gap(runs: pd.DataFrame, entropy: float, column: str = "val_loss") -> pd.DataFrame:
-    """Final validation loss of each configuration against the corpus's unigram entropy
-    (``manifest.json`` of :mod:`gtalib.data`, ``train_unigram_entropy_nats``): a model that has
-    learned anything beyond token frequencies ends below it.
-
-    Returns:
-        DataFrame indexed by label: ``seeds, final val loss (mean), unigram entropy, gap`` with
-        ``gap = entropy − loss`` in nats (positive ⇒ below the entropy).
-    """
-    f = final_values(runs, column)
-    g = f.groupby("label", sort=False)["value"].agg(["count", "mean"])
-    return pd.DataFrame({"seeds": g["count"], "final val loss": g["mean"],
-                         "unigram entropy": entropy, "gap": entropy - g["mean"]})
-
-
-# ---------------------------------------------------------------------------------------------
-# Main results
-# ---------------------------------------------------------------------------------------------
-
-def source_columns(runs: pd.DataFrame) -> list[str]:
-    """Held-out source names present as ``val_loss/<source>`` columns, in frame order."""
-    return [c.split("/", 1)[1] for c in runs.columns if c.startswith("val_loss/")]
-
-
-def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Final validation loss or perplexity of each configuration on each held-out source, in the
-    paper's layout (rows configurations, columns sources then ``avg``).
-
-    Per seed: loss of each source at the final logged step; ``ppl = exp(loss)``; ``avg`` is the
-    mean over sources of that metric (the paper averages perplexities over its 7 sets). Then
-    mean over seeds.
-
-    Returns:
-        ``(mean, half_width)``: two frames indexed by configuration label; ``half_width`` is the
-        Student-t CI half-width over seeds (NaN for one seed).
-    Raises:
-        ValueError: ``metric`` not ``"ppl"`` or ``"loss"``; no ``val_loss/<source>`` column.
-    """
-    if metric not in ("ppl", "loss"):
-        raise ValueError(f"metric must be 'ppl' or 'loss', got {metric!r}")
-    sources = source_columns(runs)
-    if not sources:
-        raise ValueError("runs have no val_loss/<source> columns")
-    per_seed = []
-    for (label, seed), g in runs.groupby(["label", "seed"], sort=False):
-        row = {}
-        for s in sources:
-            logged = g.dropna(subset=[f"val_loss/{s}"])
-            loss = logged.sort_values("step")[f"val_loss/{s}"].iloc[-1] if len(logged) else math.nan
-            row[s] = math.exp(loss) if metric == "ppl" else loss
-        row["avg"] = float(np.mean([row[s] for s in sources]))
-        per_seed.append({"label": label, "seed": seed, **row})
-    df = pd.DataFrame(per_seed)
-    cols = [*sources, "avg"]
-    mean = df.groupby("label", sort=False)[cols].mean()
-    half = df.groupby("label", sort=False)[cols].agg(
-        lambda v: delta_stats(v, confidence).resolvable
-    )
-    return mean, half
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,40 +353,6 @@ def probe_findings(summary: pd.DataFrame) -> str:
                    "non-linearity it adds between the value and output projections, and its "
                    "query-dependent scores.")
     return " ".join(out)
-
-
-@dataclass
-class MainResult:
-    """Everything the main-results page shows. Built by :func:`main_result`."""
-
-    preset: str
-    seeds: int
-    confidence: float
-    collected: Collected
-    ppl: pd.DataFrame
-    ppl_ci: pd.DataFrame
-    loss: pd.DataFrame
-    entropy: pd.DataFrame
-
-
-def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = False,
-                confidence: float = 0.95) -> MainResult:
-    """Final validation perplexity/loss per held-out source of every main-table configuration
-    whose runs are all complete, and their distance to the corpus's unigram entropy."""
-    from gtalib.book.curves import corpus_entropy  # at call time: a test kernel replaces it
-    from gtalib.book.plan import make_plan
-
-    plan = make_plan(preset, seeds, max_steps)
-    col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train)
-    bad = set(col.incomplete["label"])
-    runs = col.runs[~col.runs["label"].isin(bad)] if len(col.runs) else col.runs
-    if len(runs):
-        ppl, ppl_ci = main_table(runs, "ppl", confidence)
-        loss, _ = main_table(runs, "loss", confidence)
-        gap = entropy_gap(runs, corpus_entropy(preset))
-    else:
-        ppl = ppl_ci = loss = gap = pd.DataFrame()
-    return MainResult(preset, seeds, confidence, col, ppl, ppl_ci, loss, gap)
 
 
 def aggregate_verdicts(verdicts) -> str:

@@ -273,41 +273,6 @@ def verdict_summary(result) -> str:
             f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
 
 
-def plot_main_results(mean: pd.DataFrame, half: pd.DataFrame | None = None,
-                      paper: pd.DataFrame | None = None) -> plt.Figure:
-    """Average validation perplexity per configuration as dots (ours left, with the Student-t
-    half-widths over seeds as error bars; the paper's right, including gated MLRA-4). Dots, not
-    bars: the axes do not start at zero."""
-    set_style()
-    fig, axes = plt.subplots(2, 1, figsize=(8, 8), gridspec_kw={"height_ratios": [1, 1.3]})
-    labels = list(mean.index)
-    err = None if half is None else half["avg"].fillna(0.0).to_numpy()
-    for i, lbl in enumerate(labels):
-        axes[0].errorbar(mean["avg"].iloc[i], i, xerr=None if err is None else err[i], fmt="o",
-                         color=F.VARIANT_COLORS.get(_variant_of(lbl), "gray"), capsize=3)
-    axes[0].set_yticks(range(len(labels)), labels)
-    axes[0].set_xlabel("average validation perplexity over our held-out sources")
-    axes[0].set_title("ours (error bars: t-interval over seeds)", fontsize=10)
-    axes[0].invert_yaxis()
-    if paper is not None:
-        pv = paper["avg"].to_dict()
-        plabels = [F.display_name(v) for v in pv] + ["MLRA-4 + gate"]
-        pvals = list(pv.values()) + [F.PAPER_MLRA4_GATED_AVG_PPL]
-        pcolors = [F.VARIANT_COLORS[v] for v in pv] + [F.VARIANT_COLORS["mlra-4"]]
-        axes[1].scatter(pvals, range(len(pvals)), c=pcolors, zorder=3)
-        axes[1].set_yticks(range(len(plabels)), plabels)
-        axes[1].set_xlabel("average validation perplexity, 7 sets")
-        axes[1].set_title("paper (2.9 B parameters, 98.3 B tokens)", fontsize=10)
-        axes[1].invert_yaxis()
-    fig.tight_layout()
-    return fig
-
-
-def _variant_of(label: str) -> str:
-    """Canonical variant of a configuration label (``"MLRA-4 + gate"`` → ``"mlra-4"``)."""
-    return label.split(" ")[0].lower()
-
-
 _DECODE_COLORS = {"gqa": "teal", "mla": "tab:blue", "gla-2": "tab:gray", "mlra-4": "tab:red"}
 
 
@@ -579,41 +544,6 @@ def show_probes(result) -> None:
     plot_first_token_share(probes.per_layer[probes.per_layer["variant"].isin(result.complete)])
     plt.show()
     display(Markdown(probe_findings(summary)))
-
-
-def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
-    """Display the main-results page: incomplete-runs notice, our perplexity table per held-out
-    source (best **bold**, second underlined), loss table, entropy comparison, bar figure and
-    the paper's table in the same layout."""
-    from IPython.display import Markdown, display
-
-    paper = F.PAPER_MAIN_PPL if paper is None else paper
-    notice = missing_notice(main.collected)
-    if notice:
-        display(Markdown(notice))
-    display(Markdown(sources_notice(main.collected)))
-    if not main.ppl.empty:
-        display(Markdown(
-            f"**Ours** (preset `{main.preset}`, {plural(main.seeds, 'seed')}, mean over seeds): final "
-            f"validation perplexity on each held-out source of our corpus and their average "
-            f"(the paper's layout); best of each column **bold**, second underlined. "
-            f"{main.confidence:.0%} Student-t half-widths over seeds of the average: "
-            + ", ".join(f"{k} ±{v:.3f}" for k, v in main.ppl_ci["avg"].items()) + "."))
-        display(style_best(main.ppl))
-        display(Markdown("Final validation loss (nats/token), same runs:"))
-        display(style_best(main.loss, fmt="{:.4f}"))
-        display(Markdown(
-            "Did the models learn? Final validation loss against the unigram entropy of the "
-            "training corpus (the loss of the best context-free model); *gap* > 0 means below it."))
-        display(_table_style(main.entropy.style.format(
-            {"final val loss": "{:.4f}", "unigram entropy": "{:.4f}", "gap": "{:+.4f}"})))
-        plot_main_results(main.ppl, main.ppl_ci, paper)
-        plt.show()
-    display(Markdown("**Paper** (2.9 B parameters, 98.3 B tokens, 7 validation sets; gated "
-                     f"MLRA-4 average: {F.PAPER_MLRA4_GATED_AVG_PPL}):"))
-    shown = paper.copy()
-    shown.index = [F.display_name(v) for v in shown.index]
-    display(style_best(shown))
 
 
 def claims_resolution_lines(claims: pd.DataFrame) -> str:

@@ -61,33 +61,6 @@ def test_final_table_differs_when_seeds_agree_against_paper():
     assert t.loc["gqa", "verdict"] == "differs"
 
 
-# --- entropy, plateau, main table -------------------------------------------------------------
-
-def test_entropy_gap():
-    runs = runs_frame({("mla", "main", 0): metrics([0, 5], [5.0, 2.0]),
-                       ("mla", "main", 1): metrics([0, 5], [5.0, 2.5])})
-    g = A.entropy_gap(runs, entropy=3.0)
-    assert g.loc["mla main", "final val loss"] == pytest.approx(2.25)
-    assert g.loc["mla main", "gap"] == pytest.approx(0.75)
-    assert g.loc["mla main", "seeds"] == 2
-
-
-def test_main_table_perplexity_and_avg():
-    la, lb = math.log(10.0), math.log(20.0)
-    spec = {}
-    for seed in (0, 1):
-        m = metrics([0, 100], [4.0, 3.0], **{"val_loss/news": [5.0, la], "val_loss/bible": [5.0, lb]})
-        spec[("mla", "main", seed)] = m
-    mean, half = A.main_table(runs_frame(spec))
-    assert list(mean.columns) == ["news", "bible", "avg"]
-    assert mean.loc["mla main", "news"] == pytest.approx(10.0)
-    assert mean.loc["mla main", "avg"] == pytest.approx(15.0)  # mean of perplexities, as the paper
-    assert half.loc["mla main", "avg"] == pytest.approx(0.0)
-    loss, _ = A.main_table(runs_frame(spec), metric="loss")
-    assert loss.loc["mla main", "bible"] == pytest.approx(lb)
-    with pytest.raises(ValueError, match="metric"):
-        A.main_table(runs_frame(spec), metric="acc")
-
 
 def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     import shutil
@@ -230,7 +203,6 @@ def test_aggregate_verdicts_refuses_unknown_or_empty():
         A.aggregate_verdicts([])
     with pytest.raises(ValueError, match="'maybe'"):
         A.aggregate_verdicts(["agrees", "maybe"])
-
 
 
 def test_main_claim_verdict_needs_the_ranking_resolved():
