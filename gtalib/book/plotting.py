@@ -546,33 +546,6 @@ def show_probes(result) -> None:
     display(Markdown(probe_findings(summary)))
 
 
-def claims_resolution_lines(claims: pd.DataFrame) -> str:
-    """Markdown under the claims table: each claim's *resolution* (what its seeds could see,
-    :func:`gtalib.book.analysis.claims_table`) as one bullet, kept out of the table, where a
-    paragraph per cell made it too narrow to read."""
-    return "**Resolution** of each claim:\n\n" + "\n".join(
-        f"- **Claim {k}** ({r['verdict']}): {r['resolution']}" for k, r in claims.iterrows())
-
-
-def show_claims(claims: pd.DataFrame) -> None:
-    """Display the claims table with verdicts coloured (agrees green, differs red), each claim's
-    resolution under it (:func:`claims_resolution_lines`)."""
-    from IPython.display import Markdown, display
-
-    def color(v):
-        if v == "agrees":
-            return "color: darkgreen; font-weight: bold"
-        if v == "differs":
-            return "color: crimson; font-weight: bold"
-        return "color: dimgray"
-
-    table = claims.drop(columns=["resolution"])
-    # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
-    display(_table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
-        [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))
-    display(Markdown(claims_resolution_lines(claims)))
-
-
 def show_kv_tables(kv: pd.DataFrame, params: pd.DataFrame) -> None:
     """Display the KV-cache chapter: per-device KV elements per token and layer under TP in
     units of d_h (variant × TP, the paper's Table 1 layout; lowest **bold**, second underlined)

@@ -152,12 +152,12 @@ def test_check_book_fails_on_a_broken_book(tmp_path):
 
 
 def test_table_claims_are_computed_from_the_package():
-    from gtalib.book import analysis
+    from gtalib.book import claims
 
-    ours, verdict = analysis._table_claim(1)
+    ours, verdict = claims._table_claim(1)
     # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
     assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
-    ours, verdict = analysis._table_claim(2)
+    ours, verdict = claims._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
 
 

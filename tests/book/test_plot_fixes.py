@@ -138,15 +138,3 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     # a variant below the band's seed count is left unshaded while the others are shaded
     assert "shown from 3 seeds (a variant with fewer is not shaded)" in plotting.drawn_text(
         {"gqa": 2, "mla": 4}, 0.95)
-
-
-def test_claims_resolution_is_printed_under_the_table_one_bullet_per_claim():
-    import pandas as pd
-
-    claims = pd.DataFrame({"paper says": ["a", "b"], "paper value": ["1", "2"],
-                           "ours": ["x", "y"], "verdict": ["agrees", "within noise"],
-                           "resolution": ["exact (no training)", "MHA: n 3; GQA: n 5"]},
-                          index=pd.Index([1, 4], name="claim"))
-    assert plotting.claims_resolution_lines(claims) == (
-        "**Resolution** of each claim:\n\n- **Claim 1** (agrees): exact (no training)\n"
-        "- **Claim 4** (within noise): MHA: n 3; GQA: n 5")
