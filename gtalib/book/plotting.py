@@ -1,4 +1,11 @@
-"""Seaborn figures and notebook displays of the book, in the paper's colours.
+"""The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
+paired ΔL curves, their band over seeds and the final-ΔL table with its verdicts, and the page's
+figure, caption, tables and sentences.
+
+Reads :mod:`gtalib.book.figures` (the ablation, its runs, the paper's curves and colours),
+:mod:`gtalib.book.plan`, :mod:`gtalib.book.collect` (runs, pairs, notices), :mod:`gtalib.book.curves`,
+:mod:`gtalib.book.stats` (interval, verdict, table columns) and :mod:`gtalib.book.style`. ΔL in
+nats (conventions: :mod:`gtalib.book.curves`, :mod:`gtalib.book.stats`), tokens per run.
 
 Layout of an ablation figure: two panels (stacked), because the scales differ by three orders
 of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training
@@ -14,16 +21,127 @@ some of the paper's colours are close (GQA teal, MLA blue).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from gtalib.book import figures as F
-from gtalib.book.collect import missing_notice, pair_source_lines, sources_notice
-from gtalib.book.curves import plateau_escape
-from gtalib.book.stats import _interval_columns, final_table_words, verdict_text
+from gtalib.book.collect import (Collected, collect_runs, complete_variants, missing_notice,
+                                 pair_source_lines, pair_source_summary, sources_notice)
+from gtalib.book.curves import (auto_smoothing, delta_curves, final_values, plateau_escape,
+                                seed_band)
+from gtalib.book.stats import (_interval_columns, delta_stats, final_table_words, verdict,
+                               verdict_text)
 from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, plural, set_style
 from gtalib.model.presets import PRESETS
+
+# ---------------------------------------------------------------------------------------------
+# The ablation result: curves, band and the final-ΔL table
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AblationResult:
+    """Everything an ablation page shows. Built by :func:`ablation_result`."""
+
+    key: str
+    preset: str
+    seeds: int
+    smoothing: int
+    confidence: float
+    collected: Collected
+    complete: list
+    incomplete: list
+    curves: pd.DataFrame
+    band: pd.DataFrame
+    final: pd.DataFrame
+    curve_column: str = "train_loss"
+    final_column: str = "val_loss"
+    #: the variants the page asked for (complete or not), in the figure's order
+    variants: tuple = ()
+    #: variant → seeds (pairs) the figure asked for (:func:`gtalib.book.figures.figure_seeds`)
+    seed_counts: dict = field(default_factory=dict)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.collected.runs
+
+
+def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, max_steps=None,
+                    train: bool = False, smoothing=None, confidence: float = 0.95,
+                    curve_column: str = "train_loss", final_column: str = "val_loss"
+                    ) -> AblationResult:
+    """Collect the runs of ablation ``key`` and compute its curves, band and final table.
+
+    Curves use ``curve_column`` (default the training loss: paired runs see the same batch at
+    every step, so its per-step ΔL is dense and the batch difficulty cancels), smoothed per seed
+    by a trailing mean over ``smoothing`` steps (``None``: :func:`auto_smoothing` of the
+    number of logged steps). The final table uses ``final_column`` (default the validation
+    loss on the fixed held-out windows), unsmoothed, at the last step. See :mod:`gtalib.book.stats`
+    for the band and verdict conventions.
+    """
+    from gtalib.book import figures
+    from gtalib.book.plan import make_plan
+
+    fig = figures.ablation(key)
+    refs = figures.figure_runs(key, preset, seeds, variants, max_steps)
+    col = collect_runs(refs, make_plan(preset, seeds, max_steps), run_dir, train=train)
+    ok, bad = complete_variants(col)
+    runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
+    if smoothing is None:
+        logged = runs.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
+        smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
+    curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
+    band = seed_band(curves, confidence)
+    final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
+                              final_column) if len(runs) else pd.DataFrame()
+    if len(final):
+        pairs = col.pairs
+        final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
+                                for v in final.index]
+    counts = figures.figure_seeds(key, preset, seeds, variants, max_steps)
+    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
+                          final, curve_column, final_column, tuple(counts), counts)
+
+
+def final_delta_table(
+    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
+) -> pd.DataFrame:
+    """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
+    resolve (:func:`delta_stats`), seed spread, the paper's ΔL and a verdict.
+
+    Args:
+        runs: runs frame with ``alt`` and ``rec`` arms.
+        paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
+    Returns:
+        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, CI low, CI high,
+        resolvable |ΔL|, pairs to resolve, seed spread, paper ΔL (≈), verdict`` (nats;
+        ``seeds`` = number of pairs n; ``resolvable |ΔL|`` = the interval's half-width,
+        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`).
+    """
+    curves = delta_curves(runs, column, smoothing=1)
+    finals = final_values(runs, column)
+    rows = []
+    for variant, g in curves.groupby("variant", sort=False):
+        last = g.groupby("seed")["step"].max().min()
+        at = g[g["step"] == last]
+        st = delta_stats(at["delta"], confidence)
+        f = finals[finals["variant"] == variant]
+        spread = float(f.groupby("arm")["value"].agg(lambda v: v.max() - v.min()).max())
+        expected = paper_final.get(variant, math.nan)
+        rows.append((
+            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.low, st.high,
+            st.resolvable, st.pairs_needed, spread, expected,
+            verdict(st.low, st.high, st.mean, spread, expected, st.n),
+        ))
+    cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "resolvable |ΔL|",
+            "pairs to resolve", "seed spread", "paper ΔL (≈)", "verdict"]
+    return pd.DataFrame(rows, columns=cols).set_index("variant")
+
+
+# ---------------------------------------------------------------------------------------------
+# The ablation page: figure, caption and tables
+# ---------------------------------------------------------------------------------------------
 
 _UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
 
@@ -74,7 +192,7 @@ def drawn_text(counts: dict, confidence: float) -> str:
 
 
 def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
-    """The ablation figure of an :class:`gtalib.book.analysis.AblationResult` (see module
+    """The ablation figure of an :class:`gtalib.book.plotting.AblationResult` (see module
     docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
     of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
     curves (seeds and means, with a margin), never by the interval, which is clipped to it.
@@ -265,9 +383,9 @@ def verdict_summary(result) -> str:
         return "**Our verdicts:** no complete runs, nothing measured."
     counts = final["verdict"].value_counts()
     parts = []
-    for verdict, n in counts.items():
-        names = ", ".join(F.display_name(v) for v in final.index[final["verdict"] == verdict])
-        parts.append(f"*{verdict}* for {n} ({names})")
+    for verdict_, n in counts.items():  # verdict_: not to hide the verdict rule, verdict()
+        names = ", ".join(F.display_name(v) for v in final.index[final["verdict"] == verdict_])
+        parts.append(f"*{verdict_}* for {n} ({names})")
     return (f"**Our verdicts** (preset `{result.preset}`, {seeds_text(result.seed_counts)}, "
             f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
 
@@ -293,133 +411,3 @@ def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10)
         f"the arm that leaves the plateau later starts its descent behind, and escape steps "
         f"that differ between seeds add to the seed-to-seed spread."))
     display(table)
-
-
-# ---------------------------------------------------------------------------------------------
-# Gate probes (the gating page's "What the gate does inside the model")
-# ---------------------------------------------------------------------------------------------
-
-def _probe_value(x: float) -> str:
-    """A probe value as the table prints it: 3 decimals below 10, 2 below 100, else whole
-    numbers (Qiu et al.'s 1053); ``"—"`` for NaN (not measured)."""
-    if math.isnan(x):
-        return "—"
-    return f"{x:.3f}" if abs(x) < 10 else f"{x:.2f}" if abs(x) < 100 else f"{x:.0f}"
-
-
-def format_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The gate-probe table of the gating page from :attr:`gtalib.book.analysis.Probes.summary`:
-    one row per variant with the probed runs of each arm, the gate's mean (gated arm), the
-    first-token share and the largest residual activation without and with the gate, then a
-    row of Qiu et al.'s values (:data:`gtalib.book.figures.QIU_PROBES`). Gate and share: mean
-    over layers and seeds; largest ``|h|``: max over layers, mean over seeds. Strings."""
-    arms = summary.set_index(["variant", "arm"])
-    nan = pd.Series(math.nan, index=arms.columns)
-
-    def row(name, runs, gate, share, resid, fmt=_probe_value):
-        return {"variant": name, "runs with probes (no gate; gate)": runs,
-                "gate mean (gate)": fmt(gate[1]),
-                "first-token share, no gate": fmt(share[0]),
-                "first-token share, gate": fmt(share[1]),
-                "largest |h|, no gate": fmt(resid[0]), "largest |h|, gate": fmt(resid[1])}
-
-    rows = []
-    for v in dict.fromkeys(summary["variant"]):
-        a, r = (arms.loc[(v, arm)] if (v, arm) in arms.index else nan for arm in ("alt", "rec"))
-        runs = "; ".join("—" if math.isnan(x["runs"]) else f"{x['with_probes']:.0f} of "
-                         f"{x['runs']:.0f}" for x in (a, r))
-        rows.append(row(F.display_name(v), runs, (a["gate_mean"], r["gate_mean"]),
-                        (a["first_token_share"], r["first_token_share"]),
-                        (a["max_abs_residual_max"], r["max_abs_residual_max"])))
-    q = F.QIU_PROBES
-    rows.append(row(f"Qiu et al. 2025 ({F.QIU_SCALE})", "", q["gate_mean"],
-                    q["first_token_share"], q["max_abs_residual"], "{:g}".format))  # as printed
-    return pd.DataFrame(rows).set_index("variant")
-
-
-def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
-    """First-token share against layer, one panel per variant (the variants of ``per_layer``
-    with any probes, :attr:`gtalib.book.analysis.Probes.per_layer`): each probed run a thin
-    line, the mean over seeds bold, without the gate black and dashed, with it in the variant's
-    colour; a grey dotted line at uniform attention's share
-    (:func:`gtalib.book.analysis.uniform_first_token_share`)."""
-    from gtalib.book.analysis import uniform_first_token_share
-
-    set_style()
-    probed = per_layer.dropna(subset=["first_token_share"])
-    variants = list(dict.fromkeys(probed["variant"]))
-    cols = min(len(variants), 3)
-    rows = -(-len(variants) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False,
-                             sharey=True)
-    top = probed["first_token_share"].max()
-    for ax, v in zip(axes.flat, variants):
-        g = probed[probed["variant"] == v]
-        for arm, color, ls, name in (("alt", "black", "--", "no gate"),
-                                     ("rec", F.GATE_COLORS.get(v, "tab:blue"), "-", "gate")):
-            a = g[g["arm"] == arm]
-            for _, run in a.groupby("run_id"):
-                ax.plot(run["layer"], run["first_token_share"], color=color, ls=ls, lw=0.7,
-                        alpha=0.5)
-            if len(a):
-                mean = a.groupby("layer")["first_token_share"].mean()
-                ax.plot(mean.index, mean.to_numpy(), color=color, ls=ls, lw=2, marker="o",
-                        ms=3, label=f"{name} ({plural(a['run_id'].nunique(), 'run')})")
-        t = int(g["tokens"].max())
-        ax.axhline(uniform_first_token_share(t), color="0.55", lw=1.2, ls=":",
-                   label=f"uniform attention, {t} tokens")
-        ax.set_title(F.display_name(v), fontsize=10)
-        ax.set_xlabel("layer (0 = first block)")
-        ax.set_ylim(0, 1.6 * top)  # headroom: the legend covers no line
-        ax.legend(fontsize=7, loc="upper left")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("attention on the first token")
-    for ax in list(axes.flat)[len(variants):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    return fig
-
-
-def show_probes(result) -> None:
-    """Display the gating page's "What the gate does inside the model" for the complete
-    variants of an ablation result: the runs without probes, the table of
-    :func:`format_probe_table`, the first-token share per layer
-    (:func:`plot_first_token_share`) and what the numbers explain
-    (:func:`gtalib.book.analysis.probe_findings`); where no run has probes, only which runs
-    lack them."""
-    from IPython.display import Markdown, display
-
-    from gtalib.book.analysis import (GATE_AT_INIT, probe_findings, read_probes,
-                                      uniform_first_token_share)
-
-    probes = read_probes(result.collected)
-    summary = probes.summary[probes.summary["variant"].isin(result.complete)]
-    missing = probes.missing[probes.missing["variant"].isin(result.complete)]
-    if summary.empty:
-        display(Markdown("No complete runs: nothing to probe."))
-        return
-    lacking = "\n".join(f"- {r['label']}, seed {r['seed']} (`{r['run_id']}`): {r['detail']}"
-                         for _, r in missing.iterrows())
-    if summary["with_probes"].sum() == 0:
-        display(Markdown(f"**No run of this page has gate probes** (`probes.json`), so there is "
-                         f"nothing to show here:\n\n{lacking}"))
-        return
-    if len(missing):
-        display(Markdown(f"**{len(missing)} of {int(summary['runs'].sum())} runs have no gate "
-                         f"probes**: an arm's values below are the mean over its probed runs, "
-                         f"and — where it has none:\n\n{lacking}"))
-    t = int(summary["tokens"].max())
-    display(Markdown(
-        f"Gate probes of the final weights, on the same held-out windows of {t} tokens for "
-        f"both arms. *Gate mean*: the gate score σ(x̃ W_g), {GATE_AT_INIT} at initialisation. "
-        f"*First-token share*: attention probability on the first position, averaged over "
-        f"heads and the queries after the first (uniform attention over {t} tokens gives "
-        f"{uniform_first_token_share(t):.3f}). Both: mean over layers and seeds. *Largest |h|*: "
-        f"the largest activation of the residual stream, max over layers, batch, positions and "
-        f"channels, mean over seeds; its level depends on the model's width and "
-        f"initialisation, so only the ratio of the two arms compares with Qiu et al.'s. "
-        f"Qiu et al. 2025 (arXiv 2505.06708, Table 4): {F.QIU_SCALE}."))
-    display(format_probe_table(summary))
-    plot_first_token_share(probes.per_layer[probes.per_layer["variant"].isin(result.complete)])
-    plt.show()
-    display(Markdown(probe_findings(summary)))

@@ -51,11 +51,9 @@ def test_paper_panel_shows_only_the_variants_asked_for(key, asked):
 def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch):
     import synthetic
 
-    from gtalib.book import analysis
-
     monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 1)  # GQA and MLA only: MLRA-4 stays missing
-    r = analysis.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
+    r = plotting.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
     assert r.variants == ("mlra-4", "gqa")
     assert (r.complete, r.incomplete) == (["gqa"], ["mlra-4"])
     fig = plotting.plot_ablation(r)
@@ -76,12 +74,11 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     from matplotlib.collections import PolyCollection
 
     import synthetic
-    from gtalib.book import analysis
     from gtalib.book.curves import seed_band
 
     monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds)
-    r = analysis.ablation_result("init", "ci", seeds, tmp_path)
+    r = plotting.ablation_result("init", "ci", seeds, tmp_path)
     curves = r.curves.copy()
     curves["delta"] += curves["seed"].map({0: 0.0, 1: 0.03, 2: -0.02})  # a seed-to-seed spread
     r = replace(r, curves=curves, band=seed_band(curves))
@@ -114,13 +111,13 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     from dataclasses import replace
 
     import synthetic
-    from gtalib.book import analysis, job
+    from gtalib.book import job
 
     gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)
     monkeypatch.setattr(F, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for MLA's 4
-    r = analysis.ablation_result("gate", "ci", 3, tmp_path)
+    r = plotting.ablation_result("gate", "ci", 3, tmp_path)
     assert r.seed_counts == {"gqa": 3, "mla": 4}
     assert r.final.loc["gqa", "seeds"] == 3 and r.final.loc["mla", "seeds"] == 4
     assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 3, "mla": 4}

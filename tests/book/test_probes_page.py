@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 from gtalib.book import analysis as A  # noqa: E402
 from gtalib.book import collect  # noqa: E402
-from gtalib.book import figures, plotting, style  # noqa: E402
+from gtalib.book import figures, style  # noqa: E402
 
 REC = "recorded 2026-12-01 on AMD EPYC (2 logical CPUs)"
 
@@ -101,7 +101,7 @@ def test_a_page_without_probes_names_the_runs_that_lack_them(tmp_path, shown):
     assert pr.summary["with_probes"].sum() == 0 and len(pr.missing) == 7
     assert A.probe_findings(pr.summary) == (
         "No run of this page has gate probes: nothing to explain.")
-    plotting.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
+    A.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
     assert len(shown) == 1  # nothing else is shown
     out = shown[0]
     assert "No run of this page has gate probes" in out
@@ -185,7 +185,7 @@ def test_uniform_first_token_share_and_range_text():
 
 
 def test_qiu_values_are_in_the_table():
-    table = plotting.format_probe_table(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
+    table = A.format_probe_table(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
     qiu = table.loc[f"Qiu et al. 2025 ({figures.QIU_SCALE})"]
     assert qiu.tolist() == ["", "0.116", "0.467", "0.048", "1053", "94"]
     assert table.loc["MLA"].tolist() == ["2 of 2; 2 of 2", "0.330", "0.030", "0.025", "2.500",
@@ -251,7 +251,7 @@ def test_bundles_without_probes_are_counted_and_the_rest_shown(tmp_path, shown, 
     assert math.isnan(alt["first_token_share"])
     assert 0.2 < rec["gate_mean"] < 0.5
     monkeypatch.setattr(plt, "show", lambda: None)
-    plotting.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
+    A.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
     assert [ax.get_title() for ax in plt.gcf().axes] == ["MLA"]  # one panel per variant
     plt.close("all")
     notice, caption, table, findings = shown
