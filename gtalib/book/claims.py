@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gtalib.book.plotting import ablation_result
+from gtalib.book.ablation import ablation_result
 from gtalib.book.main_results import main_result
 from gtalib.book.stats import VERDICTS, pairs_text, verdict_text
 from gtalib.book.style import _table_style

@@ -105,7 +105,7 @@ def test_a_recorded_and_a_local_arm_are_marked_mixed_on_the_page(tmp_path):
 def test_pair_source_is_printed_under_the_tables_grouped_by_text():
     """The long pair-source text leaves the final-ΔL and ladder tables (so they fit the text
     column) for lines under them: one line when every row shares it, else one per text."""
-    from gtalib.book import ladder, plotting
+    from gtalib.book import ablation, ladder
 
     final = pd.DataFrame({"seeds": [3, 3], "ΔL": [0.02, 0.01], "CI low": [0.0, -0.01],
                           "CI high": [0.04, 0.03], "resolvable |ΔL|": [0.02, 0.02],
@@ -113,7 +113,7 @@ def test_pair_source_is_printed_under_the_tables_grouped_by_text():
                           "paper ΔL (≈)": [0.02, 0.01], "verdict": ["agrees", "within noise"],
                           "pair source": ["both recorded on X", "both recorded on X"]},
                          index=pd.Index(["gqa", "mla"], name="variant"))
-    assert "pair source" not in plotting.format_final_table(final).columns
+    assert "pair source" not in ablation.format_final_table(final).columns
     assert collect.pair_source_lines({"GQA": "both on X", "MLA": "both on X"}) == (
         "*Pair source* (every row): both on X.")
     assert collect.pair_source_lines({"GQA": "both on X", "MLA": "seed 1: MIXED", "GLA-2":

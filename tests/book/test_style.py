@@ -2,13 +2,13 @@
 
 import pytest
 
-from gtalib.book import plotting, style
+from gtalib.book import ablation, style
 
 
 def test_plural():
     assert style.plural(1, "thread") == "1 thread"
     assert style.plural(2, "thread") == "2 threads"
-    assert plotting._hardware([{"device": "cpu", "threads": 1}]) == "cpu, 1 thread"
+    assert ablation._hardware([{"device": "cpu", "threads": 1}]) == "cpu, 1 thread"
 
 
 def test_curve_limits():

@@ -192,7 +192,7 @@ def drawn_text(counts: dict, confidence: float) -> str:
 
 
 def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
-    """The ablation figure of an :class:`gtalib.book.plotting.AblationResult` (see module
+    """The ablation figure of an :class:`gtalib.book.ablation.AblationResult` (see module
     docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
     of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
     curves (seeds and means, with a margin), never by the interval, which is clipped to it.

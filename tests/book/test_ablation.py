@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gtalib.book import plotting as A
+from gtalib.book import ablation as A
 from gtalib.book import curves as C
 from synthetic import metrics, runs_frame
 

@@ -261,7 +261,7 @@ def _probe_value(x: float) -> str:
 
 
 def format_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The gate-probe table of the gating page from :attr:`gtalib.book.analysis.Probes.summary`:
+    """The gate-probe table of the gating page from :attr:`gtalib.book.probes_page.Probes.summary`:
     one row per variant with the probed runs of each arm, the gate's mean (gated arm), the
     first-token share and the largest residual activation without and with the gate, then a
     row of Qiu et al.'s values (:data:`gtalib.book.figures.QIU_PROBES`). Gate and share: mean
@@ -292,10 +292,10 @@ def format_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
     """First-token share against layer, one panel per variant (the variants of ``per_layer``
-    with any probes, :attr:`gtalib.book.analysis.Probes.per_layer`): each probed run a thin
+    with any probes, :attr:`gtalib.book.probes_page.Probes.per_layer`): each probed run a thin
     line, the mean over seeds bold, without the gate black and dashed, with it in the variant's
     colour; a grey dotted line at uniform attention's share
-    (:func:`gtalib.book.analysis.uniform_first_token_share`)."""
+    (:func:`gtalib.book.probes_page.uniform_first_token_share`)."""
     set_style()
     probed = per_layer.dropna(subset=["first_token_share"])
     variants = list(dict.fromkeys(probed["variant"]))
@@ -336,7 +336,7 @@ def show_probes(result) -> None:
     variants of an ablation result: the runs without probes, the table of
     :func:`format_probe_table`, the first-token share per layer
     (:func:`plot_first_token_share`) and what the numbers explain
-    (:func:`gtalib.book.analysis.probe_findings`); where no run has probes, only which runs
+    (:func:`gtalib.book.probes_page.probe_findings`); where no run has probes, only which runs
     lack them."""
     from IPython.display import Markdown, display
 
