@@ -3,9 +3,10 @@ paired ΔL curves, their band over seeds and the final-ΔL table with its verdic
 figure, caption, tables and sentences.
 
 Reads :mod:`gtalib.book.figures` (the ablation, its runs, the paper's curves and colours),
-:mod:`gtalib.book.plan`, :mod:`gtalib.book.collect` (runs, pairs, notices), :mod:`gtalib.book.curves`,
-:mod:`gtalib.book.stats` (interval, verdict, table columns) and :mod:`gtalib.book.style`. ΔL in
-nats (conventions: :mod:`gtalib.book.curves`, :mod:`gtalib.book.stats`), tokens per run.
+:mod:`gtalib.book.plan`, :mod:`gtalib.book.collect` (runs, pairs, notices),
+:mod:`gtalib.book.curves`, :mod:`gtalib.book.stats` (interval, verdict, table columns),
+:mod:`gtalib.book.style` and the preset sizes (:data:`gtalib.model.presets.PRESETS`). ΔL in nats
+(conventions: :mod:`gtalib.book.curves`, :mod:`gtalib.book.stats`), tokens per run.
 
 Layout of an ablation figure: two panels (stacked), because the scales differ by three orders
 of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training

@@ -4,7 +4,8 @@ a series changes sign, and the page's figure and table.
 
 Reads :mod:`gtalib.book.figures` (the ladder, its runs, the paper's perplexities),
 :mod:`gtalib.book.plan`, :mod:`gtalib.book.collect` (runs and pair sources),
-:mod:`gtalib.book.stats` (interval, verdict, table columns) and :mod:`gtalib.book.style`.
+:mod:`gtalib.book.stats` (interval, verdict, table columns) and :mod:`gtalib.book.style`;
+:mod:`gtalib.model` for the parameter counts per rung.
 ΔL = L(arm) − L(rec), final validation loss in nats; depths in layers, lengths in steps.
 """
 
