@@ -1,4 +1,5 @@
-"""The book layer: each paper figure as data, the analyses, the plots, the tables and the main job.
+"""The book layer: each paper figure as data, one module per chapter (its analysis and its plots),
+the shared statistics, curves, run collection and style, the tables and the main job.
 
 =================  ===========================================================================
 module             what
@@ -6,8 +7,17 @@ module             what
 ``figures``        the paper's figures and tables as data (runs, arms, reference values, claims)
 ``ladders``        the scale ladder's design as data (depths, lengths, variants, arms)
 ``specs``          a figure's runs as run specs (training settings, corpus data spec, RunSpec)
-``analysis``       paired ΔL, t-intervals, verdicts, collected runs, the claims table
-``plotting``       seaborn/matplotlib figures and styled tables for the notebooks
+``stats``          t statistics, paired intervals, what n pairs resolve, the verdict rule
+``curves``         paired ΔL curves, smoothing, the band over seeds, final values, plateau escape
+``collect``        runs from the store and the records, arms paired by seed, the pages' run notices
+``style``          what every figure and table shares (seaborn style, markers, table styling)
+``ablation``       the ablation chapters: curves, final-ΔL table and verdicts, figure, caption
+``probes_page``    the gating page's gate probes: read, summarised, explained, shown
+``main_results``   the main table per held-out source, the entropy gap, the figure
+``claims``         the claims table (one aggregation rule for every claim) and its page
+``ladder``         the scale ladder: points, sentences, figure, table
+``kv_cache``       the KV-cache page's tables
+``decode_speed``   the decode-speed page's figure and tables
 ``tables``         the parameter and per-device KV tables (``gtalib tables``)
 ``params``         the notebooks' parameters, validated in one place
 ``plan``           a preset resolved once: its runs, tokenizer, training settings, chapters

@@ -165,7 +165,7 @@ class Ablation:
             than the book's count (:func:`figure_seeds`): one left unresolved at the book's
             count whose measured seed-to-seed spread of ΔL showed that this many pairs would
             resolve an effect of its size (``pairs to resolve`` of
-            :func:`gtalib.book.analysis.final_delta_table`). Both arms alike.
+            :func:`gtalib.book.ablation.final_delta_table`). Both arms alike.
     """
 
     key: str

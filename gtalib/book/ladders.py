@@ -1,7 +1,7 @@
 """The scale ladder's design, as data: for each preset that has one, the depths, training
 lengths, variants and arms of its runs (:class:`Ladder`, :data:`LADDERS`). Its runs are
 :func:`gtalib.book.figures.ladder_runs`; its page's analysis is
-:func:`gtalib.book.analysis.ladder_result`. Reads nothing.
+:func:`gtalib.book.ladder.ladder_result`. Reads nothing.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Ladder:
 
     def __post_init__(self):
         both = set(self.init_variants) & (set(self.gate_variants) | set(self.token_variants))
-        if both:  # a run's part is read off its variant (gtalib.book.analysis.ladder_result)
+        if both:  # a run's part is read off its variant (gtalib.book.ladder.ladder_result)
             raise ValueError(f"Ladder: variants {sorted(both)} are in init_variants and in "
                              f"gate_variants or token_variants; allowed: disjoint lists")
         if not set(self.scaled_variants) <= set(self.init_variants):

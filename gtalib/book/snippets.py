@@ -81,13 +81,13 @@ def recipe_markdown() -> str:
 def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None = None,
                         max_steps=None) -> str:
     """What this build's seed count means for its intervals (methods chapter): the Student-t
-    factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.analysis.t_critical`),
-    whether the figures shade the interval (from :data:`gtalib.book.plotting.MIN_BAND_SEEDS`
-    seeds), the cap of *pairs to resolve* (:data:`gtalib.book.analysis.MAX_PAIRS`) and, given
+    factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.stats.t_critical`),
+    whether the figures shade the interval (from :data:`gtalib.book.style.MIN_BAND_SEEDS`
+    seeds), the cap of *pairs to resolve* (:data:`gtalib.book.stats.MAX_PAIRS`) and, given
     ``preset``, the variants a figure runs with more seeds (:func:`figures.figure_seeds`)."""
     from gtalib.book import figures
-    from gtalib.book.analysis import MAX_PAIRS, t_critical
-    from gtalib.book.plotting import MIN_BAND_SEEDS, plural
+    from gtalib.book.stats import MAX_PAIRS, t_critical
+    from gtalib.book.style import MIN_BAND_SEEDS, plural
 
     q = 0.5 + confidence / 2
     cap = f"*Pairs to resolve* is sought up to {MAX_PAIRS} pairs."

@@ -58,11 +58,29 @@ def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_ever
     return refs
 
 
+def metrics(steps, losses, tokens_per_step=100, **extra):
+    return pd.DataFrame({"step": steps, "tokens": np.asarray(steps) * tokens_per_step,
+                         "train_loss": losses, "val_loss": losses, **extra})
+
+
+def runs_frame(spec):
+    """spec: {(variant, arm, seed): metrics frame} -> runs frame."""
+    out = []
+    for (v, arm, seed), df in spec.items():
+        df = df.copy()
+        df.insert(0, "seed", seed)
+        df.insert(0, "label", f"{v} {arm}")
+        df.insert(0, "arm", arm)
+        df.insert(0, "variant", v)
+        out.append(df)
+    return pd.concat(out, ignore_index=True)
+
+
 STARTUP = '''
 # IPython startup for synthetic book tests: a fixed data identity and entropy, no corpus needed.
-import gtalib.book.specs, gtalib.book.analysis
+import gtalib.book.specs, gtalib.book.curves
 gtalib.book.specs.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
-gtalib.book.analysis.corpus_entropy = lambda preset: 3.0
+gtalib.book.curves.corpus_entropy = lambda preset: 3.0
 '''
 
 

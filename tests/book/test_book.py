@@ -126,12 +126,12 @@ def test_check_book_fails_on_a_broken_book(tmp_path):
 
 
 def test_table_claims_are_computed_from_the_package():
-    from gtalib.book import analysis
+    from gtalib.book import claims
 
-    ours, verdict = analysis._table_claim(1)
+    ours, verdict = claims._table_claim(1)
     # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
     assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
-    ours, verdict = analysis._table_claim(2)
+    ours, verdict = claims._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
 
 
@@ -204,8 +204,7 @@ def test_pages_say_which_runs_are_recorded():
     recorded; a page whose runs all share one source is not given a list."""
     import pandas as pd
 
-    from gtalib.book.analysis import STATUS_COLUMNS, Collected
-    from gtalib.book.plotting import sources_notice
+    from gtalib.book.collect import STATUS_COLUMNS, Collected, sources_notice
 
     rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
     status = pd.DataFrame({

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gtalib.book import analysis as A
+from gtalib.book import ladder as L
 from gtalib.book import figures as F
 from gtalib.book import ladders, specs
 from gtalib.book.plan import make_plan
@@ -55,7 +55,7 @@ def test_ladder_runs_cover_every_rung_arm_and_length():
 
 
 def test_every_rung_is_parameter_matched_within_a_tenth_of_a_percent():
-    p = A.ladder_params("cpu")
+    p = L.ladder_params("cpu")
     assert set(p["n_layer"]) == {2, 4, 8}
     assert p["vs_mha_pct"].abs().max() < 0.1
     # the FFN width is solved per depth: the gated GQA gives up width for its gate
@@ -129,7 +129,7 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
         return 0.01 * (depth - 1.5)  # normal vs zero: < 0 at 1 layer, > 0 at 2 layers
 
     _write_ladder_store(tmp_path, "ci", 2, offset)
-    r = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    r = L.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
     assert r.collected.incomplete.empty
     assert set(r.collected.status["source"]) == {"local"}
     pts = r.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"])
@@ -146,27 +146,26 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     # the paper's ΔL is ln PPL(alt) − ln PPL(rec) from figures
     assert p["paper"] == pytest.approx(math.log(14.094 / 13.86))
     assert math.isnan(pts.loc[("init", "mha", "scaled", 1, 10), "paper"])
-    s = A.ladder_sentence(r.points, "init", "mha", "alt", 10)
+    s = L.ladder_sentence(r.points, "init", "mha", "alt", 10)
     assert "changes sign between 1 and 2 layers" in s and "at 2 layers" in s
-    g = A.ladder_sentence(r.points, "gate", "gqa", "alt", 30)
+    g = L.ladder_sentence(r.points, "gate", "gqa", "alt", 30)
     assert "has the paper's sign (ΔL > 0) at every depth" in g and "1–2 layers" in g
     # the token axis: MLA only at 2 layers, both lengths, in the gate part
     assert pts.loc[("gate", "mla", "alt", 2, 10), "mean"] == pytest.approx(-0.009)
     assert pts.loc[("gate", "mla", "alt", 2, 30), "mean"] == pytest.approx(0.011)
     assert not any(k[1] == "mla" and k[3] == 1 for k in pts.index)
-    t = A.token_sentence(r.points, "mla", 2)
+    t = L.token_sentence(r.points, "mla", 2)
     assert "turns to the paper's sign between 10 and 30 steps (-0.009 → +0.011)" in t
     assert "at 2 layers (10–30 steps)" in t
-    assert "has the paper's sign (> 0) at every length" in A.token_sentence(r.points, "gqa", 2)
+    assert "has the paper's sign (> 0) at every length" in L.token_sentence(r.points, "gqa", 2)
     never = r.points.assign(mean=-r.points["mean"], low=-r.points["high"],
                             high=-r.points["low"])
-    assert "does not take the paper's sign at the longest rung" in A.token_sentence(
+    assert "does not take the paper's sign at the longest rung" in L.token_sentence(
         never, "mla", 2)
-    assert A.token_sentence(r.points, "mla", 1) == "MLA at 1 layer: no complete point."
+    assert L.token_sentence(r.points, "mla", 1) == "MLA at 1 layer: no complete point."
     import matplotlib
     matplotlib.use("Agg")
-    from gtalib.book import plotting
-    fig = plotting.plot_ladder(r)
+    fig = L.plot_ladder(r)
     # the depth panels hold the depth axis only; the token panel holds MLA and GQA at 2 layers
     assert not any("MLA" in t.get_text() for t in fig.axes[1].get_legend().get_texts())
     assert {t.get_text() for t in fig.axes[2].get_legend().get_texts()} == {
@@ -175,7 +174,7 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     gone = r.collected.status.query("variant == 'mha' and arm == 'alt' and seed == 1")
     for rid in gone["run_id"]:
         shutil.rmtree(tmp_path / rid)
-    r2 = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    r2 = L.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
     assert len(r2.collected.incomplete) == len(gone)
     assert r2.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"]).loc[
         ("init", "mha", "alt", 1, 10), "n"] == 1
@@ -191,7 +190,7 @@ def test_scaled_sentence_says_how_much_of_zero_inits_lead_the_scaling_removes():
         return pd.DataFrame(rows, columns=["part", "variant", "arm", "n_layer", "max_steps",
                                            "mean", "low", "high"])
 
-    s = A.scaled_sentence(pts([(-0.05, -0.09, -0.01), (0.04, 0.01, 0.07)],
+    s = L.scaled_sentence(pts([(-0.05, -0.09, -0.01), (0.04, 0.01, 0.07)],
                               [(-0.06, -0.1, -0.02), (0.01, -0.02, 0.04)]), "mha", 250)
     assert s.startswith("MHA, ΔL to zero init of N(0, σ) → of N(0, σ/√(2L)) output "
                         "projections, 250 steps (2 layers: -0.050 [-0.090, -0.010] → -0.060 "
@@ -200,15 +199,15 @@ def test_scaled_sentence_says_how_much_of_zero_inits_lead_the_scaling_removes():
     assert s.endswith("at 8 layers, where zero init is ahead of N(0, σ) by 0.040 (interval "
                       "excludes zero), the scaling removes 75% of it (+0.010; interval covers "
                       "zero).")
-    ahead = A.scaled_sentence(pts([(0.02, -0.01, 0.05), (0.04, 0.01, 0.07)],
+    ahead = L.scaled_sentence(pts([(0.02, -0.01, 0.05), (0.04, 0.01, 0.07)],
                                   [(0.0, -0.01, 0.01), (-0.03, -0.05, -0.01)]), "mha", 250)
     assert "removes all of it: the scaled arm is ahead of zero init (-0.030; interval " \
            "excludes zero)." in ahead
-    never = A.scaled_sentence(pts([(-0.02, -0.03, -0.01)] * 2, [(0.0, -0.01, 0.01)] * 2),
+    never = L.scaled_sentence(pts([(-0.02, -0.03, -0.01)] * 2, [(0.0, -0.01, 0.01)] * 2),
                               "mha", 250)
     assert never.endswith("N(0, σ) is not behind zero init at any depth, so there is no gap for "
                           "the scaling to remove.")
-    assert A.scaled_sentence(pts([(0.0, 0, 0)] * 2, [(0.0, 0, 0)] * 2), "mha", 1000) == (
+    assert L.scaled_sentence(pts([(0.0, 0, 0)] * 2, [(0.0, 0, 0)] * 2), "mha", 1000) == (
         "MHA: no depth with both the normal and the scaled arm.")
 
 
@@ -219,19 +218,18 @@ def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, mon
 
     import matplotlib
     matplotlib.use("Agg")
-    from gtalib.book import plotting
 
     assert F.ladder("cpu").depth_steps() == (250, 1000)
     monkeypatch.setitem(ladders.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 3, 6)))
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     _write_ladder_store(tmp_path, "ci", 2, lambda ref: 0.01)
-    r = A.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    r = L.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
     assert {(v, s) for v, s in zip(r.points["variant"], r.points["max_steps"]) if s == 60} == {
         ("gqa", 60), ("mla", 60)}
-    lines = plotting.ladder_lines(r)
+    lines = L.ladder_lines(r)
     assert not any("60 steps*" in ln for ln in lines)
     assert any("GQA at 2 layers (10–60 steps)" in ln for ln in lines)
-    fig = plotting.plot_ladder(r)
+    fig = L.plot_ladder(r)
     depth_labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert not any("60 steps" in t for t in depth_labels)
     assert any("30 steps" in t for t in depth_labels)

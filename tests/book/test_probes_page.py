@@ -12,8 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from gtalib.book import analysis as A  # noqa: E402
-from gtalib.book import figures, plotting  # noqa: E402
+from gtalib.book import probes_page as P  # noqa: E402
+from gtalib.book import collect  # noqa: E402
+from gtalib.book import figures, style  # noqa: E402
 
 REC = "recorded 2026-12-01 on AMD EPYC (2 logical CPUs)"
 
@@ -45,17 +46,17 @@ def _hand_store(tmp_path):
             ("rec", 4, "r4", "done", "local"), ("rec", 5, "r5", "done", "local")]
     status = pd.DataFrame([("mla", arm, f"MLA {arm}", seed, 2, 250, rid, state, "", source, None,
                             None) for arm, seed, rid, state, source in rows],
-                          columns=A.STATUS_COLUMNS)
-    return A.Collected(pd.DataFrame(), status, [], store, records)
+                          columns=collect.STATUS_COLUMNS)
+    return collect.Collected(pd.DataFrame(), status, [], store, records)
 
 
 def test_read_probes_gives_the_hand_computed_means_and_counts_missing_files(tmp_path):
-    pr = A.read_probes(_hand_store(tmp_path))
+    pr = P.read_probes(_hand_store(tmp_path))
     # every done run gives one row per layer; the unfinished run none
     assert len(pr.per_layer) == 7 * 2 and "r3" not in set(pr.per_layer["run_id"])
     assert pr.per_layer.query("run_id == 'r0'")["gate_mean"].tolist() == [0.4, 0.2]
     unread = pr.per_layer.query("run_id in ['r1', 'r2', 'r4', 'r5']")
-    assert unread[list(A.PROBE_KEYS)].isna().all().all()
+    assert unread[list(P.PROBE_KEYS)].isna().all().all()
     alt, rec = (pr.summary.set_index("arm").loc[arm] for arm in ("alt", "rec"))
     assert (alt["runs"], alt["with_probes"], rec["runs"], rec["with_probes"]) == (2, 2, 5, 1)
     # means over seeds and layers: (0.1 + 0.3 + 0.2 + 0.4) / 4; last layer (0.3 + 0.4) / 2
@@ -96,11 +97,11 @@ def test_a_page_without_probes_names_the_runs_that_lack_them(tmp_path, shown):
     for folder in ("a0", "a1"):
         shutil.rmtree(col.run_dir / folder)
     shutil.rmtree(col.record_dir / "r0")
-    pr = A.read_probes(col)
+    pr = P.read_probes(col)
     assert pr.summary["with_probes"].sum() == 0 and len(pr.missing) == 7
-    assert A.probe_findings(pr.summary) == (
+    assert P.probe_findings(pr.summary) == (
         "No run of this page has gate probes: nothing to explain.")
-    plotting.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
+    P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
     assert len(shown) == 1  # nothing else is shown
     out = shown[0]
     assert "No run of this page has gate probes" in out
@@ -121,11 +122,11 @@ def _summary(**arms):
         rows.append({"variant": "mla", "arm": "rec", "runs": 2, "with_probes": 2, "tokens": 128,
                      "gate_mean": gate, "first_token_share": share,
                      "max_abs_residual_max": resid})
-    return pd.DataFrame(rows).reindex(columns=A.PROBE_SUMMARY_COLUMNS)
+    return pd.DataFrame(rows).reindex(columns=P.PROBE_SUMMARY_COLUMNS)
 
 
 def test_the_sentence_says_no_sink_forms_at_this_scale():
-    text = A.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
+    text = P.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
     assert text.startswith(
         "No attention sink forms at this scale: without the gate the first-token share is 0.030 "
         "(MLA; mean over layers, at most 2× the 0.035 of uniform attention over 128 tokens; "
@@ -140,12 +141,12 @@ def test_the_sentence_says_no_sink_forms_at_this_scale():
             ) in text
     assert text.endswith("and its query-dependent scores.")
     # a gate still at 0.5
-    assert "The gate stays near its initial value" in A.probe_findings(
+    assert "The gate stays near its initial value" in P.probe_findings(
         _summary(alt=(0.03, 2.5), rec=(0.49, 0.03, 2.5)))
 
 
 def test_the_sentence_says_when_a_sink_forms_and_the_gate_removes_it():
-    text = A.probe_findings(_summary(alt=(0.45, 1000.0), rec=(0.116, 0.05, 90.0)))
+    text = P.probe_findings(_summary(alt=(0.45, 1000.0), rec=(0.116, 0.05, 90.0)))
     assert text.startswith(
         "An attention sink forms without the gate in MLA: first-token share 0.450, against the "
         "0.035 of uniform attention over 128 tokens (Qiu et al.: 0.467); with the gate it is "
@@ -155,16 +156,16 @@ def test_the_sentence_says_when_a_sink_forms_and_the_gate_removes_it():
     assert "The gate is as sparse as in Qiu et al." in text
     assert "non-linearity" not in text
     # a sink the gate leaves in place
-    assert "so the gate does not remove it" in A.probe_findings(
+    assert "so the gate does not remove it" in P.probe_findings(
         _summary(alt=(0.45, 1000.0), rec=(0.3, 0.4, 900.0)))
 
 
 def test_the_sentence_with_one_arm_probed():
-    text = A.probe_findings(_summary(rec=(0.38, 0.03, 2.0)))
+    text = P.probe_findings(_summary(rec=(0.38, 0.03, 2.0)))
     assert text.startswith("No run without the gate has probes here, so whether an attention "
                            "sink or massive activations form without it is not measured.")
     assert "non-linearity" not in text  # not shown without the ungated arm
-    assert A.probe_findings(_summary(alt=(0.03, 2.5))).endswith(
+    assert P.probe_findings(_summary(alt=(0.03, 2.5))).endswith(
         "No gated run has probes here, so the gate's values are not measured. With neither a "
         "sink nor massive activations to remove, the gate can act here only through Qiu et al.'s "
         "two other explanations of its gain: the non-linearity it adds between the value and "
@@ -173,18 +174,18 @@ def test_the_sentence_with_one_arm_probed():
 
 def test_uniform_first_token_share_and_range_text():
     # docs/probes.md: 0.0349 at 128 tokens (cpu), 0.0594 at 64 (ci)
-    assert A.uniform_first_token_share(128) == pytest.approx(0.0349, abs=5e-5)
-    assert A.uniform_first_token_share(64) == pytest.approx(0.0594, abs=5e-5)
-    assert A.uniform_first_token_share(2) == 0.5
+    assert P.uniform_first_token_share(128) == pytest.approx(0.0349, abs=5e-5)
+    assert P.uniform_first_token_share(64) == pytest.approx(0.0594, abs=5e-5)
+    assert P.uniform_first_token_share(2) == 0.5
     with pytest.raises(ValueError):
-        A.uniform_first_token_share(1)
-    assert A.range_text([0.0301, 0.0299]) == "0.030"
-    assert A.range_text([0.35, 0.026, 0.03]) == "0.026–0.350"
-    assert A.range_text([1.051, 1.26], ".2f") == "1.05–1.26"
+        P.uniform_first_token_share(1)
+    assert style.range_text([0.0301, 0.0299]) == "0.030"
+    assert style.range_text([0.35, 0.026, 0.03]) == "0.026–0.350"
+    assert style.range_text([1.051, 1.26], ".2f") == "1.05–1.26"
 
 
 def test_qiu_values_are_in_the_table():
-    table = plotting.format_probe_table(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
+    table = P.format_probe_table(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
     qiu = table.loc[f"Qiu et al. 2025 ({figures.QIU_SCALE})"]
     assert qiu.tolist() == ["", "0.116", "0.467", "0.048", "1053", "94"]
     assert table.loc["MLA"].tolist() == ["2 of 2; 2 of 2", "0.330", "0.030", "0.025", "2.500",
@@ -211,7 +212,7 @@ def _collect_bundles(bundles, store):
     refs = [figures.RunRef(v, arm, (("gate", True),) if arm == "rec" else (), seed)
             for v, arm, seed in bundles]
     plan = SimpleNamespace(spec=lambda ref: specs[(ref.variant, ref.arm, ref.seed)])
-    col = A.collect_runs(refs, plan, store)
+    col = collect.collect_runs(refs, plan, store)
     assert col.status["state"].tolist() == ["done"] * len(bundles)
     assert col.status["run_id"].tolist() == list(bundles.values())
     return col
@@ -222,7 +223,7 @@ def test_the_recorded_bundles_give_their_probes_and_no_sink(tmp_path):
 
     col = _collect_bundles(BUNDLES_1000, tmp_path / "store")
     assert col.record_dir == records.default_record_dir()
-    pr = A.read_probes(col)
+    pr = P.read_probes(col)
     assert pr.missing.empty and pr.summary["with_probes"].tolist() == [1, 1, 1, 1]
     for rid in BUNDLES_1000.values():
         stored = json.loads((records.default_record_dir() / rid / "probes.json").read_text())
@@ -234,7 +235,7 @@ def test_the_recorded_bundles_give_their_probes_and_no_sink(tmp_path):
         assert row["gate_mean"] == pytest.approx(
             math.nan if stored["gate_mean"] is None else
             sum(stored["gate_mean"]) / len(stored["gate_mean"]), nan_ok=True)
-    text = A.probe_findings(pr.summary)
+    text = P.probe_findings(pr.summary)
     assert text.startswith("No attention sink forms at this scale")
     assert "No massive activations form without the gate" in text
     assert "(MLRA-2, MLA)" in text
@@ -242,7 +243,7 @@ def test_the_recorded_bundles_give_their_probes_and_no_sink(tmp_path):
 
 def test_bundles_without_probes_are_counted_and_the_rest_shown(tmp_path, shown, monkeypatch):
     col = _collect_bundles(BUNDLES_250, tmp_path / "store")
-    pr = A.read_probes(col)
+    pr = P.read_probes(col)
     assert pr.missing["run_id"].tolist() == ["e86943321ee66dda", "93d0cbd8738bf115"]
     assert set(pr.missing["detail"]) == {"no probes.json: recorded before probes were stored"}
     alt, rec = (pr.summary.set_index("arm").loc[arm] for arm in ("alt", "rec"))
@@ -250,7 +251,7 @@ def test_bundles_without_probes_are_counted_and_the_rest_shown(tmp_path, shown, 
     assert math.isnan(alt["first_token_share"])
     assert 0.2 < rec["gate_mean"] < 0.5
     monkeypatch.setattr(plt, "show", lambda: None)
-    plotting.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
+    P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
     assert [ax.get_title() for ax in plt.gcf().axes] == ["MLA"]  # one panel per variant
     plt.close("all")
     notice, caption, table, findings = shown

@@ -407,20 +407,20 @@ def test_an_emulated_other_cpu_kind_stays_within_the_envelope(finished_run, tmp_
 
 
 def test_book_reads_the_record_when_the_local_store_lacks_the_run(finished_run, tmp_path):
-    from gtalib.book import analysis
+    from gtalib.book import collect
 
     ref, spec, path = finished_run
     rec_dir = tmp_path / "recorded"
     records.record_run(path, rec_dir)
     empty_store = tmp_path / "store"
-    col = analysis.collect_runs([ref], make_plan("ci", 1), empty_store, record_dir=rec_dir)
+    col = collect.collect_runs([ref], make_plan("ci", 1), empty_store, record_dir=rec_dir)
     st = col.status.iloc[0]
     assert st["state"] == "done" and st["source"].startswith("recorded ")
     assert not (empty_store / spec.run_id).exists()  # nothing trained
     assert col.runs["val_loss"].dropna().iloc[-1] == pytest.approx(
         runs.load_metrics(path)["val_loss"].dropna().iloc[-1], abs=0)
     # neither local nor recorded: missing
-    col2 = analysis.collect_runs([ref], make_plan("ci", 1), empty_store, record_dir=tmp_path / "none")
+    col2 = collect.collect_runs([ref], make_plan("ci", 1), empty_store, record_dir=tmp_path / "none")
     assert col2.status.iloc[0]["state"] == "missing"
 
 

@@ -1,0 +1,414 @@
+"""The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
+paired ΔL curves, their band over seeds and the final-ΔL table with its verdicts, and the page's
+figure, caption, tables and sentences.
+
+Reads :mod:`gtalib.book.figures` (the ablation, its runs, the paper's curves and colours),
+:mod:`gtalib.book.plan`, :mod:`gtalib.book.collect` (runs, pairs, notices),
+:mod:`gtalib.book.curves`, :mod:`gtalib.book.stats` (interval, verdict, table columns),
+:mod:`gtalib.book.style` and the preset sizes (:data:`gtalib.model.presets.PRESETS`). ΔL in nats
+(conventions: :mod:`gtalib.book.curves`, :mod:`gtalib.book.stats`), tokens per run.
+
+Layout of an ablation figure: two panels (stacked), because the scales differ by three orders
+of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training
+tokens, every seed as a thin light line, the mean over seeds as a bold line, its Student-t band
+shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range follows the curves, not the band.
+Below, **paper (≈)**: the paper's curves, dashed, against the paper's 0–100 B tokens, read off its
+figure (``gtalib.book.figures``); where the paper gives only final perplexities, a marker at 100 B.
+Legends sit outside the axes, to the right, so that they hide no curve or marker. Each variant
+keeps the paper's colour and also gets its own marker and (paper panel) dash pattern, because
+some of the paper's colours are close (GQA teal, MLA blue).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from gtalib.book import figures as F
+from gtalib.book.collect import (Collected, collect_runs, complete_variants, missing_notice,
+                                 pair_source_lines, pair_source_summary, sources_notice)
+from gtalib.book.curves import (auto_smoothing, delta_curves, final_values, plateau_escape,
+                                seed_band)
+from gtalib.book.stats import (_interval_columns, delta_stats, final_table_words, verdict,
+                               verdict_text)
+from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, plural, set_style
+from gtalib.model.presets import PRESETS
+
+# ---------------------------------------------------------------------------------------------
+# The ablation result: curves, band and the final-ΔL table
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AblationResult:
+    """Everything an ablation page shows. Built by :func:`ablation_result`."""
+
+    key: str
+    preset: str
+    seeds: int
+    smoothing: int
+    confidence: float
+    collected: Collected
+    complete: list
+    incomplete: list
+    curves: pd.DataFrame
+    band: pd.DataFrame
+    final: pd.DataFrame
+    curve_column: str = "train_loss"
+    final_column: str = "val_loss"
+    #: the variants the page asked for (complete or not), in the figure's order
+    variants: tuple = ()
+    #: variant → seeds (pairs) the figure asked for (:func:`gtalib.book.figures.figure_seeds`)
+    seed_counts: dict = field(default_factory=dict)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.collected.runs
+
+
+def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, max_steps=None,
+                    train: bool = False, smoothing=None, confidence: float = 0.95,
+                    curve_column: str = "train_loss", final_column: str = "val_loss"
+                    ) -> AblationResult:
+    """Collect the runs of ablation ``key`` and compute its curves, band and final table.
+
+    Curves use ``curve_column`` (default the training loss: paired runs see the same batch at
+    every step, so its per-step ΔL is dense and the batch difficulty cancels), smoothed per seed
+    by a trailing mean over ``smoothing`` steps (``None``: :func:`auto_smoothing` of the
+    number of logged steps). The final table uses ``final_column`` (default the validation
+    loss on the fixed held-out windows), unsmoothed, at the last step. See :mod:`gtalib.book.stats`
+    for the band and verdict conventions.
+    """
+    from gtalib.book import figures
+    from gtalib.book.plan import make_plan
+
+    fig = figures.ablation(key)
+    refs = figures.figure_runs(key, preset, seeds, variants, max_steps)
+    col = collect_runs(refs, make_plan(preset, seeds, max_steps), run_dir, train=train)
+    ok, bad = complete_variants(col)
+    runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
+    if smoothing is None:
+        logged = runs.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
+        smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
+    curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
+    band = seed_band(curves, confidence)
+    final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
+                              final_column) if len(runs) else pd.DataFrame()
+    if len(final):
+        pairs = col.pairs
+        final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
+                                for v in final.index]
+    counts = figures.figure_seeds(key, preset, seeds, variants, max_steps)
+    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
+                          final, curve_column, final_column, tuple(counts), counts)
+
+
+def final_delta_table(
+    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
+) -> pd.DataFrame:
+    """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
+    resolve (:func:`delta_stats`), seed spread, the paper's ΔL and a verdict.
+
+    Args:
+        runs: runs frame with ``alt`` and ``rec`` arms.
+        paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
+    Returns:
+        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, CI low, CI high,
+        resolvable |ΔL|, pairs to resolve, seed spread, paper ΔL (≈), verdict`` (nats;
+        ``seeds`` = number of pairs n; ``resolvable |ΔL|`` = the interval's half-width,
+        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`).
+    """
+    curves = delta_curves(runs, column, smoothing=1)
+    finals = final_values(runs, column)
+    rows = []
+    for variant, g in curves.groupby("variant", sort=False):
+        last = g.groupby("seed")["step"].max().min()
+        at = g[g["step"] == last]
+        st = delta_stats(at["delta"], confidence)
+        f = finals[finals["variant"] == variant]
+        spread = float(f.groupby("arm")["value"].agg(lambda v: v.max() - v.min()).max())
+        expected = paper_final.get(variant, math.nan)
+        rows.append((
+            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.low, st.high,
+            st.resolvable, st.pairs_needed, spread, expected,
+            verdict(st.low, st.high, st.mean, spread, expected, st.n),
+        ))
+    cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "resolvable |ΔL|",
+            "pairs to resolve", "seed spread", "paper ΔL (≈)", "verdict"]
+    return pd.DataFrame(rows, columns=cols).set_index("variant")
+
+
+# ---------------------------------------------------------------------------------------------
+# The ablation page: figure, caption and tables
+# ---------------------------------------------------------------------------------------------
+
+_UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
+
+
+def _outside_legend(ax, **kw) -> None:
+    """Legend outside the axes, right of them, top-aligned (hides nothing)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kw)
+
+
+def token_unit(max_tokens: float) -> tuple[float, str]:
+    """``(divisor, suffix)`` that prints ``max_tokens`` with at most three integer digits."""
+    for div, suffix in _UNITS:
+        if max_tokens >= div:
+            return div, suffix
+    return 1, ""
+
+
+def seeds_text(counts: dict) -> str:
+    """The seeds of an ablation figure: ``"3 seeds"``, or ``"3 seeds (5 for MLA, MLRA-2)"`` when
+    some variants run more (``counts``: variant → seeds, :attr:`AblationResult.seed_counts`)."""
+    if not counts:
+        return "no seeds"
+    base = min(counts.values())
+    more = {}
+    for v, n in counts.items():
+        if n != base:
+            more.setdefault(n, []).append(F.display_name(v))
+    extra = "; ".join(f"{n} for {', '.join(vs)}" for n, vs in sorted(more.items()))
+    return plural(base, "seed") + (f" ({extra})" if extra else "")
+
+
+def drawn_text(counts: dict, confidence: float) -> str:
+    """What an ablation figure draws, as its caption says it: ``"thin lines: each seed's ΔL;
+    bold: mean over 3 seeds; shaded: 95% t-interval of the mean, shown from 3 seeds; the
+    y-range follows the curves, the shading is cut at the frame"`` (``counts``: variant →
+    seeds; a variant with fewer than :data:`MIN_BAND_SEEDS` is not shaded, and the text says
+    why)."""
+    fewest, most = min(counts.values(), default=0), max(counts.values(), default=0)
+    if most < MIN_BAND_SEEDS:
+        band = (f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
+                f"{MIN_BAND_SEEDS} seeds, this figure has {fewest}; the y-range follows the curves")
+    else:
+        unshaded = ("" if fewest >= MIN_BAND_SEEDS else
+                    " (a variant with fewer is not shaded)")
+        band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
+                f"seeds{unshaded}; the y-range follows the curves, the shading is cut at the frame")
+    return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
+
+
+def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
+    """The ablation figure of an :class:`gtalib.book.ablation.AblationResult` (see module
+    docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
+    of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
+    curves (seeds and means, with a margin), never by the interval, which is clipped to it.
+
+    Returns:
+        the matplotlib figure (two axes: ours, paper).
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    set_style()
+    fig_spec = F.ablation(result.key)
+    if ax_ours is None:
+        # stacked, not side by side: the book's text column is narrow
+        fig, (ax_ours, ax_paper) = plt.subplots(
+            2, 1, figsize=(10, 7.5), gridspec_kw={"height_ratios": [3, 2]}
+        )
+    else:
+        fig = ax_ours.figure
+    curves, band = result.curves, result.band
+    div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
+    shown, banded = [], False
+    for v in result.complete:
+        color = fig_spec.colors[v]
+        for _, g in curves[curves["variant"] == v].groupby("seed"):
+            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.7, alpha=0.4)
+            shown += list(g["delta"])
+        b = band[band["variant"] == v]
+        x = b["tokens"] / div
+        marker, _ = _variant_style(fig_spec, v)
+        ax_ours.plot(x, b["mean"], color=color, lw=2.2, marker=marker, ms=5,
+                     markevery=max(1, len(b) // 8), label=F.display_name(v))
+        shown += list(b["mean"])
+        if len(b) and b["n"].min() >= MIN_BAND_SEEDS:
+            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.08, lw=0)
+            banded = True
+    ax_ours.set_ylim(*curve_limits(shown))  # the band is clipped to the curves' range
+    ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
+    ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
+    ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
+    ax_ours.set_title(f"ours: {result.preset} preset, {seeds_text(result.seed_counts)}, "
+                      f"{result.curve_column.replace('_', ' ')}", fontsize=10)
+    if result.complete:
+        handles, _ = ax_ours.get_legend_handles_labels()
+        handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
+                    Line2D([], [], color="0.4", lw=2.2,
+                           label=f"mean over {seeds_text(result.seed_counts)}")]
+        if banded:
+            handles.append(Patch(color="0.4", alpha=0.2, lw=0,
+                                 label=f"{result.confidence:.0%} t-interval of the mean"))
+        _outside_legend(ax_ours, handles=handles)
+    else:
+        ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
+                     va="center", transform=ax_ours.transAxes, color="crimson")
+    plot_paper_reference(fig_spec, ax_paper, result.variants or None)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paper_reference(fig_spec, ax, variants=None) -> None:
+    """The paper's curves of ``fig_spec`` (dashed, ≈) on its 0–100 B token axis; markers at
+    100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities.
+
+    Args:
+        variants: the variants to draw (those the page asked for; default all of the paper's),
+            in the paper's legend order.
+
+    The y-range covers every plotted paper value, 0 and the figure's ``paper_ylim``, plus a 10 %
+    margin, so that no curve start or marker touches the frame."""
+    curves = fig_spec.paper_curve_frame()
+    values = [0.0, *(fig_spec.paper_ylim or ())]
+    shown = fig_spec.variants if variants is None else [
+        v for v in fig_spec.variants if v in set(variants)]
+    for v in shown:
+        color = fig_spec.colors[v]
+        marker, dash = _variant_style(fig_spec, v)
+        c = curves[curves["variant"] == v]
+        if len(c):
+            ax.plot(c["tokens_B"], c["delta"], color=color, ls=dash, lw=1.5, marker=marker,
+                    ms=5, label=f"{F.display_name(v)} paper (≈)")
+            values += list(c["delta"])
+        else:
+            final = fig_spec.paper_final(v)
+            ax.plot([100], [final], color=color, marker=marker, ms=7, ls="none",
+                    label=f"{F.display_name(v)} paper final (≈ ln PPL ratio)")
+            if not math.isnan(final):
+                values.append(final)
+    lo, hi = min(values), max(values)
+    pad = 0.1 * (hi - lo or 1.0)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlim(-3, 105)
+    ax.set_xlabel("training tokens (B), paper's 2.9 B model")
+    ax.set_ylabel("ΔL (nats)")
+    ax.set_title("paper (≈, read off its figure)", fontsize=10)
+    _outside_legend(ax, fontsize=7)
+
+
+def _hardware(cards: list) -> str:
+    """One-line hardware summary from run cards (``device``/``threads`` keys when present)."""
+    seen = []
+    for c in cards:
+        dev = c.get("device") or c.get("accelerator") or "?"
+        thr = c.get("threads") or c.get("torch_threads")
+        s = f"{dev}" + (f", {plural(thr, 'thread')}" if thr else "")
+        if s not in seen:
+            seen.append(s)
+    return "; ".join(seen) if seen else "unknown (no run card)"
+
+
+_COLUMN_WORDS = {
+    "train_loss": "training loss on the batch of each step (paired runs share every batch)",
+    "val_loss": "validation loss on the fixed held-out windows",
+}
+
+
+def ablation_caption(result) -> str:
+    """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and what is
+    drawn (:func:`drawn_text`)."""
+    fig_spec = F.ablation(result.key)
+    tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
+    div, unit = token_unit(max(tokens, 1))
+    size = PRESETS[result.preset]
+    return (
+        f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs (same data order, same "
+        f"seed) on the same steps; positive means the paper's recommended choice is better. "
+        f"Preset `{result.preset}`: {size['n_layer']} layers, d_model {size['d_model']}, "
+        f"{size['n_head']} heads of {size['head_dim']} (the scale ladder shows what depth does "
+        f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
+        f"{seeds_text(result.seed_counts)} per configuration, hardware: {_hardware(result.collected.cards)}. "
+        f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
+        f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; "
+        f"{drawn_text(result.seed_counts, result.confidence)}. Table below: "
+        f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
+        f"unsmoothed. Lower panel: the paper's "
+        f"curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
+    )
+
+
+def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
+    resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
+    hide (:func:`gtalib.book.stats.verdict_text`). The pair source, a long text, is printed
+    under the table (:func:`pair_source_lines`) so that the table fits the text column."""
+    if final.empty:
+        return final
+
+    out = pd.DataFrame({
+        "n (pairs)": final["seeds"],  # tokens per run: in the caption (one value for the table)
+        **_interval_columns(final["seeds"], final["ΔL"], final["CI low"], final["CI high"],
+                            final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
+        "seed spread": final["seed spread"].map("{:.4f}".format),
+        "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
+        "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
+                    zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
+                        final["seed spread"])],
+    })
+    out.index = [F.display_name(v) for v in final.index]
+    out.index.name = "variant"
+    return out
+
+
+def show_ablation(result) -> None:
+    """Display an ablation page's content in a notebook: incomplete-runs notice, figure,
+    caption, final ΔL table and the plateau-escape table."""
+    from IPython.display import Markdown, display
+
+    notice = missing_notice(result.collected)
+    if notice:
+        display(Markdown(notice))
+    display(Markdown(sources_notice(result.collected)))
+    plot_ablation(result)
+    plt.show()
+    display(Markdown(ablation_caption(result)))
+    if result.complete:
+        display(Markdown(final_table_words(result.confidence)))
+        display(format_final_table(result.final, result.confidence))
+        if "pair source" in result.final:
+            display(Markdown(pair_source_lines(dict(zip(
+                map(F.display_name, result.final.index), result.final["pair source"])))))
+
+
+def verdict_summary(result) -> str:
+    """Markdown sentence counting OUR per-variant verdicts of an ablation (from
+    ``result.final``), e.g. "2 of 2 variants: agrees 1, within noise 1"; the narrative of a page
+    uses it instead of a fixed claim so that text and table cannot disagree."""
+    final = result.final
+    if final.empty:
+        return "**Our verdicts:** no complete runs, nothing measured."
+    counts = final["verdict"].value_counts()
+    parts = []
+    for verdict_, n in counts.items():  # verdict_: not to hide the verdict rule, verdict()
+        names = ", ".join(F.display_name(v) for v in final.index[final["verdict"] == verdict_])
+        parts.append(f"*{verdict_}* for {n} ({names})")
+    return (f"**Our verdicts** (preset `{result.preset}`, {seeds_text(result.seed_counts)}, "
+            f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
+
+
+def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:
+    """Display the plateau-escape step of every run of an ablation (docs/cpu_regime.md): first step at
+    which the training loss (trailing mean over ``window`` steps) falls below the corpus's
+    unigram entropy minus ``margin`` nats."""
+    from IPython.display import Markdown, display
+
+    if result.runs.empty:
+        display(Markdown("No complete runs: no plateau to report."))
+        return
+    e = plateau_escape(result.runs, entropy, margin, window)
+    table = e.pivot_table(index="label", columns="seed", values="escape_step", aggfunc="first",
+                          dropna=False)
+    table.columns = [f"seed {c}" for c in table.columns]
+    table = table.map(lambda x: "not within run" if pd.isna(x) else f"{int(x)}")
+    display(Markdown(
+        f"Plateau escape step per run: the first step at which the training loss (trailing mean "
+        f"over {window} steps) falls below the corpus's unigram entropy ({entropy:.3f} nats) "
+        f"minus {margin} nats. Compare the arms' steps: "
+        f"the arm that leaves the plateau later starts its descent behind, and escape steps "
+        f"that differ between seeds add to the seed-to-seed spread."))
+    display(table)

@@ -1,0 +1,274 @@
+"""The claims chapter: every claim of :data:`gtalib.book.figures.CLAIMS` with the paper's value,
+ours and a verdict, by one aggregation rule over an ablation's per-variant verdicts, the ranking
+test of the main table (claim 8), exact table claims (1, 2), the key-variance measurement on fresh
+paper-width layers (claim 3) and the decode claim (9); and the page's table.
+
+Reads :mod:`gtalib.book.figures` (the claims), :mod:`gtalib.book.ablation` and
+:mod:`gtalib.book.main_results` (the chapters it summarises), :mod:`gtalib.book.stats` (the verdict
+texts), :mod:`gtalib.book.tables` and :mod:`gtalib.book.style`; :mod:`gtalib.model` for claim 3 and
+:mod:`gtalib.kernels.decode_model` for claim 9. ΔL in nats, perplexities as the paper prints them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gtalib.book.ablation import ablation_result
+from gtalib.book.main_results import main_result
+from gtalib.book.stats import VERDICTS, pairs_text, verdict_text
+from gtalib.book.style import _table_style
+
+
+def aggregate_verdicts(verdicts) -> str:
+    """The verdict of a claim that covers several variants, from their own verdicts: the common
+    verdict when every variant has the same one, else ``"mixed: "`` with the count of each
+    (most frequent first), e.g. ``"mixed: within noise 4/5, differs 1/5"``. The one rule for
+    every claim of the claims chapter.
+
+    Raises:
+        ValueError: no verdict, or one outside :data:`VERDICTS`.
+    """
+    verdicts = list(verdicts)
+    unknown = sorted(set(verdicts) - set(VERDICTS))
+    if not verdicts or unknown:
+        raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}; got {verdicts!r}")
+    counts = sorted(((verdicts.count(v), v) for v in VERDICTS if v in verdicts),
+                    key=lambda cv: -cv[0])  # stable: ties keep the order of VERDICTS
+    if len(counts) == 1:
+        return verdicts[0]
+    return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)
+
+
+def _claim_from_final(final: pd.DataFrame, paper_largest: str | None
+                      ) -> tuple[str, str, str]:
+    """(ours, verdict, resolution) of an ablation claim from its final ΔL table; resolution
+    names, per variant, n, the mean ΔL with its interval, the smallest resolvable |ΔL|, how
+    many pairs would resolve the mean, and what could hide where the verdict is within noise."""
+    from gtalib.book.figures import display_name
+
+    if final.empty:
+        return "no complete runs", "not measured", ""
+    ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
+    verdict_ = aggregate_verdicts(final["verdict"])
+    if paper_largest is not None and len(final) > 1:
+        top = final["ΔL"].idxmax()
+        ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
+    return ours, verdict_, "; ".join(_resolution(display_name(v), r) for v, r in final.iterrows())
+
+
+def _resolution(name: str, r) -> str:
+    """One variant's resolution in the claims table, from its :func:`final_delta_table` row."""
+    n = int(r["seeds"])
+    if n < 2:
+        return f"{name}: 1 pair, ΔL {r['ΔL']:+.3f}, no interval"
+    pairs = pairs_text(n, r["pairs to resolve"])
+    return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
+            f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
+            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['seed spread'])})"
+               if r["verdict"] == "within noise" else "")
+            + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
+
+
+def main_claim_verdict(avg_ppl: pd.Series, half_width: pd.Series) -> tuple[str, str]:
+    """Verdict and resolution of claim 8 (MLRA-4 lowest of the eleven; the gate lowers it
+    further) from the mean average perplexity per configuration (``avg_ppl``, label → PPL)
+    and its Student-t half-width over seeds (``half_width``, same labels). Two configurations
+    are *apart* when their means differ by more than the sum of their half-widths (unpaired,
+    so conservative). *agrees*: both halves hold and are apart; *differs*: a half fails and
+    is apart; else *within noise*."""
+    plain = avg_ppl.drop("MLRA-4 + gate", errors="ignore").sort_values()
+    if "MLRA-4" not in plain.index:
+        return "not measured (MLRA-4 not in this preset's run set)", ""
+
+    def apart(a, b):
+        return abs(avg_ppl[a] - avg_ppl[b]) > half_width[a] + half_width[b]
+
+    def show(k):
+        return f"{k} {avg_ppl[k]:.3f} ± {half_width[k]:.3f}"
+
+    halves = []  # (holds, apart, text)
+    rival = plain.index[1] if plain.index[0] == "MLRA-4" else plain.index[0]
+    lowest = plain.index[0] == "MLRA-4"
+    halves.append((lowest, apart("MLRA-4", rival),
+                   f"MLRA-4 lowest of the eleven: {'yes' if lowest else 'no'} "
+                   f"({show('MLRA-4')} vs {show(rival)})"))
+    if "MLRA-4 + gate" in avg_ppl.index:
+        gated = avg_ppl["MLRA-4 + gate"] < avg_ppl["MLRA-4"]
+        halves.append((gated, apart("MLRA-4 + gate", "MLRA-4"),
+                       f"gate lowers it further: {'yes' if gated else 'no'} "
+                       f"({show('MLRA-4 + gate')})"))
+    seen = "; ".join(f"{t}, {'apart' if a else 'intervals overlap'}" for _, a, t in halves)
+    if all(h and a for h, a, _ in halves):
+        return "agrees", seen
+    if any(a and not h for h, a, _ in halves):
+        return "differs", seen
+    return "within noise", seen
+
+
+def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_head: int = 24,
+                       head_dim: int = 128, tokens: int = 512, seed: int = 0) -> tuple[float, float]:
+    """Var(RoPE key) / Var(NoPE key) of a freshly initialised latent-family layer (paper claim 3).
+
+    The layer sees ``tokens`` unit-RMS random inputs (what the pre-attention RMSNorm hands it);
+    the RoPE key is a direct projection of the d_model-wide input (variance ``d σ²``), each NoPE
+    key an up-projection of a unit-RMS latent block of width w (``w σ²``) unless the latent scale
+    ``α_kv = sqrt(d / w)`` lifts it (docs/variants.md, "Scale constants ... Why").
+
+    Returns:
+        ``(measured, expected)`` with expected ``d_model / w`` without the scale and 1 with it.
+        At paper width the measured ratio's sampling spread is a few per cent.
+
+    Raises:
+        ValueError: ``variant`` not in the latent family (MLA, GLA-2/4, MLRA-2/4).
+    """
+    import torch
+
+    from gtalib.model.attention import build_attention
+    from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
+
+    if canonical_variant(variant) not in LATENT_VARIANTS:
+        raise ValueError(f"variant must be one of {LATENT_VARIANTS}, got {variant!r}")
+    gen = torch.manual_seed(seed)
+    layer = build_attention(ModelConfig(variant=variant, n_layer=1, d_model=d_model, n_head=n_head,
+                                        head_dim=head_dim, block_size=tokens,
+                                        latent_scale=latent_scale))
+    x = torch.randn(1, tokens, d_model, generator=gen)
+    x = x * x.pow(2).mean(-1, keepdim=True).rsqrt()  # unit RMS per token
+    with torch.no_grad():
+        c, k_r = layer.latents(x, 0)  # (1, T, nb, w), (1, T, 1, d_r)
+        w_uk, _ = layer.up_weights()  # (nb, Hg, d_n, w)
+        k_n = torch.einsum("btkw,kinw->btkin", c, w_uk)  # (1, T, nb, Hg, d_n)
+    measured = (k_r.pow(2).mean() / k_n.pow(2).mean()).item()
+    return measured, 1.0 if latent_scale else d_model / layer.block_width
+
+
+def _variance_claim() -> tuple[str, str]:
+    """Claim 3 measured at paper width on MLA, GLA-2 and MLRA-4 layers, scale off and on."""
+    parts, ok = [], True
+    for v in ("mla", "gla-2", "mlra-4"):
+        (off, e_off), (on, e_on) = (key_variance_ratio(v, False), key_variance_ratio(v, True))
+        ok &= abs(off / e_off - 1) < 0.15 and abs(on - 1) < 0.15
+        parts.append(f"{v.upper()} {off:.1f} (d/w = {e_off:.0f}) → {on:.2f} scaled")
+    return "; ".join(parts) + " (fresh paper-width layers, 512 tokens)", "agrees" if ok else "differs"
+
+
+def _table_claim(number: int) -> tuple[str, str]:
+    """(ours, verdict) of claims 1 (per-device KV under TP) and 2 (parameter matching), computed
+    by :mod:`gtalib.book.tables` at the paper's sizes (exact, no training)."""
+    from gtalib.book import tables
+
+    if number == 1:
+        kv = tables.kv_table(with_units=True).pivot(index="variant", columns="tp",
+                                                    values="kv_dh_units")
+        mlra4, mla = kv.loc["mlra-4"], kv.loc["mla"]
+        lowest = all(kv[tp].min() == mlra4[tp] for tp in (4, 8))
+        ok = (mlra4[1] == mla[1] == 4.5 and set(mla) == {4.5} and mlra4[4] == mlra4[8] == 1.5
+              and lowest)
+        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} d_h at TP "
+                f"1/2/4/8, MLA {mla[1]:g} at every TP; MLRA-4 lowest at TP ≥ 4: "
+                f"{'yes' if lowest else 'no'}")
+        return ours, "agrees" if ok else "differs"
+    p = tables.params_table("paper").set_index("variant")["total_params"]
+    plain = p[[v for v in p.index if "+" not in v]]
+    spread = (plain.max() - plain.min()) / plain["mha"]
+    ours = (f"{plain.min() / 1e9:.4f}–{plain.max() / 1e9:.4f} B over the eleven "
+            f"(spread {spread:.3%} of MHA)")
+    return ours, "agrees" if spread < 1e-3 and abs(plain["mha"] / 2.87e9 - 1) < 0.01 else "differs"
+
+
+def _decode_claim() -> tuple[str, str]:
+    """Claim 9 ("ours", verdict): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
+    longest recorded context (``benchmarks/decode_cpu.json``) and predicted for the H100 by the
+    roofline model; no GPU measurement, so never "agrees"."""
+    from gtalib.kernels import decode_model as dm
+
+    h = dm.model_table(gpus=("H100",), contexts_k=(2048,)).sort_values("latency_us")
+    r_h = dm.latency_ratios(h)["MLA / MLRA-4"].iloc[0]
+    ours = f"H100 roofline model: {' < '.join(h.shard)}, MLA / MLRA-4 {r_h:.2f}×"
+    try:
+        rows = pd.DataFrame(dm.load_cpu_results()["rows"])
+    except FileNotFoundError:
+        return ours + "; no CPU measurement recorded", "not measured (model only)"
+    big = rows[rows.context_k == rows.context_k.max()].sort_values("measured_us")
+    r_c = dm.latency_ratios(big, "measured_us")["MLA / MLRA-4"].iloc[0]
+    ours = (f"measured on one CPU core at {int(big.context_k.iloc[0])}K (compute-bound): "
+            f"{' < '.join(big.shard)}, MLA / MLRA-4 {r_c:.2f}×; " + ours)
+    return ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)"
+
+
+def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95
+                 ) -> pd.DataFrame:
+    """Every claim of :data:`gtalib.book.figures.CLAIMS` with the paper's value, ours and a verdict.
+
+    Ablation claims aggregate the per-variant verdicts of their figure by
+    :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
+    computed exactly from :mod:`gtalib.book.tables` at the paper's sizes; claim 3 is measured on
+    freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 from the recorded CPU
+    decode measurement and the roofline model at H100 peaks (:func:`_decode_claim`; no GPU
+    measurement). The ``resolution`` column gives, for every variant of an ablation claim, n,
+    the mean ΔL with its interval, the smallest |ΔL| the seeds could resolve, the pairs that
+    would resolve the measured mean and, where within noise, what could hide
+    (:func:`_claim_from_final`).
+    """
+    from gtalib.book import figures
+
+    largest = {"init": "tpa", "gate": "gqa"}
+    rows = []
+    for c in figures.CLAIMS:
+        seen = {"tables": "exact (no training)",
+                "fresh-layers": "fresh layers (no training)"}.get(c.source, "")
+        if c.source in figures.ABLATIONS:
+            r = ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
+                                confidence=confidence)
+            ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
+            if r.incomplete:
+                ours += f" (incomplete: {', '.join(figures.display_name(x) for x in r.incomplete)})"
+        elif c.source == "main":
+            m = main_result(preset, seeds, run_dir, max_steps, confidence=confidence)
+            if m.ppl.empty:
+                ours, v = "no complete runs", "not measured"
+            else:
+                order = m.ppl["avg"].sort_values()
+                ours = "lowest avg PPL: " + ", ".join(
+                    f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
+                v, seen = main_claim_verdict(order, m.ppl_ci["avg"])
+        elif c.source == "tables":
+            ours, v = _table_claim(c.number)
+        elif c.source == "fresh-layers":
+            ours, v = _variance_claim()
+        else:  # decode
+            ours, v = _decode_claim()
+        rows.append((c.number, c.text, c.paper_value, ours, v, seen))
+    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
+                                       "resolution"]).set_index("claim")
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims page
+# ---------------------------------------------------------------------------------------------
+
+def claims_resolution_lines(claims: pd.DataFrame) -> str:
+    """Markdown under the claims table: each claim's *resolution* (what its seeds could see,
+    :func:`gtalib.book.claims.claims_table`) as one bullet, kept out of the table, where a
+    paragraph per cell made it too narrow to read."""
+    return "**Resolution** of each claim:\n\n" + "\n".join(
+        f"- **Claim {k}** ({r['verdict']}): {r['resolution']}" for k, r in claims.iterrows())
+
+
+def show_claims(claims: pd.DataFrame) -> None:
+    """Display the claims table with verdicts coloured (agrees green, differs red), each claim's
+    resolution under it (:func:`claims_resolution_lines`)."""
+    from IPython.display import Markdown, display
+
+    def color(v):
+        if v == "agrees":
+            return "color: darkgreen; font-weight: bold"
+        if v == "differs":
+            return "color: crimson; font-weight: bold"
+        return "color: dimgray"
+
+    table = claims.drop(columns=["resolution"])
+    # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
+    display(_table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
+        [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))
+    display(Markdown(claims_resolution_lines(claims)))

@@ -1,0 +1,117 @@
+"""The claims chapter (gtalib.book.claims): one aggregation rule for every claim, what each
+claim's seeds could resolve, the ranking claim, and claim 3 measured on fresh layers."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from gtalib.book import claims as C
+
+
+@pytest.mark.parametrize("variant,blocks", [("mla", 1), ("gla-2", 2), ("mlra-4", 4)])
+def test_key_variance_ratio_matches_d_over_w(variant, blocks):
+    """Claim 3's statistic: d/w without the latent scale (w = 4·head_dim / blocks), 1 with it.
+    d_model 1024, head_dim 64: d/w = 4, 8, 16; ±15 % covers the sampling spread (a few %)."""
+    from gtalib.book.claims import key_variance_ratio
+
+    off, expected = key_variance_ratio(variant, False, d_model=1024, n_head=8, head_dim=64,
+                                       tokens=256)
+    assert expected == 1024 / (256 / blocks)
+    assert off == pytest.approx(expected, rel=0.15)
+    on, one = key_variance_ratio(variant, True, d_model=1024, n_head=8, head_dim=64, tokens=256)
+    assert one == 1.0 and on == pytest.approx(1.0, rel=0.15)
+
+
+def test_key_variance_ratio_rejects_non_latent_variant():
+    from gtalib.book.claims import key_variance_ratio
+
+    with pytest.raises(ValueError, match="variant"):
+        key_variance_ratio("gqa", True)
+
+
+# --- one aggregation rule for every claim ------------------------------------------------------
+
+def _final(verdicts: dict) -> pd.DataFrame:
+    """A final-ΔL table with the given per-variant verdicts (numbers are placeholders)."""
+    k = len(verdicts)
+    return pd.DataFrame({"seeds": 3, "ΔL": [0.01 * (i + 1) for i in range(k)], "CI low": -0.1,
+                         "CI high": 0.1, "resolvable |ΔL|": 0.1, "pairs to resolve": math.nan,
+                         "seed spread": 0.02, "verdict": list(verdicts.values())},
+                        index=pd.Index(list(verdicts), name="variant"))
+
+
+@pytest.mark.parametrize("verdicts, expected", [
+    # the gate claim of the issue: only GQA differs, four of five within noise
+    ({"gqa": "differs", "mla": "within noise", "gla-2": "within noise", "mlra-2": "within noise",
+      "mlra-4": "within noise"}, "mixed: within noise 4/5, differs 1/5"),
+    # the init claim with a similar mix
+    ({"mha": "within noise", "mqa": "differs", "gqa": "within noise", "mla": "agrees"},
+     "mixed: within noise 2/4, agrees 1/4, differs 1/4"),
+    ({"gqa": "agrees", "mla": "within noise"}, "mixed: agrees 1/2, within noise 1/2"),
+    ({"gqa": "differs", "mla": "differs", "gla-2": "agrees"}, "mixed: differs 2/3, agrees 1/3"),
+    ({"gqa": "within noise", "mla": "undetermined (1 seed)"},
+     "mixed: within noise 1/2, undetermined (1 seed) 1/2"),
+    ({"gqa": "differs", "mla": "differs"}, "differs"),
+    ({"gqa": "agrees", "mla": "agrees", "gla-2": "agrees"}, "agrees"),
+    ({"gqa": "within noise"}, "within noise"),
+])
+def test_claims_aggregate_verdicts_by_one_rule(verdicts, expected):
+    assert C.aggregate_verdicts(verdicts.values()) == expected
+    for largest in (None, "gqa"):  # every ablation claim goes through the same rule
+        assert C._claim_from_final(_final(verdicts), largest)[1] == expected
+
+
+def test_claims_resolution_names_each_variants_n_interval_and_what_could_hide():
+    final = _final({"mha": "within noise", "tpa": "agrees"})
+    final["pair source"] = ["both local on X", "seed 0: both local on X; seed 1: MIXED: ..."]
+    final.loc["tpa", "pairs to resolve"] = 3
+    _, _, seen = C._claim_from_final(final, None)
+    assert seen == (
+        "MHA: n 3, ΔL +0.010 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve — "
+        "(within noise: |ΔL| < 0.100 nats could hide here); "
+        "TPA: n 3, ΔL +0.020 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve 3, "
+        "with MIXED pairs (see its page)")
+    one = _final({"gqa": "undetermined (1 seed)"}).assign(seeds=1)
+    assert C._claim_from_final(one, None)[2] == "GQA: 1 pair, ΔL +0.010, no interval"
+
+
+def test_aggregate_verdicts_refuses_unknown_or_empty():
+    with pytest.raises(ValueError, match="non-empty"):
+        C.aggregate_verdicts([])
+    with pytest.raises(ValueError, match="'maybe'"):
+        C.aggregate_verdicts(["agrees", "maybe"])
+
+
+def test_main_claim_verdict_needs_the_ranking_resolved():
+    import pandas as pd
+
+    from gtalib.book.claims import main_claim_verdict
+
+    ppl = pd.Series({"MHA": 10.0, "MLRA-4": 9.0, "MLRA-4 + gate": 8.0})
+    tight = pd.Series({"MHA": 0.1, "MLRA-4": 0.1, "MLRA-4 + gate": 0.1})
+    wide = pd.Series({"MHA": 0.6, "MLRA-4": 0.6, "MLRA-4 + gate": 0.6})
+    assert main_claim_verdict(ppl, tight)[0] == "agrees"
+    v, seen = main_claim_verdict(ppl, wide)
+    assert v == "within noise" and "intervals overlap" in seen
+    worse = ppl.copy()
+    worse["MLRA-4 + gate"] = 9.5  # the gate makes it worse, resolved at tight intervals
+    assert main_claim_verdict(worse, tight)[0] == "differs"
+    assert main_claim_verdict(worse, wide)[0] == "within noise"
+    v, seen = main_claim_verdict(pd.Series({"MHA": 9.0, "MLRA-4": 9.05}),
+                                 pd.Series({"MHA": 0.3, "MLRA-4": 0.3}))
+    assert v == "within noise" and "MLRA-4 lowest of the eleven: no (MLRA-4 9.050" in seen
+    assert main_claim_verdict(pd.Series({"MHA": 9.0}), pd.Series({"MHA": 0.1}))[0].startswith(
+        "not measured")
+
+
+def test_claims_resolution_is_printed_under_the_table_one_bullet_per_claim():
+    import pandas as pd
+
+    claims = pd.DataFrame({"paper says": ["a", "b"], "paper value": ["1", "2"],
+                           "ours": ["x", "y"], "verdict": ["agrees", "within noise"],
+                           "resolution": ["exact (no training)", "MHA: n 3; GQA: n 5"]},
+                          index=pd.Index([1, 4], name="claim"))
+    assert C.claims_resolution_lines(claims) == (
+        "**Resolution** of each claim:\n\n- **Claim 1** (agrees): exact (no training)\n"
+        "- **Claim 4** (within noise): MHA: n 3; GQA: n 5")

@@ -1,0 +1,125 @@
+"""Collecting a page's runs (gtalib.book.collect): both arms of a pair from one source and one
+machine, and what the pages say about where their runs come from."""
+
+import pandas as pd
+import pytest
+
+from gtalib.book import collect
+
+
+# --- both arms of a pair from one source and one machine ----------------------------------------
+
+
+def _status(*runs):
+    """Status rows (alt/rec of MHA, 8 layers, 250 steps) from (arm, seed, source, device, kind)."""
+    return pd.DataFrame([("mha", arm, f"MHA {arm}", seed, 8, 250, f"{arm}{seed}", "done", "",
+                          source, device, kind) for arm, seed, source, device, kind in runs],
+                        columns=collect.STATUS_COLUMNS)
+
+
+def test_same_machine_compares_kind_dicts_else_device_strings():
+    amd = {"vendor": "AuthenticAMD", "model": "EPYC"}
+    row = lambda device, kind=None: {"device": device, "machine_kind": kind}  # noqa: E731
+    assert collect.same_machine(row("AMD EPYC (2 logical CPUs)", amd), row("other text", dict(amd)))
+    assert collect.same_machine(row("x", amd), row("x", {"vendor": "GenuineIntel"})) is False
+    assert collect.same_machine(row("AMD EPYC", amd), row("AMD EPYC")) is True  # one dict: strings
+    assert collect.same_machine(row("AMD EPYC"), row("Intel Xeon")) is False
+    assert collect.same_machine(row(None), row("AMD EPYC")) is None  # unknown, never "same"
+
+
+def test_run_pairs_mark_mixed_source_and_machine():
+    rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
+    amd, intel = "AMD EPYC (2 logical CPUs)", "Intel Xeon (16 logical CPUs)"
+    status = _status(("alt", 0, rec, amd, None), ("rec", 0, rec, amd, None),
+                     ("alt", 1, rec, amd, None), ("rec", 1, "local", intel, None),
+                     ("alt", 2, "local", amd, None), ("rec", 2, "local", intel, None),
+                     ("alt", 3, "local", None, None), ("rec", 3, "local", intel, None))
+    pairs = collect.run_pairs(status).set_index("seed")
+    assert pairs.loc[0, "pair_source"] == f"both recorded on {amd}" and not pairs.loc[0, "mixed"]
+    assert pairs.loc[1, "pair_source"] == f"MIXED: alt recorded on {amd}, rec local on {intel}"
+    assert pairs.loc[2, "pair_source"] == f"MIXED: alt local on {amd}, rec local on {intel}"
+    assert pairs.loc[3, "pair_source"] == "both local, machine unknown"
+    assert pairs["mixed"].tolist() == [False, True, True, False]
+    assert pairs["unknown"].tolist() == [False, False, False, True]
+    assert collect.pair_source_summary(pairs.reset_index().iloc[:1]) == f"both recorded on {amd}"
+    assert collect.pair_source_summary(pairs.reset_index().iloc[:2]) == (
+        f"seed 0: both recorded on {amd}; seed 1: MIXED: alt recorded on {amd}, rec local on {intel}")
+    # a missing run makes no pair; a main-table run is never one
+    assert len(collect.run_pairs(status.assign(state=["done"] * 7 + ["missing"]))) == 3
+    assert collect.run_pairs(status.assign(arm="main")).empty
+
+
+def _real_gate_pair():
+    """Specs of a recorded GQA pair (no gate / gate, seed 0, the shortest recorded length)."""
+    from gtalib.training import records
+    from gtalib.training import runs as store
+
+    found = {}
+    for folder in records.list_records():
+        spec = store.load_spec(folder)
+        if spec.model.variant == "gqa" and spec.seed == 0:
+            key = (spec.model.n_layer, spec.train.max_steps)
+            found.setdefault(key, {})["rec" if spec.model.gate else "alt"] = (spec, folder)
+    pairs = sorted(k for k, v in found.items() if len(v) == 2)
+    if not pairs:
+        pytest.fail("no recorded GQA gate pair in book/recorded/")
+    return found[pairs[0]]
+
+
+def test_a_recorded_and_a_local_arm_are_marked_mixed_on_the_page(tmp_path):
+    """Real bundles of book/recorded: both arms read from records are one pair; with the
+    recommended arm trained in the local store (here: its bundle copied there, its card naming
+    another CPU) the pair is MIXED, in the table's column and in the sources notice."""
+    import json
+    import shutil
+    from types import SimpleNamespace
+
+    from gtalib.book import figures
+
+    specs = _real_gate_pair()
+    refs = [figures.RunRef("gqa", "alt", (), 0), figures.RunRef("gqa", "rec", (("gate", True),), 0)]
+    plan = SimpleNamespace(spec=lambda ref: specs[ref.arm][0])
+    store = tmp_path / "store"
+    both = collect.collect_runs(refs, plan, store)
+    device = both.cards[0]["device"]
+    assert both.pairs["pair_source"].tolist() == [f"both recorded on {device}"]
+    assert "of which **0 mixed**" in collect.sources_notice(both)
+
+    spec, folder = specs["rec"]
+    local = store / spec.run_id
+    shutil.copytree(folder, local)
+    (local / "DONE").write_text("copied for the test\n")
+    card = json.loads((local / "card.json").read_text())
+    (local / "card.json").write_text(json.dumps({**card, "device": "Intel Xeon (16 logical CPUs)"}))
+    mixed = collect.collect_runs(refs, plan, store)
+    assert mixed.status.set_index("arm")["source"]["rec"] == "local"
+    assert mixed.pairs["pair_source"].tolist() == [
+        f"MIXED: alt recorded on {device}, rec local on Intel Xeon (16 logical CPUs)"]
+    notice = collect.sources_notice(mixed)
+    assert "of which **1 mixed**" in notice and "GQA alt seed 0" in notice
+    # same machine, different source: still not paired as the figures assume
+    (local / "card.json").write_text(json.dumps(card))
+    assert collect.collect_runs(refs, plan, store).pairs["mixed"].tolist() == [True]
+
+
+def test_pair_source_is_printed_under_the_tables_grouped_by_text():
+    """The long pair-source text leaves the final-ΔL and ladder tables (so they fit the text
+    column) for lines under them: one line when every row shares it, else one per text."""
+    from gtalib.book import ablation, ladder
+
+    final = pd.DataFrame({"seeds": [3, 3], "ΔL": [0.02, 0.01], "CI low": [0.0, -0.01],
+                          "CI high": [0.04, 0.03], "resolvable |ΔL|": [0.02, 0.02],
+                          "pairs to resolve": [3.0, 5.0], "seed spread": [0.01, 0.02],
+                          "paper ΔL (≈)": [0.02, 0.01], "verdict": ["agrees", "within noise"],
+                          "pair source": ["both recorded on X", "both recorded on X"]},
+                         index=pd.Index(["gqa", "mla"], name="variant"))
+    assert "pair source" not in ablation.format_final_table(final).columns
+    assert collect.pair_source_lines({"GQA": "both on X", "MLA": "both on X"}) == (
+        "*Pair source* (every row): both on X.")
+    assert collect.pair_source_lines({"GQA": "both on X", "MLA": "seed 1: MIXED", "GLA-2":
+                                       "both on X"}) == (
+        "*Pair source*:\n\n- both on X: GQA; GLA-2\n- seed 1: MIXED: MLA")
+    assert collect.pair_source_lines({}) == ""
+    points = pd.DataFrame({"part": ["gate"], "variant": ["gqa"], "arm": ["alt"], "n_layer": [8],
+                           "max_steps": [1000], "pair_source": ["both on X"]})
+    assert ladder.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
