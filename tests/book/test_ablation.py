@@ -239,7 +239,7 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     from dataclasses import replace
 
     import synthetic
-    from gtalib.book import job
+    from gtalib.book import snippets
 
     gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)
@@ -257,9 +257,9 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     fig = A.plot_ablation(r)
     assert "3 seeds (4 for MLA)" in fig.axes[0].get_title()
     plt.close(fig)
-    text = job.statistics_markdown(3, preset="ci")
+    text = snippets.statistics_markdown(3, preset="ci")
     assert "the gating ablation runs 4 for MLA (factor 3.18: 1.59 standard deviations)" in text
-    assert "runs 4" not in job.statistics_markdown(3, preset="ci", max_steps=7)
+    assert "runs 4" not in snippets.statistics_markdown(3, preset="ci", max_steps=7)
     # a variant below the band's seed count is left unshaded while the others are shaded
     assert "shown from 3 seeds (a variant with fewer is not shaded)" in A.drawn_text(
         {"gqa": 2, "mla": 4}, 0.95)
