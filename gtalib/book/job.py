@@ -1,6 +1,6 @@
 """The main job: corpus → training runs → papermill notebooks → Jupyter Book HTML.
 
-``gtalib book [--preset cpu|ci|gpu] [--seeds N] [--jobs J] ...`` (or ``python -m gtalib.book``):
+``gtalib book [--preset cpu|ci|gpu] [--seeds N] [--jobs J] ...``:
 
 1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
 2. trains every missing run of every figure through the run store, in one process (or ``J``

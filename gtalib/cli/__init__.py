@@ -1,5 +1,5 @@
-"""The cli layer: the ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``) and the
-``python -m`` entry points.
+"""The cli layer: the ``gtalib`` command line (console script ``gtalib = gtalib.cli:main``, or
+``python -m gtalib``).
 
 Top layer. May import: every layer below (``gtalib.book``, ``gtalib.decode``, ``gtalib.training``,
 ``gtalib.model``, ``gtalib.data``, ``gtalib.kernels``). Nothing below imports it.
@@ -18,8 +18,8 @@ module            subcommand
 ``record``        ``gtalib record add|list|check|costs``
 ``probe``         ``gtalib probe``
 ``tables``        ``gtalib tables params|kv``
-``book``          ``gtalib book`` (also ``python -m gtalib.book``)
-``decode``        ``python -m gtalib.decode`` (tensor-parallel decode check)
+``book``          ``gtalib book``
+``decode``        ``gtalib decode`` (tensor-parallel decode check; ``torchrun -m gtalib decode``)
 ================  =====================================================================
 """
 
@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gtalib.cli import book, data, probe, record, tables, train
+from gtalib.cli import book, data, decode, probe, record, tables, train
 from gtalib.cli.core import run_reporting_errors
 
 #: The subcommand modules, in the order ``gtalib --help`` lists them.
-SUBCOMMANDS = (train, data, record, probe, tables, book)
+SUBCOMMANDS = (train, data, record, probe, tables, book, decode)
 
 
 def build_parser() -> argparse.ArgumentParser:

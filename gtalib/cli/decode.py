@@ -1,28 +1,27 @@
-"""``python -m gtalib.decode``: tensor-parallel decode of a small random model
-(:mod:`gtalib.decode.tp`)."""
+"""``gtalib decode``: tensor-parallel decode of a small random model (:mod:`gtalib.decode.tp`);
+under ``torchrun --nproc-per-node N -m gtalib decode ...`` each process is one rank."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-import torch
-import torch.distributed as dist
-
-from gtalib.cli.core import positive_int, run_reporting_errors, variant_name
-from gtalib.decode.tp import (_device, allowed_tp_degrees, allreduce_bytes_per_token, decode_on_rank,
-                              reference_decode, spawn_decode)
-from gtalib.model.gpt import GPT
+from gtalib.cli.core import positive_int, variant_name
 
 
-def main(argv=None) -> int:
-    """``python -m gtalib.decode``: decode a small random model at one TP degree, compare with the
-    single-process model, print the per-rank cache and the all-reduce traffic. A degree the
+def add_cli(subparsers) -> argparse.ArgumentParser:
+    """Register ``gtalib decode``: decode a small random model at one TP degree, compare with
+    the single-process model, print the per-rank cache and the all-reduce traffic. A degree the
     variant cannot take (or another bad value) is a one-line error with exit status 2
     (:func:`gtalib.cli.core.run_reporting_errors`)."""
     from gtalib.model.presets import PRESETS
 
-    ap = argparse.ArgumentParser(prog="python -m gtalib.decode", description=main.__doc__)
+    ap = subparsers.add_parser(
+        "decode", help="tensor-parallel decode of a small model, checked against one process",
+        description="Decode a small random model at one tensor-parallel degree (gloo ranks "
+                    "spawned here, or one rank per process under torchrun), compare its logits "
+                    "with the single-process model's, and print each rank's KV cache per token "
+                    "and layer and the all-reduced bytes per token.")
     ap.add_argument("--variant", type=variant_name, default="mlra-4")
     ap.add_argument("--tp", type=positive_int, default=None,
                     help="degree to spawn (gloo); omit under torchrun (WORLD_SIZE is used)")
@@ -30,11 +29,18 @@ def main(argv=None) -> int:
     ap.add_argument("--gate", action="store_true")
     ap.add_argument("--prompt", type=positive_int, default=16, help="prefill tokens")
     ap.add_argument("--steps", type=positive_int, default=8, help="decode steps after the prefill")
-    return run_reporting_errors(ap.prog, _decode_and_report, ap.parse_args(argv))
+    ap.set_defaults(func=_decode_and_report)
+    return ap
 
 
 def _decode_and_report(a: argparse.Namespace) -> int:
-    """The work of :func:`main` for its parsed arguments ``a``."""
+    """Handler of ``gtalib decode`` for its parsed arguments ``a``."""
+    import torch
+    import torch.distributed as dist
+
+    from gtalib.decode.tp import (_device, allowed_tp_degrees, allreduce_bytes_per_token,
+                                  decode_on_rank, reference_decode, spawn_decode)
+    from gtalib.model.gpt import GPT
     from gtalib.model.kvcache import kv_elems_per_device
     from gtalib.model.presets import model_config
 
@@ -67,7 +73,3 @@ def _decode_and_report(a: argparse.Namespace) -> int:
               f"all-reduced {res['m']['reduced_bytes'] / T:.0f} bytes/token "
               f"(formula {allreduce_bytes_per_token(model.cfg, world)})")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -45,9 +45,9 @@ Yuan 2009, "Bandwidth optimal all-reduce algorithms").
 
 Usage::
 
-    python -m gtalib.decode --variant mlra-4 --tp 4          # spawn 4 gloo ranks, compare, report
+    gtalib decode --variant mlra-4 --tp 4          # spawn 4 gloo ranks, compare, report
     # or, one rank per process under torchrun:
-    torchrun --nproc-per-node 4 -m gtalib.decode --variant mlra-4
+    torchrun --nproc-per-node 4 -m gtalib decode --variant mlra-4
 """
 
 from __future__ import annotations

@@ -156,9 +156,9 @@ def test_command_refuses_a_degree_in_one_line():
     import sys
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "gtalib.decode", "--variant", "mlra-4", "--tp", "3"],
+    proc = subprocess.run([sys.executable, "-m", "gtalib", "decode", "--variant", "mlra-4", "--tp", "3"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert proc.stderr.splitlines() == [
-        "python -m gtalib.decode: error: tp=3 is not a tensor-parallel degree variant 'mlra-4' can "
+        "gtalib decode: error: tp=3 is not a tensor-parallel degree variant 'mlra-4' can "
         "take (n_head=4): tp must divide n_head=4; allowed degrees: 1, 2, 4"]
