@@ -32,8 +32,8 @@ from gtalib.book.collect import (Collected, collect_runs, complete_variants, mis
                                  pair_source_lines, pair_source_summary, sources_notice)
 from gtalib.book.curves import (auto_smoothing, delta_curves, final_values, plateau_escape,
                                 seed_band)
-from gtalib.book.stats import (_interval_columns, delta_stats, final_table_words, verdict,
-                               verdict_text)
+from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
+                               verdict_text, visible_text)
 from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, plural, set_style
 from gtalib.model.presets import PRESETS
 
@@ -109,16 +109,19 @@ def final_delta_table(
     runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
 ) -> pd.DataFrame:
     """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
-    resolve (:func:`delta_stats`), seed spread, the paper's ΔL and a verdict.
+    resolve (:func:`delta_stats`), the seed sd of one arm, the paper's ΔL and a verdict (the
+    figure's variants are one family: :func:`gtalib.book.stats.family_verdicts`).
 
     Args:
         runs: runs frame with ``alt`` and ``rec`` arms.
         paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
     Returns:
-        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, CI low, CI high,
-        resolvable |ΔL|, pairs to resolve, seed spread, paper ΔL (≈), verdict`` (nats;
-        ``seeds`` = number of pairs n; ``resolvable |ΔL|`` = the interval's half-width,
-        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`).
+        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, ΔL sd, CI low, CI
+        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), p, p (Holm), verdict,
+        one run shows it?`` (nats; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
+        standard deviation of the paired ΔL; ``resolvable |ΔL|`` = the interval's half-width,
+        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`; ``seed sd`` = the larger of the
+        two arms' standard deviations of the final loss over seeds).
     """
     curves = delta_curves(runs, column, smoothing=1)
     finals = final_values(runs, column)
@@ -128,16 +131,20 @@ def final_delta_table(
         at = g[g["step"] == last]
         st = delta_stats(at["delta"], confidence)
         f = finals[finals["variant"] == variant]
-        spread = float(f.groupby("arm")["value"].agg(lambda v: v.max() - v.min()).max())
+        seed_sd = float(f.groupby("arm")["value"].std(ddof=1).max())
         expected = paper_final.get(variant, math.nan)
         rows.append((
-            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.low, st.high,
-            st.resolvable, st.pairs_needed, spread, expected,
-            verdict(st.low, st.high, st.mean, spread, expected, st.n),
+            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.sd, st.low, st.high,
+            st.resolvable, st.pairs_needed, seed_sd, expected,
         ))
-    cols = ["variant", "seeds", "step", "tokens", "ΔL", "CI low", "CI high", "resolvable |ΔL|",
-            "pairs to resolve", "seed spread", "paper ΔL (≈)", "verdict"]
-    return pd.DataFrame(rows, columns=cols).set_index("variant")
+    cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
+            "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
+    table = pd.DataFrame(rows, columns=cols).set_index("variant")
+    table["p"], table["p (Holm)"], table["verdict"] = family_verdicts(
+        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+    table["one run shows it?"] = [visible_text(m, s) for m, s in
+                                  zip(table["ΔL"], table["seed sd"])]
+    return table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,11 +351,12 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         "n (pairs)": final["seeds"],  # tokens per run: in the caption (one value for the table)
         **_interval_columns(final["seeds"], final["ΔL"], final["CI low"], final["CI high"],
                             final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
-        "seed spread": final["seed spread"].map("{:.4f}".format),
+        "seed sd": final["seed sd"].map("{:.4f}".format),
         "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
-        "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
+        "verdict": [verdict_text(v, n, x, p) for v, n, x, p in
                     zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
-                        final["seed spread"])],
+                        final["p (Holm)"])],
+        "one run shows it?": final["one run shows it?"],
     })
     out.index = [F.display_name(v) for v in final.index]
     out.index.name = "variant"
@@ -387,8 +395,15 @@ def verdict_summary(result) -> str:
     for verdict_, n in counts.items():  # verdict_: not to hide the verdict rule, verdict()
         names = ", ".join(F.display_name(v) for v in final.index[final["verdict"] == verdict_])
         parts.append(f"*{verdict_}* for {n} ({names})")
+    seen = [F.display_name(v) for v in final.index[final["one run shows it?"] == "yes"]]
+    single = (f" One run would show the effect (|ΔL| above one arm's seed sd) for "
+              f"{', '.join(seen)}; for the others a single-seed comparison, like each of the "
+              f"paper's curves, could not tell it from seed noise at this scale." if seen else
+              " For no variant is |ΔL| above one arm's seed sd: a single-seed comparison, like "
+              "each of the paper's curves, could not tell these effects from seed noise at this "
+              "scale.")
     return (f"**Our verdicts** (preset `{result.preset}`, {seeds_text(result.seed_counts)}, "
-            f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + ".")
+            f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + "." + single)
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:

@@ -64,7 +64,7 @@ def _resolution(name: str, r) -> str:
     pairs = pairs_text(n, r["pairs to resolve"])
     return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
             f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
-            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['seed spread'])})"
+            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'])})"
                if r["verdict"] == "within noise" else "")
             + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
 

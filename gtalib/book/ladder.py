@@ -21,7 +21,7 @@ import pandas as pd
 from gtalib.book import figures as F
 from gtalib.book.collect import (Collected, collect_runs, missing_notice, pair_source_lines,
                                  pair_source_summary, sources_notice)
-from gtalib.book.stats import (_interval_columns, delta_stats, final_table_words, verdict,
+from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
                                verdict_text)
 from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, set_style
 from gtalib.model.presets import PRESETS
@@ -39,7 +39,7 @@ class LadderResult:
         per_seed: one row per paired seed: ``part, variant, arm, n_layer, max_steps, seed,
             delta`` with ``delta = L(arm) − L(rec)``, final validation loss (nats).
         points: one row per ladder point: ``part, variant, arm, n_layer, max_steps, n, mean,
-            low, high, resolvable, pairs_needed, spread, paper, verdict, pair_source``
+            sd, low, high, resolvable, pairs_needed, seed_sd, paper, pair_source, p_holm, verdict``
             (``resolvable``, ``pairs_needed``: :class:`DeltaStats`; ``paper``: the paper's ΔL
             at 2.9 B parameters, ``ln PPL(alt) − ln PPL(rec)``, NaN where the paper has no such
             arm; ``pair_source``: :func:`pair_source_summary` of the point's pairs).
@@ -90,7 +90,8 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
                   confidence: float = 0.95, record_dir=None) -> LadderResult:
     """Collect the ladder's runs (local store, else recorded runs, else trained if ``train``)
     and compute the paired final ΔL of every point with its Student-t interval and verdict
-    (:func:`verdict`; the seed spread is the larger of the two arms' max − min final loss).
+    (:func:`gtalib.book.stats.family_verdicts`, the ladder's points one family; the seed sd is
+    the larger of the two arms' standard deviations of the final loss).
     ``seeds=None``: the seeds the ladder was recorded with (:attr:`figures.Ladder.seeds`).
 
     Raises:
@@ -124,19 +125,25 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
         st = delta_stats(g["delta"], confidence)
         m, lo, hi, n = st.mean, st.low, st.high, st.n
         fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
-        spread = max(float(np.ptp(fin.xs(a, level="arm").to_numpy())) for a in (arm, "rec"))
+        seed_sd = max(float(np.std(fin.xs(a, level="arm").to_numpy(), ddof=1))
+                      if n > 1 else math.nan for a in (arm, "rec"))
         paper = paper_delta(part, variant) if arm == "alt" else math.nan  # part = ablation key
-        v = verdict(lo, hi, m, spread, paper if math.isfinite(paper) else 1.0, n)
-        if arm != "alt" and v in ("agrees", "differs"):  # no paper value: say who is ahead
-            v = "zero init better" if m > 0 else f"{arm} init better"
         source = pair_source_summary(pairs[(pairs["variant"] == variant) & (pairs["arm"] == arm)
                                            & (pairs["n_layer"] == depth)
                                            & (pairs["max_steps"] == steps)])
-        points.append((part, variant, arm, depth, steps, n, m, lo, hi, st.resolvable,
-                       st.pairs_needed, spread, paper, v, source))
+        points.append((part, variant, arm, depth, steps, n, m, st.sd, lo, hi, st.resolvable,
+                       st.pairs_needed, seed_sd, paper, source))
     points = pd.DataFrame(points, columns=["part", "variant", "arm", "n_layer", "max_steps", "n",
-                                           "mean", "low", "high", "resolvable", "pairs_needed",
-                                           "spread", "paper", "verdict", "pair_source"])
+                                           "mean", "sd", "low", "high", "resolvable",
+                                           "pairs_needed", "seed_sd", "paper", "pair_source"])
+    # the ladder's points are one family of tests (Holm across all of them); an arm without a
+    # paper value (the scaled init) says which arm is ahead instead of agrees / differs
+    _, points["p_holm"], verdicts = family_verdicts(
+        points["mean"], points["sd"], points["n"],
+        [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
+    points["verdict"] = [v if arm == "alt" or v not in ("agrees", "differs") else
+                         ("zero init better" if m > 0 else f"{arm} init better")
+                         for v, arm, m in zip(verdicts, points["arm"], points["mean"])]
     return LadderResult(preset, seeds, confidence, collected, per_seed, points,
                         ladder_params(preset))
 
@@ -381,10 +388,10 @@ def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.Da
         "n (pairs)": points["n"],
         **_interval_columns(points["n"], points["mean"], points["low"], points["high"],
                             points["resolvable"], points["pairs_needed"], confidence),
-        "seed spread": points["spread"].map("{:.4f}".format),
+        "seed sd": points["seed_sd"].map("{:.4f}".format),
         "paper ΔL (≈)": points["paper"].map(lambda x: "—" if math.isnan(x) else f"{x:+.4f}"),
-        "verdict": [verdict_text(v, n, x, sp) for v, n, x, sp in
-                    zip(points["verdict"], points["n"], points["resolvable"], points["spread"])],
+        "verdict": [verdict_text(v, n, x, p) for v, n, x, p in
+                    zip(points["verdict"], points["n"], points["resolvable"], points["p_holm"])],
     })
     return out.reset_index(drop=True)
 

@@ -14,11 +14,19 @@ Conventions (stated in every caption the book prints):
   seeds of the variant logged, with what its ``n`` pairs could resolve (:func:`delta_stats`):
   the interval's half-width (the smallest |mean ΔL| that would exclude zero at the measured
   spread) and the number of pairs that would resolve the measured mean at that spread.
-- Verdict against the paper's claim (sign of the paper's ΔL): "within noise" when the CI covers 0
-  or |ΔL| is not larger than the same-configuration seed spread (max − min of the final
-  validation loss over seeds, the larger of the two arms; docs/cpu_regime.md), else "agrees" when
-  the sign matches the paper's, "differs" when it does not; "undetermined (1 seed)" with a single
-  seed. :func:`verdict_text` says, for "within noise", how large an |ΔL| could hide.
+- Verdict against the paper's claim (sign of the paper's ΔL), one figure at a time: each
+  variant's paired t-test of "mean ΔL = 0" (two-sided, ``n − 1`` degrees of freedom), its
+  p-values adjusted across the figure's variants by Holm's step-down procedure (Holm 1979,
+  "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6:65–70), so the
+  chance that a figure shows any effect where none exists stays at or below ``1 − confidence``
+  (5 %). "agrees" / "differs" when the adjusted p-value is at or below that level and the mean's
+  sign matches / opposes the paper's, else "within noise"; "undetermined (1 seed)" with a single
+  seed. More pairs can only sharpen such a verdict: the test's power rises with ``n``.
+  :func:`verdict_text` says, for "within noise", how large an |ΔL| could hide.
+- Visible in one run: whether |ΔL| exceeds the seed-to-seed standard deviation of one arm's
+  final loss (the larger of the two arms, ``ddof=1``), i.e. whether a single-seed comparison such
+  as the paper's could have told the effect from the seed's own variation. Reported beside the
+  verdict, not part of it.
 """
 
 from __future__ import annotations
@@ -138,32 +146,87 @@ def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]
 # Verdicts
 # ---------------------------------------------------------------------------------------------
 
-def verdict(low: float, high: float, mean: float, spread: float, expected: float, n: int) -> str:
+def paired_p_value(mean: float, sd: float, n: int) -> float:
+    """Two-sided p-value of the paired t-test of "mean ΔL = 0" from ``n`` pairs with sample
+    standard deviation ``sd`` (``2 · (1 − F_{n−1}(|t|))``, ``t = mean / (sd / √n)``). NaN for
+    ``n`` < 2; with ``sd`` = 0 it is 0 for a nonzero mean (every pair agrees exactly) and 1 for a
+    zero mean."""
+    if not n >= 2 or not math.isfinite(mean):
+        return math.nan
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    return float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+
+
+def holm_adjusted(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values of one family of tests (Holm 1979): sorted ascending,
+    the ``i``-th (from 0) of ``m`` is multiplied by ``m − i``, made non-decreasing and capped at
+    1. Rejecting every test whose adjusted p-value is at most ``α`` holds the family-wise error
+    rate at ``α`` under any dependence between the tests. NaN entries (a variant with one pair)
+    are left out of the family and stay NaN."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for i, k in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[k]))
+        out[k] = running
+    return out
+
+
+def verdict(p_holm: float, mean: float, expected: float, n: int, confidence: float = 0.95) -> str:
     """Verdict of a measured ΔL against the paper's (see module docstring for the rule).
 
     Args:
-        low, high: CI of the mean ΔL; mean: mean ΔL over seeds; spread: same-configuration seed
-        spread of the final loss (nats); expected: the paper's ΔL (its sign is the claim);
-        n: number of seeds.
+        p_holm: the variant's Holm-adjusted p-value within its figure (:func:`holm_adjusted`);
+        mean: mean ΔL over seeds; expected: the paper's ΔL (its sign is the claim); n: number of
+        pairs; confidence: 1 − the family-wise error rate.
     """
     if n < 2:
         return "undetermined (1 seed)"
-    if (low <= 0 <= high) or abs(mean) <= spread:
+    if not p_holm <= 1 - confidence:
         return "within noise"
     return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
 
 
-def verdict_text(verdict_: str, n: int, resolvable: float, spread: float) -> str:
+def family_verdicts(mean, sd, n, expected, confidence: float = 0.95) -> tuple:
+    """The verdicts of one figure's variants (one family of tests): per variant the paired
+    p-value, its Holm adjustment across the family and the verdict.
+
+    Args:
+        mean, sd, n, expected: per variant (sequences of equal length): mean paired ΔL, its
+            sample standard deviation, the number of pairs, the paper's ΔL.
+    Returns:
+        ``(p, p_holm, verdicts)``: two arrays and a list, in the order given.
+    """
+    p = np.array([paired_p_value(m, s, k) for m, s, k in zip(mean, sd, n)], dtype=float)
+    adj = holm_adjusted(p)
+    return p, adj, [verdict(a, m, e, k, confidence) for a, m, e, k in zip(adj, mean, expected, n)]
+
+
+def visible_text(mean: float, seed_sd: float) -> str:
+    """Whether a single run could have shown the effect: ``"yes"`` when |mean ΔL| exceeds the
+    seed-to-seed standard deviation of one arm's final loss, ``"no"`` otherwise, ``"n/a"``
+    without one (fewer than two seeds)."""
+    if not math.isfinite(seed_sd):
+        return "n/a"
+    return "yes" if abs(mean) > seed_sd else "no"
+
+
+def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float) -> str:
     """A verdict as the tables print it, saying how much the design could see: *within noise*
-    names the largest |ΔL| that could hide (the larger of the interval's half-width
-    ``resolvable`` and the seed ``spread``, the two bars of :func:`verdict`), e.g. ``"within
-    noise: |ΔL| < 0.054 nats could hide here"``; with one pair (``n`` < 2) it says there is no
-    interval; any other verdict is returned as it is."""
+    gives the Holm-adjusted p-value and the interval's half-width ``resolvable`` (a smaller
+    |ΔL| could hide at this n), e.g. ``"within noise (p = 0.21 adjusted): |ΔL| < 0.054 nats
+    could hide here"``; with one pair (``n`` < 2) it says there is no interval; any other
+    verdict is returned with its adjusted p-value."""
     if n < 2:
         return f"{verdict_}: one pair, no interval"
     if verdict_ == "within noise":
-        return f"within noise: |ΔL| < {max(resolvable, spread):.3f} nats could hide here"
-    return verdict_
+        return (f"within noise (p = {p_holm:.2g} adjusted): |ΔL| < {resolvable:.3f} nats could "
+                f"hide here")
+    return f"{verdict_} (p = {p_holm:.2g} adjusted)"
 
 
 def resolvable_text(n: int, resolvable: float) -> str:
@@ -204,9 +267,13 @@ def final_table_words(confidence: float = 0.95) -> str:
         f"half-width t·s/√n, from the measured spread s of the paired ΔL; a mean at least that "
         f"large would exclude zero at this n. *Pairs to resolve*: the smallest n whose "
         f"half-width at the same s is below the measured |ΔL| (— : none up to {MAX_PAIRS}). "
-        f"*Seed spread*: max − min of the final validation loss over seeds of one configuration "
-        f"(the larger of the two arms). Verdict: *within noise* if the interval covers 0 or "
-        f"|ΔL| ≤ seed spread, naming the largest |ΔL| that could hide there (the larger of the "
-        f"two bars; more pairs narrow the interval, not the seed spread), else *agrees* / "
-        f"*differs* by the sign of the paper's ΔL. *Pair source*, under the table: where both arms "
-        f"of each pair come from; MIXED marks a pair whose arms differ in source or machine.")
+        f"Verdict: each variant's paired t-test of ΔL = 0, its p-value adjusted across the "
+        f"table's variants (Holm's step-down procedure, so that the chance of any false effect "
+        f"in the table stays at or below {1 - confidence:.0%}); *agrees* / *differs* by the sign "
+        f"of the paper's ΔL when the adjusted p-value is at most {1 - confidence:.2g}, else "
+        f"*within noise*, naming the |ΔL| that could hide at this n. *Seed sd*: the standard "
+        f"deviation of one arm's final validation loss over seeds (the larger of the two arms); "
+        f"*one run shows it?*: whether |ΔL| exceeds it, i.e. whether a single-seed comparison "
+        f"like the paper's could have told the effect from seed noise. *Pair source*, under the "
+        f"table: where both arms of each pair come from; MIXED marks a pair whose arms differ in "
+        f"source or machine.")

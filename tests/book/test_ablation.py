@@ -44,10 +44,13 @@ def test_band_and_final_table_closed_form():
     table = A.final_delta_table(runs, {"mla": 0.02})
     row = table.loc["mla"]
     assert row["ΔL"] == pytest.approx(0.2) and row["seeds"] == 2 and row["step"] == 100
-    # CI (0.2 ± 1.27) covers zero: within noise even though both seeds are positive
+    # CI (0.2 ± 1.27) covers zero: within noise even though both seeds are positive; one
+    # variant, so Holm's adjustment is the p-value itself: t = 0.2 / (0.1·√2/√2) = 2 on 1 dof
     assert row["verdict"] == "within noise"
-    # alt finals 3.1 and 3.3 -> spread 0.2 (the larger arm); rec spread 0
-    assert row["seed spread"] == pytest.approx(0.2)
+    assert row["p"] == row["p (Holm)"] == pytest.approx(2 * stats.t.sf(2.0, 1))
+    # alt finals 3.1 and 3.3 -> sd 0.1·√2 (the larger arm); rec sd 0; |ΔL| 0.2 is above it
+    assert row["seed sd"] == pytest.approx(0.2 / math.sqrt(2))
+    assert row["one run shows it?"] == "yes"
     # resolvable |ΔL| = the half-width; 0.2 needs the smallest n with t_{n-1}·0.1√2/√n < 0.2:
     # n = 4: 3.182·0.1414/2 = 0.225, n = 5: 2.776·0.1414/√5 = 0.176
     assert row["resolvable |ΔL|"] == pytest.approx(half)
@@ -57,7 +60,7 @@ def test_band_and_final_table_closed_form():
 
 
 def test_final_table_differs_when_seeds_agree_against_paper():
-    # three seeds, ΔL = -0.20, -0.21, -0.19 (tight), rec finals equal -> spread 0.02 (alt arm)
+    # three seeds, ΔL = -0.20, -0.21, -0.19 (tight), rec finals equal -> seed sd 0.01 (alt arm)
     spec = {}
     for seed, dl in enumerate([-0.20, -0.21, -0.19]):
         rec = np.array([5.0, 4.0, 3.0])
@@ -65,8 +68,8 @@ def test_final_table_differs_when_seeds_agree_against_paper():
         spec[("gqa", "alt", seed)] = metrics([0, 1, 2], rec + dl)
     t = A.final_delta_table(runs_frame(spec), {"gqa": 0.02})
     assert t.loc["gqa", "ΔL"] == pytest.approx(-0.20)
-    assert t.loc["gqa", "seed spread"] == pytest.approx(0.02)
-    assert t.loc["gqa", "verdict"] == "differs"
+    assert t.loc["gqa", "seed sd"] == pytest.approx(0.01)
+    assert t.loc["gqa", "verdict"] == "differs" and t.loc["gqa", "one run shows it?"] == "yes"
 
 
 def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ def _final(verdicts: dict) -> pd.DataFrame:
     k = len(verdicts)
     return pd.DataFrame({"seeds": 3, "ΔL": [0.01 * (i + 1) for i in range(k)], "CI low": -0.1,
                          "CI high": 0.1, "resolvable |ΔL|": 0.1, "pairs to resolve": math.nan,
-                         "seed spread": 0.02, "verdict": list(verdicts.values())},
+                         "seed sd": 0.02, "p (Holm)": 0.3, "verdict": list(verdicts.values())},
                         index=pd.Index(list(verdicts), name="variant"))
 
 
@@ -69,7 +69,7 @@ def test_claims_resolution_names_each_variants_n_interval_and_what_could_hide():
     _, _, seen = C._claim_from_final(final, None)
     assert seen == (
         "MHA: n 3, ΔL +0.010 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve — "
-        "(within noise: |ΔL| < 0.100 nats could hide here); "
+        "(within noise (p = 0.3 adjusted): |ΔL| < 0.100 nats could hide here); "
         "TPA: n 3, ΔL +0.020 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve 3, "
         "with MIXED pairs (see its page)")
     one = _final({"gqa": "undetermined (1 seed)"}).assign(seeds=1)

@@ -109,7 +109,7 @@ def test_pair_source_is_printed_under_the_tables_grouped_by_text():
 
     final = pd.DataFrame({"seeds": [3, 3], "ΔL": [0.02, 0.01], "CI low": [0.0, -0.01],
                           "CI high": [0.04, 0.03], "resolvable |ΔL|": [0.02, 0.02],
-                          "pairs to resolve": [3.0, 5.0], "seed spread": [0.01, 0.02],
+                          "pairs to resolve": [3.0, 5.0], "seed sd": [0.01, 0.02], "p (Holm)": [0.3, 0.4], "one run shows it?": ["no", "no"],
                           "paper ΔL (≈)": [0.02, 0.01], "verdict": ["agrees", "within noise"],
                           "pair source": ["both recorded on X", "both recorded on X"]},
                          index=pd.Index(["gqa", "mla"], name="variant"))

@@ -87,18 +87,75 @@ def test_delta_stats_against_scipy_and_edge_cases():
 
 
 def test_verdict_text_says_what_could_hide():
-    # the larger of the half-width and the seed spread: the two bars of the verdict
-    assert S.verdict_text("within noise", 3, 0.031, 0.02) == (
-        "within noise: |ΔL| < 0.031 nats could hide here")
-    assert S.verdict_text("within noise", 3, 0.01, 0.0392) == (
-        "within noise: |ΔL| < 0.039 nats could hide here")
-    assert S.verdict_text("agrees", 3, 0.01, 0.02) == "agrees"
+    # within noise: the adjusted p-value and the half-width that could hide at this n
+    assert S.verdict_text("within noise", 3, 0.031, 0.2134) == (
+        "within noise (p = 0.21 adjusted): |ΔL| < 0.031 nats could hide here")
+    assert S.verdict_text("agrees", 3, 0.01, 0.0123) == "agrees (p = 0.012 adjusted)"
     assert S.pairs_text(3, 7.0) == "7" and S.resolvable_text(3, 0.03125) == "0.0312"
 
 
+def test_paired_p_value_is_the_t_test():
+    x = np.array([0.03, 0.05, 0.01, 0.04])
+    assert S.paired_p_value(x.mean(), x.std(ddof=1), 4) == pytest.approx(
+        stats.ttest_1samp(x, 0.0).pvalue, rel=1e-12)
+    assert S.paired_p_value(0.02, 0.0, 3) == 0.0 and S.paired_p_value(0.0, 0.0, 3) == 1.0
+    assert math.isnan(S.paired_p_value(0.02, math.nan, 1))
+
+
+def test_holm_adjustment_closed_form():
+    # m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (monotone), 0.5; NaN stays out
+    adj = S.holm_adjusted([0.03, 0.5, 0.01, math.nan, 0.02])
+    assert adj[[2, 4, 0, 1]] == pytest.approx([0.04, 0.06, 0.06, 0.5])
+    assert math.isnan(adj[3])
+    assert S.holm_adjusted([0.4, 0.9]) == pytest.approx([0.8, 0.9])  # capped and monotone
+
+
 def test_verdict_rules():
-    assert S.verdict(0.1, 0.3, 0.2, 0.05, 0.02, 2) == "agrees"
-    assert S.verdict(-0.3, -0.1, -0.2, 0.05, 0.02, 2) == "differs"
-    assert S.verdict(-0.1, 0.3, 0.1, 0.0, 0.02, 2) == "within noise"  # CI covers 0
-    assert S.verdict(0.1, 0.3, 0.2, 0.25, 0.02, 2) == "within noise"  # below seed spread
-    assert S.verdict(math.nan, math.nan, 0.2, 0.0, 0.02, 1) == "undetermined (1 seed)"
+    assert S.verdict(0.01, 0.2, 0.02, 3) == "agrees"
+    assert S.verdict(0.01, -0.2, 0.02, 3) == "differs"
+    assert S.verdict(0.05, 0.2, 0.02, 3) == "agrees"  # at the level: rejected
+    assert S.verdict(0.051, 0.2, 0.02, 3) == "within noise"
+    assert S.verdict(math.nan, 0.2, 0.02, 1) == "undetermined (1 seed)"
+    # a figure of three variants: only the strongest survives Holm's adjustment
+    p, adj, v = S.family_verdicts([0.2, 0.02, 0.0], [0.01, 0.02, 0.05], [3, 3, 3], [0.1, 0.1, 0.1])
+    assert adj == pytest.approx(S.holm_adjusted(p)) and v == ["agrees", "within noise", "within noise"]
+    assert S.visible_text(0.03, 0.02) == "yes" and S.visible_text(0.01, 0.02) == "no"
+    assert S.visible_text(0.01, math.nan) == "n/a"
+
+
+def _simulated_verdicts(effects, n, sims, rng, sd=1.0):
+    """Verdicts of ``sims`` simulated figures: one variant per entry of ``effects`` (true mean
+    paired ΔL, in units of the paired sd), ``n`` pairs each, the paper's sign positive."""
+    out = []
+    for _ in range(sims):
+        x = rng.normal(np.asarray(effects)[:, None], sd, (len(effects), n))  # (variants, n)
+        _, _, v = S.family_verdicts(x.mean(1), x.std(1, ddof=1), [n] * len(effects),
+                                    [1.0] * len(effects))
+        out.append(v)
+    return np.array(out)  # (sims, variants)
+
+
+def test_more_pairs_only_sharpen_a_true_effect():
+    """A figure of 9 variants, one with a true effect of 0.8 paired sd (the others none): the
+    probability that the verdict is *agrees* rises with n, and it is never *differs* more than
+    rarely."""
+    rng = np.random.default_rng(1)
+    effects = [0.8] + [0.0] * 8
+    correct = [(_simulated_verdicts(effects, n, 400, rng)[:, 0] == "agrees").mean()
+               for n in (3, 5, 10, 20)]
+    assert all(a < b for a, b in zip(correct, correct[1:])), correct
+    assert correct[-1] > 0.5
+
+
+def test_the_family_wise_false_positive_rate_stays_at_or_below_5_percent():
+    """Nine variants without any effect: the share of figures that call any of them *agrees*
+    or *differs* is at most 5 %, at 3 and at 5 pairs. Under independence Holm rejects anything
+    iff the smallest p-value is below 0.05/9, so the rate is 1 − (1 − 0.05/9)^9 = 0.0489."""
+    rng = np.random.default_rng(2)
+    sims = 4000
+    exact = 1 - (1 - 0.05 / 9) ** 9
+    se = math.sqrt(exact * (1 - exact) / sims)
+    for n in (3, 5):
+        v = _simulated_verdicts([0.0] * 9, n, sims, rng)
+        rate = (v != "within noise").any(axis=1).mean()
+        assert rate == pytest.approx(exact, abs=3 * se) and rate <= 0.05 + 3 * se, (n, rate)
