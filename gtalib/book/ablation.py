@@ -33,7 +33,7 @@ from gtalib.book.collect import (Collected, collect_runs, complete_variants, mis
 from gtalib.book.curves import (auto_smoothing, delta_curves, final_values, plateau_escape,
                                 seed_band)
 from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
-                               verdict_text, visible_text)
+                               spread_rule_verdict, verdict_text, visible_text)
 from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, plural, set_style
 from gtalib.model.presets import PRESETS
 
@@ -145,6 +145,38 @@ def final_delta_table(
     table["one run shows it?"] = [visible_text(m, s) for m, s in
                                   zip(table["ΔL"], table["seed sd"])]
     return table
+
+
+def rule_comparison(result) -> pd.DataFrame:
+    """The variants of an ablation whose verdict under the seed-spread rule
+    (:func:`gtalib.book.stats.spread_rule_verdict`) differs from this book's, and why.
+
+    Returns:
+        DataFrame ``[figure, variant, n, ΔL, CI, seed spread, p, p (Holm), spread rule,
+        verdict, why]`` (nats; one row per variant whose verdicts differ).
+    """
+    final, rows = result.final, []
+    if final.empty:
+        return pd.DataFrame(rows)
+    finals = final_values(result.runs, result.final_column)
+    m = int(final["p"].notna().sum())
+    for v, r in final.iterrows():
+        f = finals[finals["variant"] == v]
+        spread = float(f.groupby("arm")["value"].agg(lambda x: x.max() - x.min()).max())
+        old = spread_rule_verdict(r["CI low"], r["CI high"], r["ΔL"], spread, r["paper ΔL (≈)"],
+                                  int(r["seeds"]))
+        if old == r["verdict"]:
+            continue
+        why = (f"the interval excludes zero (p = {r['p']:.2g}), but not once adjusted for "
+               f"{plural(m, 'variant')} (p = {r['p (Holm)']:.2g})" if r["verdict"] == "within noise"
+               else f"|ΔL| {abs(r['ΔL']):.3f} ≤ seed spread {spread:.3f}: the spread test, not "
+                    f"the paired test, held it back")
+        rows.append({"figure": F.ablation(result.key).title.split(":")[0], "variant":
+                     F.display_name(v), "n": int(r["seeds"]), "ΔL": f"{r['ΔL']:+.3f}",
+                     "CI": f"[{r['CI low']:+.3f}, {r['CI high']:+.3f}]",
+                     "seed spread": f"{spread:.3f}", "p (Holm)": f"{r['p (Holm)']:.2g}",
+                     "spread rule": old, "verdict": r["verdict"], "why": why})
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------

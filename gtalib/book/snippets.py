@@ -109,15 +109,33 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
             more.append(f"the {fig.title.split(':')[0].lower()} runs {n} for {', '.join(vs)} "
                         f"(factor {tn:.3g}: {tn / n ** 0.5:.3g} standard deviations)")
     extra = ("" if not more else
-             " Where this count left a variant unresolved although both tests of a verdict said "
-             "more pairs would resolve it (at the measured spread of the paired ΔL, *pairs to "
-             "resolve* within the larger count, and its mean already above the seed spread, "
-             "which more pairs do not narrow), a figure runs more seeds for it, both arms alike, "
-             "the count fixed before the added seeds ran: " + "; ".join(more) + ".")
+             " A figure may run more seeds than this, both arms alike and the count fixed "
+             "before its runs: " + "; ".join(more) + ".")
     return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
             f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
             f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds."
             f"{extra} {shade} {cap}\n")
+
+
+def rule_comparison_markdown(preset: str, seeds: int, run_dir, max_steps=None) -> str:
+    """The methods chapter's comparison of verdict rules on this build's runs: every ablation
+    variant whose verdict under the seed-spread rule differs from its verdict here
+    (:func:`gtalib.book.ablation.rule_comparison`; runs read, never trained)."""
+    import pandas as pd
+
+    from gtalib.book import figures
+    from gtalib.book.ablation import ablation_result, rule_comparison
+
+    tables = [rule_comparison(ablation_result(key, preset, seeds, run_dir, max_steps=max_steps))
+              for key in figures.ABLATIONS]
+    moved = pd.concat([t for t in tables if not t.empty] or [pd.DataFrame()])
+    if moved.empty:
+        return ("On this build's runs no ablation verdict would differ under the seed-spread "
+                "rule.\n")
+    return (f"On this build's runs, {len(moved)} ablation verdict(s) would differ under the "
+            f"seed-spread rule (*within noise* unless the unadjusted interval excludes zero and "
+            f"|ΔL| exceeds the max − min of one arm's final loss over seeds):\n\n"
+            + _md_table(moved.set_index("figure")) + "\n")
 
 
 def short_hash(value, n: int = 12) -> str:
@@ -235,8 +253,8 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
 
 def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None
                            ) -> None:
-    """Write ``presets.md``, ``recipe.md``, ``statistics.md``, ``provenance.md`` and
-    ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
+    """Write ``presets.md``, ``recipe.md``, ``statistics.md``, ``rule_comparison.md``,
+    ``provenance.md`` and ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
     chapters: numbers in their prose come from the configuration and this build)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -244,5 +262,7 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     (out_dir / "recipe.md").write_text(recipe_markdown())
     (out_dir / "statistics.md").write_text(statistics_markdown(
         summary["seeds"], preset=summary["preset"], max_steps=summary["max_steps"]))
+    (out_dir / "rule_comparison.md").write_text(rule_comparison_markdown(
+        summary["preset"], summary["seeds"], run_dir, summary["max_steps"]))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))

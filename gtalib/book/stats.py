@@ -206,6 +206,21 @@ def family_verdicts(mean, sd, n, expected, confidence: float = 0.95) -> tuple:
     return p, adj, [verdict(a, m, e, k, confidence) for a, m, e, k in zip(adj, mean, expected, n)]
 
 
+def spread_rule_verdict(low: float, high: float, mean: float, spread: float, expected: float,
+                        n: int) -> str:
+    """The verdict under a rule this book does not use, for the methods chapter's comparison:
+    *within noise* when the unadjusted interval ``[low, high]`` covers zero or |``mean``| is not
+    above ``spread`` (max − min of one arm's final loss over seeds, the larger arm), else by the
+    sign of ``expected``. Its second test grows with n (the expected range of n normal draws is
+    about 1.13 σ for 2, 1.69 σ for 3, 2.33 σ for 5), ignores the pairing that the paired interval
+    uses, and, like the unadjusted interval, makes no allowance for testing several variants."""
+    if n < 2:
+        return "undetermined (1 seed)"
+    if (low <= 0 <= high) or abs(mean) <= spread:
+        return "within noise"
+    return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
+
+
 def visible_text(mean: float, seed_sd: float) -> str:
     """Whether a single run could have shown the effect: ``"yes"`` when |mean ΔL| exceeds the
     seed-to-seed standard deviation of one arm's final loss, ``"no"`` otherwise, ``"n/a"``

@@ -266,3 +266,24 @@ def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, 
     # a variant below the band's seed count is left unshaded while the others are shaded
     assert "shown from 3 seeds (a variant with fewer is not shaded)" in A.drawn_text(
         {"gqa": 2, "mla": 4}, 0.95)
+
+
+def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():
+    """Paired ΔL of 0.10, 0.12, 0.14 (tight) on seeds whose own losses differ by 0.6: the paired
+    test resolves it (agrees), the spread rule would not (|ΔL| ≤ max − min of one arm)."""
+    from types import SimpleNamespace
+
+    spec = {}
+    for seed, (rf, dl) in enumerate([(3.0, 0.10), (3.3, 0.12), (3.6, 0.14)]):
+        rec = np.array([5.0, 4.0, rf])
+        spec[("mla", "rec", seed)] = metrics([0, 1, 2], rec)
+        spec[("mla", "alt", seed)] = metrics([0, 1, 2], rec + dl)
+    runs = runs_frame(spec)
+    final = A.final_delta_table(runs, {"mla": 0.02})
+    assert final.loc["mla", "verdict"] == "agrees"
+    assert final.loc["mla", "one run shows it?"] == "no"  # seed sd 0.3 > 0.12
+    result = SimpleNamespace(final=final, collected=SimpleNamespace(runs=runs), runs=runs,
+                             final_column="val_loss", key="init")
+    moved = A.rule_comparison(result)
+    assert list(moved["variant"]) == ["MLA"] and moved.iloc[0]["spread rule"] == "within noise"
+    assert moved.iloc[0]["seed spread"] == "0.640" and "spread test" in moved.iloc[0]["why"]
