@@ -61,6 +61,14 @@ _TABLE_CSS = [
 
 
 def _table_style(styler):
+    """The book's table style on a pandas Styler, with every text cell and every row and column
+    label HTML-escaped (a "<" in a claim or a verdict is shown, never read as markup; numeric
+    columns keep their formatters)."""
+    data = styler.data
+    text = [c for c in data.columns if data[c].map(lambda x: isinstance(x, str)).any()]
+    if text:
+        styler = styler.format(escape="html", subset=text)
+    styler = styler.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     return styler.set_table_styles(_TABLE_CSS, overwrite=False)
 
 

@@ -15,3 +15,12 @@ def test_curve_limits():
     assert style.curve_limits([0.1, 0.3]) == pytest.approx((-0.024, 0.324))  # 0 included
     assert style.curve_limits([-0.2, float("nan")]) == pytest.approx((-0.216, 0.016))
     assert style.curve_limits([]) == (-1.0, 1.0)
+
+
+def test_every_table_escapes_html_in_its_cells_and_labels():
+    import pandas as pd
+
+    df = pd.DataFrame({"claim": ["ΔL < 0 for <b>all</b>"], "ppl": [13.6721]}, index=["<i>8</i>"])
+    html = style._table_style(df.style.format("{:.2f}", subset=["ppl"])).to_html()
+    assert "ΔL &lt; 0 for &lt;b&gt;all&lt;/b&gt;" in html and "&lt;i&gt;8&lt;/i&gt;" in html
+    assert "<b>" not in html and "<i>" not in html and "13.67" in html
