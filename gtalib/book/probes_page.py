@@ -146,9 +146,11 @@ GATE_AT_INIT = 0.5
 #: :func:`probe_findings` calls a first-token share an attention sink above this multiple of
 #: :func:`uniform_first_token_share` at the probe batch's length.
 SINK_FACTOR = 2.0
-#: :func:`probe_findings` calls residual activations massive from this magnitude on: the first
-#: criterion of Sun et al. 2024, "Massive Activations in Large Language Models" (arXiv
-#: 2402.17762: magnitude above 100, and about 1000 times the median).
+#: :func:`probe_findings` calls residual activations massive from this magnitude on. Sun et al.
+#: 2024, "Massive Activations in Large Language Models" (arXiv 2402.17762), Section 2, define
+#: massive activations, as "a rough but informative criterion", by two conditions: a magnitude
+#: above 100, and about 1,000 times the median magnitude of the hidden state. Only the first is
+#: applied here: the probes record the largest |h| per layer, not the median (docs/probes.md).
 MASSIVE_ACTIVATION = 100.0
 
 
