@@ -30,8 +30,8 @@ import pandas as pd
 from gtalib.book import figures as F
 from gtalib.book.collect import (Collected, collect_runs, complete_variants, missing_notice,
                                  pair_source_lines, pair_source_summary, sources_notice)
-from gtalib.book.curves import (auto_smoothing, delta_curves, final_values, plateau_escape,
-                                seed_band)
+from gtalib.book.curves import (auto_smoothing, delta_curves, final_deltas, final_values,
+                                plateau_escape, seed_band)
 from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
                                spread_rule_verdict, verdict_text, visible_text)
 from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, plural, set_style
@@ -123,12 +123,10 @@ def final_delta_table(
         ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`; ``seed sd`` = the larger of the
         two arms' standard deviations of the final loss over seeds).
     """
-    curves = delta_curves(runs, column, smoothing=1)
     finals = final_values(runs, column)
     rows = []
-    for variant, g in curves.groupby("variant", sort=False):
-        last = g.groupby("seed")["step"].max().min()
-        at = g[g["step"] == last]
+    for variant, at in final_deltas(runs, column).groupby("variant", sort=False):
+        last = at["step"].iloc[0]
         st = delta_stats(at["delta"], confidence)
         f = finals[finals["variant"] == variant]
         seed_sd = float(f.groupby("arm")["value"].std(ddof=1).max())

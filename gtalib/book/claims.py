@@ -14,8 +14,9 @@ from __future__ import annotations
 import pandas as pd
 
 from gtalib.book.ablation import ablation_result
-from gtalib.book.main_results import main_result
-from gtalib.book.stats import VERDICTS, pairs_text, verdict_text
+from gtalib.book.main_results import main_result, per_seed_table
+from gtalib.book.curves import final_deltas
+from gtalib.book.stats import VERDICTS, pairs_text, ranking_test, verdict_text
 from gtalib.book.style import _table_style
 
 
@@ -67,6 +68,34 @@ def _resolution(name: str, r) -> str:
             + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'])})"
                if r["verdict"] == "within noise" else "")
             + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
+
+
+def ranking_claim(values: pd.DataFrame, named: str, lower: bool, confidence: float = 0.95,
+                  name=str) -> tuple[str, str]:
+    """(ours, verdict) of "``named`` ranks first" as a difference paired by seed
+    (:func:`gtalib.book.stats.ranking_test`): per seed, ``named``'s value against that of the
+    closest rival (the best other mean), signed so that a positive difference is the claim.
+
+    Args:
+        values: frame ``[key, seed, value]`` (one row per configuration and seed).
+        lower: the claim is the lowest value (perplexity), else the largest (a gain ΔL).
+        name: display name of a key.
+    """
+    means = values.groupby("key")["value"].mean()
+    if named not in means.index or len(means) < 2:
+        return "not measured", "not measured"
+    others = means.drop(named)
+    rival = others.idxmin() if lower else others.idxmax()
+    own = values[values["key"] == named].set_index("seed")["value"]
+    riv = values[values["key"] == rival].set_index("seed")["value"]
+    seeds = own.index.intersection(riv.index)
+    diff = (riv[seeds] - own[seeds]) if lower else (own[seeds] - riv[seeds])
+    st, verdict_ = ranking_test(diff, confidence)
+    sign = f"{name(rival)} − {name(named)}" if lower else f"{name(named)} − {name(rival)}"
+    interval = ("no interval" if st.n < 2 else
+                f"[{st.low:+.3f}, {st.high:+.3f}]")
+    return (f"{sign}, paired by seed: {st.mean:+.3f} {interval} over {st.n} pairs "
+            f"(positive = the claim)", verdict_)
 
 
 def main_claim_verdict(avg_ppl: pd.Series, half_width: pd.Series) -> tuple[str, str]:
@@ -239,8 +268,36 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
         else:  # decode
             ours, v = _decode_claim()
         rows.append((c.number, c.text, c.paper_value, ours, v, seen))
+        ranked = RANKINGS.get(c.source)
+        if ranked is not None:
+            named, lower, says = ranked
+            if c.source == "main":
+                values = (pd.DataFrame() if m.ppl.empty else per_seed_table(m.collected.runs))
+                values = (values[values["label"] != "MLRA-4 + gate"].rename(
+                    columns={"label": "key", "avg": "value"}) if not values.empty else values)
+                name = str
+            else:
+                values = final_deltas(r.runs, r.final_column).rename(
+                    columns={"variant": "key", "delta": "value"}) if not r.runs.empty else \
+                    pd.DataFrame()
+                name = figures.display_name
+            ours_r, v_r = (("no complete runs", "not measured") if values.empty else
+                           ranking_claim(values, named, lower, confidence, name))
+            rows.append((f"{c.number} (ranking)", says, c.paper_value, ours_r, v_r,
+                         "one paired test of the difference to the closest rival; a ranking "
+                         "is not shown by two intervals that merely differ"))
     return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
                                        "resolution"]).set_index("claim")
+
+
+#: The ranking claims, each tested as a difference paired by seed (:func:`ranking_claim`):
+#: figure → (the configuration the paper ranks first, lowest-is-the-claim, the claim).
+RANKINGS = {
+    "init": ("tpa", False, "TPA gains most from zero init (its ΔL minus the next largest)"),
+    "gate": ("gqa", False, "GQA gains most from the gate (its ΔL minus the next largest)"),
+    "main": ("MLRA-4", True, "MLRA-4 has the lowest perplexity of the 11 (the best other's "
+                             "minus MLRA-4's)"),
+}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,6 +113,20 @@ def seed_band(curves: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["variant", "step", "tokens", "mean", "lo", "hi", "n"])
 
 
+def final_deltas(runs: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
+    """Each pair's unsmoothed ΔL of ``column`` at the last step that every seed of its variant
+    logged (the final ΔL of the tables).
+
+    Returns:
+        DataFrame ``[variant, seed, step, tokens, delta]`` (nats), variants in frame order.
+    """
+    curves = delta_curves(runs, column, smoothing=1)
+    parts = [g[g["step"] == g.groupby("seed")["step"].max().min()]
+             for _, g in curves.groupby("variant", sort=False)]
+    cols = ["variant", "seed", "step", "tokens", "delta"]
+    return pd.concat(parts)[cols] if parts else pd.DataFrame(columns=cols)
+
+
 def final_values(runs: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:
     """Each run's ``column`` at the last step every seed of its (variant, arm) logged.
 

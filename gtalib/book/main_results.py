@@ -45,6 +45,22 @@ def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
     Raises:
         ValueError: ``metric`` not ``"ppl"`` or ``"loss"``; no ``val_loss/<source>`` column.
     """
+    df = per_seed_table(runs, metric)
+    cols = [c for c in df.columns if c not in ("label", "seed")]
+    mean = df.groupby("label", sort=False)[cols].mean()
+    half = df.groupby("label", sort=False)[cols].agg(
+        lambda v: delta_stats(v, confidence).resolvable
+    )
+    return mean, half
+
+
+def per_seed_table(runs: pd.DataFrame, metric: str = "ppl") -> pd.DataFrame:
+    """:func:`main_table` before the mean over seeds: one row per (configuration, seed), columns
+    ``label, seed``, the sources and ``avg``.
+
+    Raises:
+        ValueError: as :func:`main_table`.
+    """
     if metric not in ("ppl", "loss"):
         raise ValueError(f"metric must be 'ppl' or 'loss', got {metric!r}")
     sources = source_columns(runs)
@@ -59,13 +75,7 @@ def main_table(runs: pd.DataFrame, metric: str = "ppl", confidence: float = 0.95
             row[s] = math.exp(loss) if metric == "ppl" else loss
         row["avg"] = float(np.mean([row[s] for s in sources]))
         per_seed.append({"label": label, "seed": seed, **row})
-    df = pd.DataFrame(per_seed)
-    cols = [*sources, "avg"]
-    mean = df.groupby("label", sort=False)[cols].mean()
-    half = df.groupby("label", sort=False)[cols].agg(
-        lambda v: delta_stats(v, confidence).resolvable
-    )
-    return mean, half
+    return pd.DataFrame(per_seed)
 
 
 def entropy_gap(runs: pd.DataFrame, entropy: float, column: str = "val_loss") -> pd.DataFrame:

@@ -221,6 +221,23 @@ def spread_rule_verdict(low: float, high: float, mean: float, spread: float, exp
     return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
 
 
+def ranking_test(differences, confidence: float = 0.95) -> tuple[DeltaStats, str]:
+    """A ranking claim ("A has the largest ΔL", "A has the lowest perplexity") as one paired
+    test: ``differences`` holds, per seed, A's value minus its closest rival's, signed so that a
+    positive difference is the claim. *agrees* when the two-sided interval lies above zero,
+    *differs* when below, else *within noise*; *undetermined (1 seed)* with one pair.
+
+    Returns:
+        ``(stats, verdict)`` (:func:`delta_stats`).
+    """
+    st = delta_stats(differences, confidence)
+    if st.n < 2:
+        return st, "undetermined (1 seed)"
+    if st.low > 0:
+        return st, "agrees"
+    return st, "differs" if st.high < 0 else "within noise"
+
+
 def visible_text(mean: float, seed_sd: float) -> str:
     """Whether a single run could have shown the effect: ``"yes"`` when |mean ΔL| exceeds the
     seed-to-seed standard deviation of one arm's final loss, ``"no"`` otherwise, ``"n/a"``

@@ -115,3 +115,26 @@ def test_claims_resolution_is_printed_under_the_table_one_bullet_per_claim():
     assert C.claims_resolution_lines(claims) == (
         "**Resolution** of each claim:\n\n- **Claim 1** (agrees): exact (no training)\n"
         "- **Claim 4** (within noise): MHA: n 3; GQA: n 5")
+
+
+def test_a_ranking_claim_is_one_paired_test_of_the_difference_to_the_closest_rival():
+    import pandas as pd
+
+    from gtalib.book.claims import ranking_claim
+
+    # TPA ahead of MFA by 0.05, 0.06, 0.04 per seed although MFA's seeds scatter more
+    rows = [("tpa", s, v) for s, v in enumerate([0.30, 0.20, 0.25])]
+    rows += [("mfa", s, v) for s, v in enumerate([0.25, 0.14, 0.21])]
+    rows += [("mha", s, v) for s, v in enumerate([0.03, 0.02, 0.04])]
+    values = pd.DataFrame(rows, columns=["key", "seed", "value"])
+    ours, verdict = ranking_claim(values, "tpa", lower=False)
+    assert verdict == "agrees" and ours.startswith("tpa − mfa, paired by seed: +0.050 [")
+    # the claim fails when another variant leads on every seed
+    ours, verdict = ranking_claim(values, "mfa", lower=False)
+    assert verdict == "differs" and ours.startswith("mfa − tpa, paired by seed: -0.050")
+    # lowest perplexity: the rival's minus the named one's, so positive is the claim
+    ppl = pd.DataFrame([("A", 0, 13.0), ("A", 1, 13.5), ("B", 0, 13.1), ("B", 1, 13.3)],
+                       columns=["key", "seed", "value"])
+    ours, verdict = ranking_claim(ppl, "A", lower=True)
+    assert verdict == "within noise" and ours.startswith("B − A, paired by seed: -0.050")
+    assert ranking_claim(ppl, "C", lower=True) == ("not measured", "not measured")

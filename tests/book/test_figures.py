@@ -45,9 +45,9 @@ def test_run_sets_count_each_configuration_once():
     # nothing; latent: 3 unscaled + MLRA-2; heads: 3 doubled; main: 11 plain (all but MLRA-4
     # counted) + gated MLRA-4 -> 37 configurations
     # plus the variants run at 5 seeds (F._FIVE_SEEDS), 3 more seeds than 2 for both arms of:
-    # init MHA, MLA, MFA; latent MLRA-2 (its scaled arm is the main table's MLRA-2); heads GLA-2
-    # (its 1x arm is init's zero-init GLA-2, there at 2 seeds) -> 5 pairs x 3 seeds
-    assert len(make_plan("cpu", 2).runs) == 37 * 2 + 5 * 2 * 3
+    # all 9 init variants and latent MLRA-2 (its scaled arm is the main table's MLRA-2, there at
+    # 2 seeds); heads GLA-2 adds only its 2x arm (its 1x arm is init's zero-init GLA-2, now at 5)
+    assert len(make_plan("cpu", 2).runs) == 37 * 2 + (9 + 1) * 2 * 3 + 1 * 3
     # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
     assert len(make_plan("cpu", 2, max_steps=20).runs) == 31 * 2
     assert len(make_plan("cpu", 5).runs) == 37 * 5  # the book's count already covers them
