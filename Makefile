@@ -2,7 +2,7 @@
 # Both install into .venv first (idempotent; see scripts/install.sh).
 PRESET ?= cpu
 SEEDS ?= 3
-JOBS ?= 2
+JOBS ?=
 GTALIB := .venv/bin/gtalib
 
 .PHONY: install book test gpu-check clean-book
@@ -11,7 +11,7 @@ install:
 	bash scripts/install.sh
 
 book: install
-	$(GTALIB) book --preset $(PRESET) --seeds $(SEEDS) --jobs $(JOBS)
+	$(GTALIB) book --preset $(PRESET) --seeds $(SEEDS) $(if $(JOBS),--jobs $(JOBS))
 
 test: install
 	bash scripts/test.sh

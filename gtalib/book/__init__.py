@@ -22,7 +22,7 @@ module             what
 ``params``         the notebooks' parameters, validated in one place
 ``plan``           a preset resolved once: its runs, tokenizer, training settings, chapters
 ``job``            the main job: corpus → runs → papermill notebooks → Jupyter Book HTML
-``schedule``       training the book's missing runs (in one process or a process pool, ETA)
+``schedule``       training the book's missing runs on a Dask cluster (embedded, tcp, Slurm)
 ``notebooks``      executing the notebooks with papermill (parameters, kernels, cell timeout)
 ``snippets``       the generated Markdown of the methods and reproduction chapters
 ``layout``         the book's folders (repository, ``book/``, ``notebooks/``), ``BookError``

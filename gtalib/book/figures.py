@@ -496,11 +496,20 @@ def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
     ]
 
 
-def main_runs(preset: str, seeds: int) -> list[RunRef]:
-    """Every run of the main-results table at ``preset`` for seeds ``0..seeds-1``."""
+#: Seeds of the main-results table beyond the book's count, per preset: the ``cpu`` table runs 5
+#: for all 12 configurations, the same n as the initialisation figure whose zero-init arms are
+#: its plain runs (none under a book-wide ``max_steps``, like :func:`figure_seeds`).
+MAIN_SEEDS = {"cpu": 5}
+
+
+def main_runs(preset: str, seeds: int, max_steps=None) -> list[RunRef]:
+    """Every run of the main-results table at ``preset`` for seeds ``0..n-1``, ``n`` the larger
+    of ``seeds`` and :data:`MAIN_SEEDS` of the preset (``seeds`` alone under a book-wide
+    ``max_steps``)."""
     if not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
-    return [RunRef(v, "main", _opts(o), s) for v, o in main_configs(preset) for s in range(seeds)]
+    n = max(seeds, MAIN_SEEDS.get(preset, 0)) if max_steps is None else seeds
+    return [RunRef(v, "main", _opts(o), s) for v, o in main_configs(preset) for s in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from pathlib import Path
 from gtalib.book.layout import BOOK_DIR, REPO, BookError
 from gtalib.book.notebooks import execute_notebooks, notebook_errors, notebook_parameters
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
-from gtalib.book.schedule import train_all
+from gtalib.book.schedule import default_jobs, train_all
 from gtalib.book.snippets import write_chapter_snippets
 from gtalib.training import records
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
@@ -195,11 +195,12 @@ def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
 # The job
 
 
-def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, jobs: int = 1,
+def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, jobs: int | None = None,
                threads: int | None = None, run_dir=None, notebooks=NOTEBOOKS,
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
                accelerator: str = "auto", cell_timeout: float | None = None,
-               train_recorded: bool = False, log=print) -> dict:
+               train_recorded: bool = False, log=print, cluster: str | None = None,
+               scheduler_file=None, batch: dict | None = None) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
@@ -209,6 +210,10 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         cell_timeout: seconds a notebook cell may run (default
             :data:`gtalib.book.notebooks.CELL_TIMEOUT_S` of the preset); a cell past it fails
             the job, naming the notebook and the cell.
+        jobs: training workers of the embedded cluster (or batch jobs), and notebooks executed
+            at once (default :func:`gtalib.book.schedule.default_jobs`).
+        cluster, scheduler_file, batch: where the runs are trained (:func:`train_all`: an
+            embedded LocalCluster by default, ``tcp://...``, or ``slurm``/``pbs``/``lsf``).
         train_recorded: also train, into the run store, the runs that the repository has
             recorded (:mod:`gtalib.training.records`): the scale ladder's and the default figures' most
             expensive ones. By default a recorded run is read from its bundle, not re-trained
@@ -219,7 +224,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             has an error output (the book is still built as far as possible first).
         KeyError: unknown preset or notebook.
     """
-    for name, value, optional in (("seeds", seeds, False), ("jobs", jobs, False),
+    for name, value, optional in (("seeds", seeds, False), ("jobs", jobs, True),
                                   ("threads", threads, True), ("max_steps", max_steps, True)):
         if not (optional and value is None) and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -231,6 +236,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     if train_recorded and not train:
         raise ValueError("train_recorded (--train-recorded) trains runs, train=False (--no-train) "
                          "trains none: give one of them")
+    jobs = jobs or default_jobs()
     plan = make_plan(preset, seeds, max_steps, notebooks)
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
@@ -247,8 +253,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             log(f"runs: {len(plan.runs) - len(refs)} of {len(plan.runs)} are recorded in "
                 f"{records.default_record_dir()} and read from there (--train-recorded trains "
                 "them)")
-        problems += [f"run {m}" for m in train_all(plan.specs(refs), run_dir, jobs, threads,
-                                                    accelerator, log)]
+        problems += [f"run {m}" for m in train_all(
+            plan.specs(refs), run_dir, jobs, threads, accelerator, log, cluster=cluster,
+            scheduler_file=scheduler_file, batch=batch)]
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]

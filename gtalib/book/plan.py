@@ -101,7 +101,7 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=NOTEBOOKS) -> P
         raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(NOTEBOOKS)}")
     refs = {k: tuple(figures.figure_runs(k, preset, seeds, max_steps=max_steps))
             for k in figures.ABLATIONS}
-    refs["main"] = tuple(figures.main_runs(preset, seeds))
+    refs["main"] = tuple(figures.main_runs(preset, seeds, max_steps))
     ladder = tuple(figures.ladder_runs(preset)) if preset in ladders.LADDERS else ()
     return Plan(preset, seeds, max_steps, figures.preset_tokenizer(preset),
                 specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))

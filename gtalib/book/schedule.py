@@ -1,100 +1,248 @@
-"""Training the runs the book needs: the missing ones among a plan's specs, in this process or
-in ``jobs`` worker processes (a process pool), with progress lines and an ETA. The one place the
-book's scheduler of runs lives (step 2 of :mod:`gtalib.book.job`). Reads the run store through
-:mod:`gtalib.training.runs`.
+"""Training the runs the book needs on a Dask cluster: the one place the book's scheduler of runs
+lives (step 2 of :mod:`gtalib.book.job`).
+
+Every run that is not done is submitted to a ``distributed.Client`` (Dask distributed,
+https://distributed.dask.org), which comes from one of:
+
+- nothing given: an embedded ``LocalCluster`` of one-thread worker processes, started and closed
+  here, as many as :func:`default_jobs` (the usable cores, bounded by memory) or ``jobs``;
+- ``cluster="tcp://HOST:8786"`` or ``scheduler_file=...``: a running Dask cluster;
+- ``cluster="slurm"`` (``"pbs"``, ``"lsf"``): workers submitted as batch jobs by dask-jobqueue,
+  configured by its own YAML (``~/.config/dask/jobqueue.yaml``) and the ``batch`` options
+  (:func:`batch_cluster`).
+
+The runs that share a variant, a seed and a training length (both arms of every ΔL pair among
+them) form one task, so each pair is trained on one worker, one machine kind. A worker that can
+see the run store (a shared file system, or the embedded cluster) trains into it directly, with
+its checkpoints, so a retried task resumes; one that cannot trains into its own scratch store
+and hands each finished run back as files (:mod:`gtalib.training.bundles`), which are written
+into the local store and checked like any run. Dask trains a task again elsewhere when its
+worker is lost; a run that fails by itself (a diverged loss, a bad spec) returns its one-line
+error instead and is not retried. Ctrl-C cancels the tasks on the cluster; nothing half-written
+reaches the store (runs write atomically).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+#: Peak resident memory of one ``cpu``-preset training process, with margin (bytes): bounds the
+#: embedded cluster's size on a machine with more cores than memory for them.
+RUN_PEAK_RSS = 1_500_000_000
+
+BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
+
+#: Environment variable of a worker that must train into its own scratch store and hand its
+#: runs back, whatever it can see of the client's.
+SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
 
 
-# ---------------------------------------------------------------------------------------------
-# 2. runs
+def default_jobs() -> int:
+    """Worker processes of the embedded cluster: the cores this process may use
+    (``os.sched_getaffinity``), at most one per :data:`RUN_PEAK_RSS` of available memory."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f
+                         if line.startswith("MemAvailable:"))
+        return max(1, min(cores or 1, avail // RUN_PEAK_RSS))
+    except (OSError, StopIteration, ValueError):
+        return max(1, cores or 1)
 
 
-def _train_one(spec_dict: dict, run_dir: str, threads: int | None, accelerator: str
-               ) -> tuple[str, float]:
-    """Worker: train one run (used by the process pool; top level so it pickles)."""
+def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int = 0,
+                  walltime: str = "02:00:00", account: str | None = None, queue: str | None = None):
+    """A dask-jobqueue cluster whose every job is one worker of one thread (``system`` in
+    :data:`BATCH_SYSTEMS`); the options not given here come from dask-jobqueue's YAML. ``gpus``
+    asks the batch system for that many GPUs per job (``--gres=gpu:N`` on Slurm) and gives the
+    worker the Dask resource ``GPU``, so GPU runs go one at a time to a worker that has one.
+
+    Raises:
+        ValueError: ``system`` not one of :data:`BATCH_SYSTEMS`.
+    """
+    import dask_jobqueue
+
+    if system not in BATCH_SYSTEMS:
+        raise ValueError(f"cluster {system!r}: allowed batch systems are {', '.join(BATCH_SYSTEMS)}")
+    kind = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
+            "lsf": dask_jobqueue.LSFCluster}[system]
+    extra = {}
+    if gpus:
+        extra["job_extra_directives"] = [f"--gres=gpu:{gpus}"] if system == "slurm" else []
+        extra["worker_extra_args"] = ["--resources", f"GPU={gpus}"]
+    return kind(cores=cores, processes=1, memory=memory, walltime=walltime, account=account,
+                queue=queue, **extra)
+
+
+def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
+    """(client, owned cluster or None, where) for the options of :func:`train_all`."""
+    from distributed import Client, LocalCluster
+
+    if scheduler_file is not None:
+        return Client(scheduler_file=str(scheduler_file)), None, f"scheduler file {scheduler_file}"
+    if cluster is None:
+        import dask
+
+        # non-daemonic workers may start child processes (a DDP spawn, loader workers)
+        with dask.config.set({"distributed.worker.daemon": False}):
+            local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                 dashboard_address=":0")
+        return Client(local), local, f"embedded LocalCluster of {jobs} worker(s)"
+    if cluster in BATCH_SYSTEMS:
+        owned = batch_cluster(cluster, **(batch or {}))
+        owned.scale(jobs=jobs)
+        return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
+    if str(cluster).startswith("tcp://"):
+        return Client(cluster), None, f"Dask cluster at {cluster}"
+    raise ValueError(f"cluster {cluster!r}: allowed: tcp://HOST:PORT, "
+                     f"{', '.join(BATCH_SYSTEMS)}, or none (an embedded LocalCluster)")
+
+
+def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int,
+                 accelerator: str) -> list[dict]:
+    """Task: train the runs of one group, in order, on this worker. Trains into ``run_dir`` when
+    this worker sees the client's store (its ``marker`` file), else into a scratch store whose
+    finished runs are handed back as files. One dict per run: ``run_id``, ``seconds``,
+    ``error`` (one line, or None), ``files`` (the bundle, or None when written in place),
+    ``worker`` (host and pid)."""
+    import socket
+
     import torch
 
-    from gtalib.training import runs
+    from gtalib.training import bundles
+    from gtalib.training.runs import RunSpec
     from gtalib.training.train import ensure_run
 
-    if threads:
-        torch.set_num_threads(threads)
-    t0 = time.perf_counter()
-    ensure_run(runs.RunSpec.from_dict(spec_dict), run_dir, accelerator=accelerator)
-    return spec_dict["model"]["variant"], time.perf_counter() - t0
+    torch.set_num_threads(max(1, threads))
+    # a worker started with GTALIB_SCRATCH_ONLY=1 never writes the client's store, even where
+    # it could see it (a read-only share; the tests' stand-in for another machine)
+    shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
+    store = Path(run_dir) if shared else Path(tempfile.mkdtemp(prefix="gtalib-scratch-"))
+    out = []
+    for d in spec_dicts:
+        spec, t0 = RunSpec.from_dict(d), time.perf_counter()
+        row = {"run_id": spec.run_id, "error": None, "files": None,
+               "worker": f"{socket.gethostname()} pid {os.getpid()}"}
+        try:
+            path = ensure_run(spec, store, accelerator=accelerator)
+            if not shared:
+                row["files"] = bundles.export_run(path)
+        except Exception as e:  # noqa: BLE001 - a run's own failure: reported, not retried
+            row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        row["seconds"] = time.perf_counter() - t0
+        out.append(row)
+    return out
 
 
-def train_all(specs, run_dir, jobs: int = 1, threads: int | None = None,
-              accelerator: str = "auto", log=print) -> list[str]:
-    """Train the runs among ``specs`` that are not done, with progress lines (which run, how
-    many left, ETA = runs left × mean time per run / jobs).
+def expected_cost(spec) -> float:
+    """A run's expected cost in training FLOPs, ``6 · parameters · tokens`` (Kaplan et al. 2020,
+    "Scaling Laws for Neural Language Models", Sec. 2.1): the progress bar's weight of a run."""
+    from gtalib.model.params import count_params
+
+    return 6.0 * count_params(spec.model)["total"] * spec.train.max_steps * spec.train.tokens_per_step
+
+
+def _groups(todo) -> list[list]:
+    """Runs grouped by (variant, seed, training settings): both arms of every ΔL pair in one."""
+    by = defaultdict(list)
+    for s in todo:
+        by[(s.model.variant, s.seed, s.train)].append(s)
+    return list(by.values())
+
+
+def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = None,
+              accelerator: str = "auto", log=print, cluster: str | None = None,
+              scheduler_file=None, batch: dict | None = None) -> list[str]:
+    """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
+    with a progress bar weighted by each run's :func:`expected_cost` and a line per finished run.
 
     Args:
         specs: ``(label, RunSpec)`` pairs; the label names the run in progress lines.
+        jobs: worker processes of the embedded cluster, or batch jobs (default
+            :func:`default_jobs`); a running cluster keeps its own size.
+        threads: torch threads per run (default 1).
         accelerator: Lightning accelerator (``"auto"`` picks a GPU when there is one; the
-            device does not enter the run hash, the run card records it).
+            device does not enter the run hash, the run card records it). ``"gpu"`` asks for a
+            worker with the Dask resource ``GPU`` (one run at a time per GPU).
+        cluster, scheduler_file, batch: where the client comes from (module docstring;
+            ``batch``: options of :func:`batch_cluster`).
 
     Returns:
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
         the others; its figure page reports it.
-    """
-    from gtalib.training import runs
-    from gtalib.training.train import ensure_run
 
-    if jobs < 1:
+    Raises:
+        ValueError: ``jobs`` < 1, or an unknown ``cluster``.
+    """
+    from tqdm import tqdm
+
+    from gtalib.training import bundles, runs
+
+    if jobs is not None and jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs!r}")
     unique = {s.run_id: (label, s) for label, s in specs}
-    todo = [s for rid, (_, s) in unique.items() if not runs.is_done(runs.run_path(s, run_dir))]
+    todo = [s for _, s in unique.values() if not runs.is_done(runs.run_path(s, run_dir))]
     name = {s.run_id: f"{label} seed={s.seed} steps={s.train.max_steps}"
             for label, s in unique.values()}
-    log(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to train "
-        f"in {run_dir} ({jobs} job(s))")
-    failures, times = [], []
-    t_start = time.perf_counter()
+    if not todo:
+        log(f"runs: {len(unique)} needed, all cached in {run_dir}")
+        return []
+    jobs = jobs or default_jobs()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    marker = f".gtalib-store-{uuid.uuid4().hex}"
+    (run_dir / marker).write_text("the run store of a gtalib book job\n")
+    client, owned, where = _client(cluster, scheduler_file, jobs, batch)
+    failures, futures = [], []
+    try:
+        dashboard = getattr(client, "dashboard_link", None)
+        log(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to train "
+            f"in {run_dir} on {where}" + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
+        cost = {s.run_id: expected_cost(s) for s in todo}
+        resources = {"GPU": 1} if accelerator == "gpu" else None
+        groups = _groups(todo)
+        futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
+                                 threads or 1, accelerator, resources=resources, pure=False,
+                                 key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
+                   for g in groups]
+        from distributed import as_completed
 
-    def report(spec, seconds, error=None):
-        done = len(times) + len(failures)
-        left = len(todo) - done
-        if error is None:
-            times.append(seconds)
-        else:
-            failures.append(f"{spec.run_id} {name[spec.run_id]}: {error}")
-        mean = (sum(times) / len(times)) if times else (time.perf_counter() - t_start) / max(done, 1)
-        eta = left * mean / jobs
-        state = f"{seconds:.1f} s" if error is None else f"FAILED ({error})"
-        log(f"[{done + 1}/{len(todo)}] {spec.run_id} {name[spec.run_id]}: {state}; "
-            f"{left - 1} left, ETA {eta / 60:.1f} min")
-
-    if jobs == 1:
-        for spec in todo:
-            log(f"training {spec.run_id} {name[spec.run_id]} ...")
-            t0 = time.perf_counter()
-            try:
-                if threads:
-                    import torch
-
-                    torch.set_num_threads(threads)
-                ensure_run(spec, run_dir, accelerator=accelerator)
-                report(spec, time.perf_counter() - t0)
-            except Exception as e:  # noqa: BLE001 - reported, the page says so
-                report(spec, time.perf_counter() - t0, f"{type(e).__name__}: {e}")
-    else:
-        import multiprocessing as mp
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futures = {ex.submit(_train_one, s.to_dict(), str(run_dir), threads or 1,
-                                 accelerator): s
-                       for s in todo}
+        done = 0
+        with tqdm(total=sum(cost.values()) / 1e12, unit="TFLOP", desc="training",
+                  disable=None, dynamic_ncols=True) as bar:
             for fut in as_completed(futures):
-                spec = futures[fut]
                 try:
-                    _, seconds = fut.result()
-                    report(spec, seconds)
-                except Exception as e:  # noqa: BLE001
-                    report(spec, 0.0, f"{type(e).__name__}: {e}")
+                    rows = fut.result()
+                except Exception as e:  # noqa: BLE001 - the task itself was lost for good
+                    rows = [{"run_id": s.run_id, "error": f"{type(e).__name__}: {e}", "files": None,
+                             "seconds": 0.0, "worker": "?"} for s in groups[futures.index(fut)]]
+                for row in rows:
+                    done += 1
+                    rid, error = row["run_id"], row["error"]
+                    if error is None and row["files"] is not None:
+                        try:
+                            bundles.import_run(row["files"], run_dir)
+                        except (ValueError, runs.RunCorruptError) as e:
+                            error = f"handed back a bundle that does not check out: {e}"
+                    place = "in the store" if row["files"] is None else "handed back"
+                    state = (f"{row['seconds']:.1f} s on {row['worker']} ({place})" if error is None
+                             else f"FAILED ({error})")
+                    if error is not None:
+                        failures.append(f"{rid} {name[rid]}: {error}")
+                    bar.update(cost[rid] / 1e12)
+                    (bar.write if not bar.disable else log)(
+                        f"[{done}/{len(todo)}] {rid} {name[rid]}: {state}")
+    except BaseException:
+        client.cancel(futures)  # Ctrl-C: nothing keeps training on the cluster
+        raise
+    finally:
+        (run_dir / marker).unlink(missing_ok=True)
+        client.close()
+        if owned is not None:
+            owned.close()
     return failures

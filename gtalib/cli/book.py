@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gtalib.cli.core import CliError
+from gtalib.cli.core import CliError, positive_int
 
 from gtalib.book.job import DEFAULT_SEEDS, NOTEBOOKS, build_book
 from gtalib.book.layout import BookError
@@ -14,7 +14,8 @@ CLI_DESCRIPTION = """\
 Build the Jupyter Book end to end:
 
   1. build the preset's corpus if it is missing;
-  2. train every missing run of every figure (in --jobs worker processes),
+  2. train every missing run of every figure on a Dask cluster (an embedded
+     LocalCluster of --jobs workers, or --cluster),
      printing which run, how many are left and an ETA; runs recorded in
      book/recorded/ are read from there (--train-recorded trains them too);
   3. execute the notebooks with papermill at the preset (training off: a run
@@ -41,10 +42,23 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                    help=f"seeds per configuration (default {DEFAULT_SEEDS})")
     p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="training processes, and notebooks executed at once (default 1)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per training process (default: torch's; 1 with --jobs>1)")
+    p.add_argument("--jobs", type=positive_int, default=None,
+                   help="training workers (or batch jobs), and notebooks executed at once "
+                        "(default: the usable cores, at most one per 1.5 GB of free memory)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="torch threads per training run (default 1)")
+    c = p.add_argument_group("where the runs train (Dask distributed; default: an embedded "
+                             "LocalCluster on this machine)")
+    c.add_argument("--cluster", default=None, metavar="tcp://HOST:PORT|slurm|pbs|lsf",
+                   help="a running Dask scheduler, or workers submitted as batch jobs through "
+                        "dask-jobqueue (its ~/.config/dask/jobqueue.yaml, then the --batch-* flags)")
+    c.add_argument("--scheduler-file", default=None, help="a running Dask cluster's scheduler file")
+    c.add_argument("--batch-cores", type=positive_int, default=1, help="cores per batch job")
+    c.add_argument("--batch-memory", default="4GB", help="memory per batch job")
+    c.add_argument("--batch-gpus", type=int, default=0, help="GPUs per batch job")
+    c.add_argument("--batch-walltime", default="02:00:00", help="walltime per batch job")
+    c.add_argument("--batch-account", default=None, help="account to charge the batch jobs to")
+    c.add_argument("--batch-queue", default=None, help="queue / partition of the batch jobs")
     p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
     p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "gpu"),
                    help="Lightning accelerator for training (default auto: a GPU if present)")
@@ -64,13 +78,21 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def batch_options(args) -> dict:
+    """The ``--batch-*`` flags as options of :func:`gtalib.book.schedule.batch_cluster`."""
+    return {"cores": args.batch_cores, "memory": args.batch_memory, "gpus": args.batch_gpus,
+            "walltime": args.batch_walltime, "account": args.batch_account,
+            "queue": args.batch_queue}
+
+
 def _run_cli(args) -> int:
     names = NOTEBOOKS if args.only is None else tuple(n.strip() for n in args.only.split(","))
     try:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
-                   train_recorded=args.train_recorded)
+                   train_recorded=args.train_recorded, cluster=args.cluster,
+                   scheduler_file=args.scheduler_file, batch=batch_options(args))
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
     return 0

@@ -330,6 +330,7 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     """
     from pathlib import Path
 
+    from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
@@ -350,7 +351,12 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     ckpt = ModelCheckpoint(dirpath=run_path / "checkpoints", every_n_train_steps=cfg.checkpoint_every,
                            save_top_k=0, save_last=True, save_on_train_epoch_end=False)
     callbacks = [recorder, ckpt, *(extra_callbacks or [])] + ([ProgressBar()] if progress else [])
-    trainer = L.Trainer(
+    # One device on one node is one plain process, whatever the environment says: inside a batch
+    # scheduler's job (a dask-jobqueue worker under Slurm, say) Lightning would otherwise read
+    # SLURM_NTASKS & co. and wait for srun's other processes.
+    single = devices in (1, "1") and num_nodes == 1 and strategy == "auto"
+    plugins = [LightningEnvironment()] if single else None
+    trainer = L.Trainer(plugins=plugins,
         accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
         precision=resolve_precision(cfg.precision, accelerator),
         max_steps=cfg.max_steps, max_epochs=-1, gradient_clip_val=cfg.grad_clip,

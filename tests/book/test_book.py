@@ -89,7 +89,7 @@ def test_build_book_rejects_bad_input():
     with pytest.raises(ValueError, match="seeds"):
         book.build_book(preset="ci", seeds=0)
     # checked before anything is built or run (no notebook starts with a bad value)
-    for kw, needle in ((dict(jobs=0), "jobs (--jobs) must be a positive integer, got 0"),
+    for kw, needle in ((dict(jobs=0), "jobs (--jobs) must be a positive integer or None, got 0"),
                        (dict(threads=0), "threads (--threads) must be a positive integer or None"),
                        (dict(max_steps=-5), "max_steps (--max-steps) must be a positive integer or None"),
                        (dict(seeds=True), "seeds (--seeds) must be a positive integer, got True")):

@@ -46,8 +46,10 @@ def test_run_sets_count_each_configuration_once():
     # counted) + gated MLRA-4 -> 37 configurations
     # plus the variants run at 5 seeds (F._FIVE_SEEDS), 3 more seeds than 2 for both arms of:
     # all 9 init variants and latent MLRA-2 (its scaled arm is the main table's MLRA-2, there at
-    # 2 seeds); heads GLA-2 adds only its 2x arm (its 1x arm is init's zero-init GLA-2, now at 5)
-    assert len(make_plan("cpu", 2).runs) == 37 * 2 + (9 + 1) * 2 * 3 + 1 * 3
+    # 2 seeds); heads GLA-2 adds only its 2x arm (its 1x arm is init's zero-init GLA-2, now at 5);
+    # the main table at 5 (F.MAIN_SEEDS) adds only MLRA-4 and gated MLRA-4 (its other plain runs
+    # are init's zero-init arms and latent's scaled MLRA-2, already at 5)
+    assert len(make_plan("cpu", 2).runs) == 37 * 2 + (9 + 1) * 2 * 3 + 1 * 3 + 2 * 3
     # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
     assert len(make_plan("cpu", 2, max_steps=20).runs) == 31 * 2
     assert len(make_plan("cpu", 5).runs) == 37 * 5  # the book's count already covers them

@@ -8,3 +8,70 @@ from gtalib.book import schedule
 def test_train_all_rejects_bad_input():
     with pytest.raises(ValueError, match="jobs"):
         schedule.train_all([], "/nonexistent", jobs=0)
+
+
+def test_the_slurm_job_script_asks_for_what_the_flags_name():
+    """dask-jobqueue's generated script (no Slurm needed to write it)."""
+    c = schedule.batch_cluster("slurm", cores=2, memory="8GB", gpus=1, walltime="01:30:00",
+                               account="proj", queue="gpu")
+    try:
+        script = c.job_script()
+    finally:
+        c.close()
+    for line in ("#SBATCH --cpus-per-task=2", "#SBATCH --mem=8G", "#SBATCH -t 01:30:00",
+                 "#SBATCH --gres=gpu:1", "#SBATCH -A proj", "#SBATCH -p gpu"):
+        assert line in script, script
+    assert "--resources GPU=1" in script  # GPU runs go to this worker, one per GPU
+    with pytest.raises(ValueError, match="allowed batch systems are slurm, pbs, lsf"):
+        schedule.batch_cluster("condor")
+
+
+def test_an_unknown_cluster_is_a_clear_error():
+    with pytest.raises(ValueError, match="allowed: tcp://HOST:PORT, slurm, pbs, lsf"):
+        schedule._client("udp://x", None, 1, None)
+
+
+def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    n = schedule.default_jobs()
+    avail = next(int(x.split()[1]) * 1024 for x in open("/proc/meminfo") if x.startswith("MemAvailable:"))
+    assert n == max(1, min(64, avail // schedule.RUN_PEAK_RSS))
+
+
+def _child_exit_code() -> int:
+    import multiprocessing as mp
+
+    p = mp.get_context("spawn").Process(target=abs, args=(-1,))
+    p.start()
+    p.join(60)
+    return p.exitcode
+
+
+def test_a_task_on_the_embedded_cluster_may_start_child_processes():
+    """Dask's worker processes are daemonic by default, and a daemonic process cannot start
+    children (a DDP spawn, data-loader workers): the embedded cluster's workers are not."""
+    client, cluster, _ = schedule._client(None, None, 1, None)
+    try:
+        assert client.submit(_child_exit_code).result(timeout=120) == 0
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_run_in_a_slurm_job_environment_is_one_plain_process(monkeypatch, tmp_path):
+    """Inside a dask-jobqueue worker under Slurm the environment names Slurm's tasks; a
+    one-device run must not wait for srun's other processes (Lightning's SLURMEnvironment)."""
+    from gtalib.book.plan import make_plan
+    from gtalib.training.runs import load_metrics
+    from gtalib.training.train import ensure_run
+
+    for k, v in {"SLURM_NTASKS": "2", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "dask-worker",
+                 "SLURM_NODELIST": "node1", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                 "SLURM_PROCID": "0"}.items():
+        monkeypatch.setenv(k, v)
+    plan = make_plan("ci", 1)
+    spec = plan.spec(plan.runs[0])
+    path = ensure_run(spec, tmp_path, accelerator="cpu")
+    assert len(load_metrics(path)) == spec.train.max_steps
