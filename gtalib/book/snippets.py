@@ -1,6 +1,7 @@
 """The generated Markdown snippets of the methods and reproduction chapters: the presets' sizes
-and training recipe, what the seed count means for the intervals, the corpus provenance and this
-build's settings and run cards, written to ``book/generated/*.md`` (included by
+and training recipe, what the seed count means for the intervals, how the verdict rules compare
+on this build's runs, the corpus provenance and this build's settings and run cards, written as
+Markdown files into the ``book/generated/`` folder (included by
 ``book/methods.md`` and ``book/reproduction.md``). Reads the presets
 (:mod:`gtalib.model.presets`, :mod:`gtalib.training.config`), the figures
 (:mod:`gtalib.book.figures`), the corpus manifest (:mod:`gtalib.data`) and the run cards of the

@@ -1,6 +1,9 @@
 """The book's statistics and its verdict rule: Student-t critical values, the paired interval of
 a mean ΔL and what its pairs could resolve, the verdict against the paper's claim, and how the
-tables print them. The one place to change the verdict rule (and the words that state it).
+tables print them. The one place to change the verdict rule of the ablations and the scale ladder
+(and the words that state it); the claims chapter's claims that are computed rather than
+measured over seeds (the tables, the variance ratio, the decode ranking) state their own rules in
+:mod:`gtalib.book.claims`.
 
 Reads no other book module (scipy for the t quantiles). Units: ΔL values in nats, one per seed
 pair; ``confidence`` a two-sided level in (0, 1).

@@ -15,7 +15,7 @@ from .sources import SOURCES, default_sources
 from .tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["Archive", "ChecksumError", "DataSpec", "HubUnavailable", "SOURCES", "ShardError", "TokenDataModule",
-           "Tokenizer", "build_default", "build_fineweb", "build_from_documents", "corpus_dir", "corpus_identity", "data_identity", "data_identity",
+           "Tokenizer", "build_default", "build_fineweb", "build_from_documents", "corpus_dir", "corpus_identity", "data_identity",
            "default_data_dir", "default_sources", "fetch", "fineweb_corpus_name", "get_tokenizer", "load_manifest",
            "open_shard", "read_header", "unigram_entropy", "write_shard"]
 
