@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gtalib.book.ablation import ablation_result
-from gtalib.book.main_results import main_result, per_seed_table
+from gtalib.book.main_results import MainResult, main_result, per_seed_table
 from gtalib.book.curves import final_deltas
 from gtalib.book.stats import VERDICTS, pairs_text, ranking_test, verdict_text
 from gtalib.book.style import _table_style
@@ -268,19 +268,9 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
         else:  # decode
             ours, v = _decode_claim()
         rows.append((c.number, c.text, c.paper_value, ours, v, seen))
-        ranked = RANKINGS.get(c.source)
-        if ranked is not None:
-            named, lower, says = ranked
-            if c.source == "main":
-                values = (pd.DataFrame() if m.ppl.empty else per_seed_table(m.collected.runs))
-                values = (values[values["label"] != "MLRA-4 + gate"].rename(
-                    columns={"label": "key", "avg": "value"}) if not values.empty else values)
-                name = str
-            else:
-                values = final_deltas(r.runs, r.final_column).rename(
-                    columns={"variant": "key", "delta": "value"}) if not r.runs.empty else \
-                    pd.DataFrame()
-                name = figures.display_name
+        if c.source in RANKINGS:
+            named, lower, says = RANKINGS[c.source]
+            values, name = _ranking_values(r if c.source in figures.ABLATIONS else m)
             ours_r, v_r = (("no complete runs", "not measured") if values.empty else
                            ranking_claim(values, named, lower, confidence, name))
             rows.append((f"{c.number} (ranking)", says, c.paper_value, ours_r, v_r,
@@ -288,6 +278,26 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                          "is not shown by two intervals that merely differ"))
     return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
                                        "resolution"]).set_index("claim")
+
+
+def _ranking_values(result) -> tuple[pd.DataFrame, object]:
+    """``([key, seed, value], display name)`` of a ranking claim: per seed, each variant's final
+    ΔL of an ablation result, or each plain main-table configuration's average perplexity (only
+    the variants or configurations whose runs are all complete, as in their tables)."""
+    from gtalib.book import figures
+
+    runs = result.collected.runs
+    if runs.empty:
+        return pd.DataFrame(), str
+    if isinstance(result, MainResult):
+        complete = runs[~runs["label"].isin(set(result.collected.incomplete["label"]))]
+        if complete.empty:
+            return pd.DataFrame(), str
+        values = per_seed_table(complete)
+        values = values[values["label"] != "MLRA-4 + gate"]
+        return values.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]], str
+    values = final_deltas(runs[runs["variant"].isin(result.complete)], result.final_column)
+    return values.rename(columns={"variant": "key", "delta": "value"}), figures.display_name
 
 
 #: The ranking claims, each tested as a difference paired by seed (:func:`ranking_claim`):

@@ -472,6 +472,11 @@ def lock_file(path) -> Path:
     return path.with_name(f"{path.name}.lock")
 
 
+def holder_text(fd: int) -> str:
+    """Who holds (or held) a lock, as its open lock file ``fd`` says: "pid N on HOST since T"."""
+    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+
+
 def lock_holder(path) -> str | None:
     """Who trains the run folder ``path`` now, as its lock file says ("pid N on HOST since T"),
     or ``None`` when no process holds the lock (a file left by a killed process is not held)."""
@@ -485,7 +490,7 @@ def lock_holder(path) -> str | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            return holder_text(fd)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gtalib.training.machine import machine_kind
-from gtalib.training.runs import (RunCorruptError, RunSpec, lock_file, read_json, write_atomic, write_metrics,
+from gtalib.training.runs import (RunCorruptError, RunSpec, holder_text, lock_file, read_json, write_atomic, write_metrics,
                                   cpu_model, default_datamodule, git_commit, is_done, load_metrics,
                                   run_path)
 
@@ -142,7 +142,7 @@ def _training_lock(path: Path):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                waited_for = _lock_holder(fd)
+                waited_for = holder_text(fd)
                 print(f"run {path.name} is being trained by {waited_for}; waiting", flush=True)
                 fcntl.flock(fd, fcntl.LOCK_EX)
             # the holder removes the file on release: a lock on a removed file guards nothing
@@ -155,7 +155,7 @@ def _training_lock(path: Path):
         os.close(fd)
     try:
         # a file left with content: its holder ended without releasing (killed, power lost)
-        stale = _lock_holder(fd) if os.fstat(fd).st_size else None
+        stale = holder_text(fd) if os.fstat(fd).st_size else None
         now = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}".encode(), 0)
@@ -163,11 +163,6 @@ def _training_lock(path: Path):
     finally:
         file.unlink(missing_ok=True)  # before unlocking: a waiter then sees the file is gone
         os.close(fd)
-
-
-def _lock_holder(fd: int) -> str:
-    """Who holds (or held) a lock, as its file says: "pid N on HOST since T"."""
-    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
 
 
 def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=None,
