@@ -3,6 +3,8 @@
 PRESET ?= cpu
 SEEDS ?= 3
 JOBS ?=
+# minutes the main job may take on this machine (runs that would not fit are read from records)
+BUDGET ?=
 GTALIB := .venv/bin/gtalib
 
 .PHONY: install book test gpu-check clean-book
@@ -11,7 +13,7 @@ install:
 	bash scripts/install.sh
 
 book: install
-	$(GTALIB) book --preset $(PRESET) --seeds $(SEEDS) $(if $(JOBS),--jobs $(JOBS))
+	$(GTALIB) book --preset $(PRESET) --seeds $(SEEDS) $(if $(JOBS),--jobs $(JOBS)) $(if $(BUDGET),--budget $(BUDGET))
 
 test: install
 	bash scripts/test.sh

@@ -3,10 +3,13 @@
 ``gtalib book [--preset cpu|ci|gpu] [--seeds N] [--jobs J] ...``:
 
 1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
-2. trains every missing run of every figure through the run store, in one process (or ``J``
-   worker processes), printing which run, how many are left and an ETA; a run the repository
-   has recorded (``book/recorded/``, :mod:`gtalib.training.records`) is read from its bundle instead,
-   unless ``--train-recorded``;
+2. predicts what each missing run of every figure costs on this machine (a short timed
+   calibration, :mod:`gtalib.book.budget`), prints the predicted wall time on its ``J``
+   workers, keeps within ``--budget MINUTES`` (default 60) by reading from the repository's
+   recorded runs (``book/recorded/``, :mod:`gtalib.training.records`) the tasks that would not
+   fit, whole ΔL pairs at a time, and trains the rest on a Dask cluster
+   (:mod:`gtalib.book.schedule`), printing which worker trains which run and an ETA;
+   ``--train-recorded`` trains every run, the scale ladder's too, whatever the budget;
 3. executes every notebook of ``notebooks/`` with papermill at the preset (parameters injected,
    training off: a run that is still missing is reported on its page), writing the executed
    copies to ``book/generated/``;
@@ -41,6 +44,9 @@ from gtalib.training import records
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
 
 MATHJAX_VERSION = "3.2.2"
+#: The job's default time budget in minutes (``--budget``): the README's promise for the default
+#: book, installation aside.
+DEFAULT_BUDGET_MIN = 60.0
 #: Seeds per configuration of the default book (the Makefile's ``SEEDS`` says the same).
 DEFAULT_SEEDS = 3
 
@@ -66,7 +72,45 @@ def ensure_corpus(plan: Plan, log=print) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. runs: :func:`gtalib.book.schedule.train_all`; 3. notebooks:
+# 2. runs: which to train (:func:`runs_to_train`), then :func:`gtalib.book.schedule.train_all`
+
+
+def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
+                  budget_min: float | None = DEFAULT_BUDGET_MIN, train_recorded: bool = False,
+                  where: str | None = None, log=print):
+    """The runs the job trains and their expected seconds: ``(specs, seconds, choice)``.
+
+    Every run of the plan (and of its ladder with ``train_recorded``) that the local store lacks
+    is a candidate; :func:`gtalib.book.budget.choose` keeps those without a record and adds the
+    others while the predicted job fits ``budget_min`` (``None``, or ``train_recorded``: all).
+    Prints the calibration, the prediction and what is read from records.
+    """
+    from gtalib.book import budget
+    from gtalib.training.machine import cpu_info
+
+    refs = list(plan.runs) + (list(plan.ladder_refs) if train_recorded else [])
+    labelled = [(r.label, plan.spec(r)) for r in refs]
+    label = {s.run_id: lab for lab, s in labelled}
+    todo = list({s.run_id: s for _, s in labelled
+                 if not is_done(run_path(s, run_dir))}.values())
+    costs = records.cost_table()
+    cal = budget.calibrate(plan, costs, threads or 1)
+    recorded = {s.run_id: records.find_record(s) is not None for s in todo}
+    choice = budget.choose(todo, recorded, cal, costs, workers,
+                           None if train_recorded or budget_min is None else budget_min * 60)
+    if where is None:
+        cpu = cpu_info()
+        where = (f"this machine ({cpu['model_name']}, family {cpu['family'] or '?'}, model "
+                 f"{cpu['model'] or '?'})")
+    log(f"runs: {len(plan.runs)} in the book, {len(plan.runs) - len(todo)} in {run_dir}"
+        if not train_recorded else f"runs: {len(refs)} with the ladder's, "
+                                   f"{len(refs) - len(todo)} in {run_dir}")
+    log(budget.describe(choice, cal, where))
+    specs = [(label[s.run_id], s) for g in choice.train for s in g]
+    return specs, choice.seconds, choice
+
+
+# 3. notebooks:
 # :func:`gtalib.book.notebooks.execute_notebooks`, then the chapters' Markdown snippets:
 # :func:`gtalib.book.snippets.write_chapter_snippets`
 
@@ -200,7 +244,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                train: bool = True, html: bool = True, book_dir=BOOK_DIR,
                accelerator: str = "auto", cell_timeout: float | None = None,
                train_recorded: bool = False, log=print, cluster: str | None = None,
-               scheduler_file=None, batch: dict | None = None) -> dict:
+               scheduler_file=None, batch: dict | None = None,
+               budget_min: float | None = DEFAULT_BUDGET_MIN) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
@@ -214,10 +259,11 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             at once (default :func:`gtalib.book.schedule.default_jobs`).
         cluster, scheduler_file, batch: where the runs are trained (:func:`train_all`: an
             embedded LocalCluster by default, ``tcp://...``, or ``slurm``/``pbs``/``lsf``).
-        train_recorded: also train, into the run store, the runs that the repository has
-            recorded (:mod:`gtalib.training.records`): the scale ladder's and the default figures' most
-            expensive ones. By default a recorded run is read from its bundle, not re-trained
-            (the pages say so), and the ladder's other runs are not trained.
+        train_recorded: train every run of the book and of the scale ladder into the run store,
+            whatever the budget, instead of reading any from records.
+        budget_min: the job's wall-time budget in minutes (:func:`runs_to_train`); ``None``:
+            train every run of the book that the store lacks. A recorded run not trained is read
+            from its bundle (the pages say so).
 
     Raises:
         BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
@@ -231,6 +277,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             flag = "--" + name.replace("_", "-")
             raise ValueError(f"{name} ({flag}) must be a positive integer"
                              f"{' or None' if optional else ''}, got {value!r}")
+    if budget_min is not None and not budget_min > 0:
+        raise ValueError(f"budget_min (--budget) must be a positive number of minutes or None "
+                         f"(none), got {budget_min!r}")
     if cell_timeout is not None and not cell_timeout > 0:
         raise ValueError(f"cell_timeout must be a positive number of seconds, got {cell_timeout!r}")
     if train_recorded and not train:
@@ -245,17 +294,18 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     times["corpus_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    predicted = {}
     if train:
-        if train_recorded:  # hours on a CPU: the whole book and ladder in the local store
-            refs = list(plan.runs) + list(plan.ladder_refs)
-        else:  # what the repository recorded is read from its bundle (the pages label it)
-            refs = [r for r in plan.runs if records.find_record(plan.spec(r)) is None]
-            log(f"runs: {len(plan.runs) - len(refs)} of {len(plan.runs)} are recorded in "
-                f"{records.default_record_dir()} and read from there (--train-recorded trains "
-                "them)")
+        where = None if cluster is None and scheduler_file is None else (
+            "workers assumed as fast as this machine")
+        specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
+                                               train_recorded, where, log)
+        predicted = {"predicted_train_s": choice.train_wall_s,
+                     "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
+                     "runs_trained": len(specs), "runs_read": len(choice.read)}
         problems += [f"run {m}" for m in train_all(
-            plan.specs(refs), run_dir, jobs, threads, accelerator, log, cluster=cluster,
-            scheduler_file=scheduler_file, batch=batch)]
+            specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
+            scheduler_file=scheduler_file, batch=batch, seconds=seconds)]
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
@@ -276,7 +326,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
     times["notebooks_s"] = time.perf_counter() - t0
 
-    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times}
+    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times,
+               **predicted}
     write_chapter_snippets(summary, plan, run_dir, nb_dir)
     if html:
         t0 = time.perf_counter()
@@ -292,7 +343,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         times["html_s"] = time.perf_counter() - t0
     times["total_s"] = time.perf_counter() - t_all
     log("times: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in times.items()))
-    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times}
+    summary.update(times)
     (nb_dir / "build_summary.json").write_text(json.dumps(summary, indent=2))
     if problems:
         raise BookError("the book has problems:\n  " + "\n  ".join(problems))

@@ -24,11 +24,11 @@ reaches the store (runs write atomically).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
 
 #: Peak resident memory of one ``cpu``-preset training process, with margin (bytes): bounds the
@@ -40,6 +40,9 @@ BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
 #: Environment variable of a worker that must train into its own scratch store and hand its
 #: runs back, whatever it can see of the client's.
 SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
+
+#: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
+START_TOPIC = "gtalib-run-start"
 
 
 def default_jobs() -> int:
@@ -113,6 +116,7 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     import socket
 
     import torch
+    from distributed import get_worker
 
     from gtalib.training import bundles
     from gtalib.training.runs import RunSpec
@@ -128,6 +132,8 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
         spec, t0 = RunSpec.from_dict(d), time.perf_counter()
         row = {"run_id": spec.run_id, "error": None, "files": None,
                "worker": f"{socket.gethostname()} pid {os.getpid()}"}
+        with contextlib.suppress(ValueError):  # not on a Dask worker (a direct call): no event
+            get_worker().log_event(START_TOPIC, {"run_id": spec.run_id, "worker": row["worker"]})
         try:
             path = ensure_run(spec, store, accelerator=accelerator)
             if not shared:
@@ -139,27 +145,14 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     return out
 
 
-def expected_cost(spec) -> float:
-    """A run's expected cost in training FLOPs, ``6 · parameters · tokens`` (Kaplan et al. 2020,
-    "Scaling Laws for Neural Language Models", Sec. 2.1): the progress bar's weight of a run."""
-    from gtalib.model.params import count_params
-
-    return 6.0 * count_params(spec.model)["total"] * spec.train.max_steps * spec.train.tokens_per_step
-
-
-def _groups(todo) -> list[list]:
-    """Runs grouped by (variant, seed, training settings): both arms of every ΔL pair in one."""
-    by = defaultdict(list)
-    for s in todo:
-        by[(s.model.variant, s.seed, s.train)].append(s)
-    return list(by.values())
-
-
 def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = None,
               accelerator: str = "auto", log=print, cluster: str | None = None,
-              scheduler_file=None, batch: dict | None = None) -> list[str]:
+              scheduler_file=None, batch: dict | None = None,
+              seconds: dict | None = None) -> list[str]:
     """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
-    with a progress bar weighted by each run's :func:`expected_cost` and a line per finished run.
+    longest task first, with one progress bar weighted by each run's expected seconds (its ETA
+    is the expected work left at the rate seen so far), a line when a worker starts a run and
+    one per finished run.
 
     Args:
         specs: ``(label, RunSpec)`` pairs; the label names the run in progress lines.
@@ -171,6 +164,9 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             worker with the Dask resource ``GPU`` (one run at a time per GPU).
         cluster, scheduler_file, batch: where the client comes from (module docstring;
             ``batch``: options of :func:`batch_cluster`).
+        seconds: run id → expected seconds on one worker
+            (:func:`gtalib.book.budget.expected_seconds`); default: each run's training FLOPs
+            (:func:`gtalib.book.budget.training_flops`), in units of 10^10.
 
     Returns:
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
@@ -179,8 +175,10 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     Raises:
         ValueError: ``jobs`` < 1, or an unknown ``cluster``.
     """
+    from distributed import as_completed
     from tqdm import tqdm
 
+    from gtalib.book.budget import groups, training_flops
     from gtalib.training import bundles, runs
 
     if jobs is not None and jobs < 1:
@@ -197,30 +195,37 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     run_dir.mkdir(parents=True, exist_ok=True)
     marker = f".gtalib-store-{uuid.uuid4().hex}"
     (run_dir / marker).write_text("the run store of a gtalib book job\n")
+    cost = {s.run_id: (seconds[s.run_id] if seconds else training_flops(s) / 1e10) for s in todo}
+    tasks = sorted(groups(todo), key=lambda g: -sum(cost[s.run_id] for s in g))
     client, owned, where = _client(cluster, scheduler_file, jobs, batch)
     failures, futures = [], []
     try:
-        dashboard = getattr(client, "dashboard_link", None)
-        log(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to train "
-            f"in {run_dir} on {where}" + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
-        cost = {s.run_id: expected_cost(s) for s in todo}
-        resources = {"GPU": 1} if accelerator == "gpu" else None
-        groups = _groups(todo)
-        futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
-                                 threads or 1, accelerator, resources=resources, pure=False,
-                                 key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
-                   for g in groups]
-        from distributed import as_completed
-
-        done = 0
-        with tqdm(total=sum(cost.values()) / 1e12, unit="TFLOP", desc="training",
-                  disable=None, dynamic_ncols=True) as bar:
+        with tqdm(total=round(sum(cost.values()), 1), unit="s" if seconds else "×10¹⁰ FLOP",
+                  desc="training", disable=None, dynamic_ncols=True,
+                  bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} {unit} of expected work "
+                             "[{elapsed}<{remaining}]") as bar:
+            say = bar.write if not bar.disable else log
+            dashboard = getattr(client, "dashboard_link", None)
+            say(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to "
+                f"train in {run_dir} on {where}"
+                + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
+            client.subscribe_topic(START_TOPIC, lambda event: say(
+                f"  {event[1]['worker']} trains {event[1]['run_id']} "
+                f"{name.get(event[1]['run_id'], '')}"))
+            resources = {"GPU": 1} if accelerator == "gpu" else None
+            # longest task first (priority), so the last to finish is a short one
+            futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
+                                     threads or 1, accelerator, resources=resources, pure=False,
+                                     priority=len(tasks) - i,
+                                     key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
+                       for i, g in enumerate(tasks)]
+            done = 0
             for fut in as_completed(futures):
                 try:
                     rows = fut.result()
                 except Exception as e:  # noqa: BLE001 - the task itself was lost for good
                     rows = [{"run_id": s.run_id, "error": f"{type(e).__name__}: {e}", "files": None,
-                             "seconds": 0.0, "worker": "?"} for s in groups[futures.index(fut)]]
+                             "seconds": 0.0, "worker": "?"} for s in tasks[futures.index(fut)]]
                 for row in rows:
                     done += 1
                     rid, error = row["run_id"], row["error"]
@@ -229,14 +234,14 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
                             bundles.import_run(row["files"], run_dir)
                         except (ValueError, runs.RunCorruptError) as e:
                             error = f"handed back a bundle that does not check out: {e}"
-                    place = "in the store" if row["files"] is None else "handed back"
-                    state = (f"{row['seconds']:.1f} s on {row['worker']} ({place})" if error is None
-                             else f"FAILED ({error})")
+                    place = ("in the shared store" if row["files"] is None
+                             else "handed back from the worker's scratch store")
+                    state = (f"{row['seconds']:.1f} s on {row['worker']} ({place})"
+                             if error is None else f"FAILED ({error})")
                     if error is not None:
                         failures.append(f"{rid} {name[rid]}: {error}")
-                    bar.update(cost[rid] / 1e12)
-                    (bar.write if not bar.disable else log)(
-                        f"[{done}/{len(todo)}] {rid} {name[rid]}: {state}")
+                    bar.update(cost[rid])
+                    say(f"[{done}/{len(todo)}] {rid} {name[rid]}: {state}")
     except BaseException:
         client.cancel(futures)  # Ctrl-C: nothing keeps training on the cluster
         raise

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from gtalib.cli.core import CliError, positive_int
+from gtalib.cli.core import (CliError, add_cluster_args, batch_options, positive_float,
+                             positive_int)
 
-from gtalib.book.job import DEFAULT_SEEDS, NOTEBOOKS, build_book
+from gtalib.book.job import DEFAULT_BUDGET_MIN, DEFAULT_SEEDS, NOTEBOOKS, build_book
 from gtalib.book.layout import BookError
 from gtalib.book.notebooks import CELL_TIMEOUT_S
 
@@ -14,12 +15,15 @@ CLI_DESCRIPTION = """\
 Build the Jupyter Book end to end:
 
   1. build the preset's corpus if it is missing;
-  2. train every missing run of every figure on a Dask cluster (an embedded
-     LocalCluster of --jobs workers, or --cluster),
-     printing which run, how many are left and an ETA; runs recorded in
-     book/recorded/ are read from there (--train-recorded trains them too);
+  2. predict what the missing runs cost here (a short timed calibration),
+     print the predicted wall time, read from book/recorded/ the runs that
+     would not fit --budget (whole ΔL pairs), and train the rest on a Dask
+     cluster (an embedded LocalCluster of --jobs workers, or --cluster),
+     printing which worker trains which run and an ETA (--train-recorded
+     trains every run, the scale ladder's too);
   3. execute the notebooks with papermill at the preset (training off: a run
-     that is still missing is reported on its page) into book/generated/;
+     that is still missing is reported on its page) into book/generated/,
+     --jobs at once;
   4. install MathJax 3 from npm into .cache/mathjax once (offline math);
   5. build the HTML with Jupyter Book into book/_build/html.
 
@@ -42,23 +46,17 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
                    help=f"seeds per configuration (default {DEFAULT_SEEDS})")
     p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
-    p.add_argument("--jobs", type=positive_int, default=None,
-                   help="training workers (or batch jobs), and notebooks executed at once "
-                        "(default: the usable cores, at most one per 1.5 GB of free memory)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads per training run (default 1)")
-    c = p.add_argument_group("where the runs train (Dask distributed; default: an embedded "
-                             "LocalCluster on this machine)")
-    c.add_argument("--cluster", default=None, metavar="tcp://HOST:PORT|slurm|pbs|lsf",
-                   help="a running Dask scheduler, or workers submitted as batch jobs through "
-                        "dask-jobqueue (its ~/.config/dask/jobqueue.yaml, then the --batch-* flags)")
-    c.add_argument("--scheduler-file", default=None, help="a running Dask cluster's scheduler file")
-    c.add_argument("--batch-cores", type=positive_int, default=1, help="cores per batch job")
-    c.add_argument("--batch-memory", default="4GB", help="memory per batch job")
-    c.add_argument("--batch-gpus", type=int, default=0, help="GPUs per batch job")
-    c.add_argument("--batch-walltime", default="02:00:00", help="walltime per batch job")
-    c.add_argument("--batch-account", default=None, help="account to charge the batch jobs to")
-    c.add_argument("--batch-queue", default=None, help="queue / partition of the batch jobs")
+    add_cluster_args(p, "the runs train")
+    p.add_argument("--budget", type=budget_minutes, default=DEFAULT_BUDGET_MIN, metavar="MINUTES",
+                   help="the job's wall-time budget: runs predicted not to fit (a short timed "
+                        "calibration scales their recorded costs to this machine) are read from "
+                        "their records, whole ΔL pairs at a time; 'none' trains every run the "
+                        f"store lacks (default {DEFAULT_BUDGET_MIN:g})")
+    p.add_argument("--predict", action="store_true",
+                   help="print the calibration, the predicted wall time and what the budget "
+                        "reads from records, then stop (nothing is trained or built)")
     p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
     p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "gpu"),
                    help="Lightning accelerator for training (default auto: a GPU if present)")
@@ -70,29 +68,42 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
     p.add_argument("--train-recorded", action="store_true",
-                   help="also train the runs the repository has recorded (the scale ladder's "
-                        "and the default's most expensive ones; hours on a CPU) instead of "
-                        "reading their bundles")
+                   help="train every run of the book and of the scale ladder, whatever "
+                        "--budget, instead of reading any from book/recorded/ (hours on a CPU)")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
     p.set_defaults(func=_run_cli)
     return p
 
 
-def batch_options(args) -> dict:
-    """The ``--batch-*`` flags as options of :func:`gtalib.book.schedule.batch_cluster`."""
-    return {"cores": args.batch_cores, "memory": args.batch_memory, "gpus": args.batch_gpus,
-            "walltime": args.batch_walltime, "account": args.batch_account,
-            "queue": args.batch_queue}
+def budget_minutes(text: str) -> float | None:
+    """``--budget``: a positive number of minutes, or ``none``."""
+    return None if text.strip().lower() == "none" else positive_float(text)
 
 
 def _run_cli(args) -> int:
     names = NOTEBOOKS if args.only is None else tuple(n.strip() for n in args.only.split(","))
+    if args.predict:
+        return _predict(args, names)
     try:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
                    train_recorded=args.train_recorded, cluster=args.cluster,
-                   scheduler_file=args.scheduler_file, batch=batch_options(args))
+                   scheduler_file=args.scheduler_file, batch=batch_options(args),
+                   budget_min=args.budget)
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
+    return 0
+
+
+def _predict(args, names) -> int:
+    from gtalib.book.job import ensure_corpus, runs_to_train
+    from gtalib.book.plan import make_plan
+    from gtalib.book.schedule import default_jobs
+    from gtalib.training.runs import resolve_run_dir
+
+    plan = make_plan(args.preset, args.seeds, args.max_steps, names)
+    ensure_corpus(plan)  # the run ids hash the corpus
+    runs_to_train(plan, resolve_run_dir(args.run_dir), args.jobs or default_jobs(), args.threads,
+                  args.budget, args.train_recorded)
     return 0

@@ -65,6 +65,34 @@ def positive_float(text: str) -> float:
     return v
 
 
+def add_cluster_args(parser, what: str) -> None:
+    """The options that say where runs are trained (Dask distributed; default an embedded
+    LocalCluster): ``--jobs``, ``--cluster``, ``--scheduler-file`` and the ``--batch-*`` flags of
+    :func:`gtalib.book.schedule.batch_cluster`. ``what`` completes the group's title."""
+    c = parser.add_argument_group(f"where {what} (Dask distributed; default: an embedded "
+                                  "LocalCluster on this machine)")
+    c.add_argument("--jobs", type=positive_int, default=None,
+                   help="worker processes of the embedded cluster, or batch jobs (default: the "
+                        "usable cores, at most one per 1.5 GB of free memory)")
+    c.add_argument("--cluster", default=None, metavar="tcp://HOST:PORT|slurm|pbs|lsf",
+                   help="a running Dask scheduler, or workers submitted as batch jobs through "
+                        "dask-jobqueue (its ~/.config/dask/jobqueue.yaml, then the --batch-* flags)")
+    c.add_argument("--scheduler-file", default=None, help="a running Dask cluster's scheduler file")
+    c.add_argument("--batch-cores", type=positive_int, default=1, help="cores per batch job")
+    c.add_argument("--batch-memory", default="4GB", help="memory per batch job")
+    c.add_argument("--batch-gpus", type=int, default=0, help="GPUs per batch job")
+    c.add_argument("--batch-walltime", default="02:00:00", help="walltime per batch job")
+    c.add_argument("--batch-account", default=None, help="account to charge the batch jobs to")
+    c.add_argument("--batch-queue", default=None, help="queue / partition of the batch jobs")
+
+
+def batch_options(args) -> dict:
+    """The ``--batch-*`` flags as options of :func:`gtalib.book.schedule.batch_cluster`."""
+    return {"cores": args.batch_cores, "memory": args.batch_memory, "gpus": args.batch_gpus,
+            "walltime": args.batch_walltime, "account": args.batch_account,
+            "queue": args.batch_queue}
+
+
 def expected_error(exc: BaseException) -> BaseException | None:
     """The error to report in one line for ``exc``, or ``None`` if ``exc`` is a bug (whose
     traceback should show).

@@ -6,7 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+from collections import defaultdict
 from pathlib import Path
+
+from gtalib.book.schedule import train_all
+from gtalib.cli.core import add_cluster_args, batch_options
 
 from gtalib.training import records
 from gtalib.training import runs as store
@@ -30,6 +35,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                        "bit-identical, within the cross-machine envelope, or mismatch")
     c.add_argument("run_ids", nargs="*", help="run ids (default: all; see `gtalib record list`)")
     c.add_argument("--record-dir", default=None)
+    add_cluster_args(c, "the records are re-trained")
     c.set_defaults(func=_cli_check)
     k = sub.add_parser("costs", help="what each recorded configuration cost, in core-seconds, "
                        "and on which CPU (Markdown, as docs/recorded_runs.md)")
@@ -75,10 +81,28 @@ def _cli_check(args) -> int:
         raise ValueError(f"no recorded run {', '.join(missing)} in {record_dir} "
                          f"(see `gtalib record list`)")
     counts = dict.fromkeys(OUTCOMES, 0)
-    for folder in folders:
-        res = check_record(folder)
-        print(res.message(), flush=True)
-        counts[res.outcome] += 1
+    with tempfile.TemporaryDirectory(prefix="gtalib-check-") as work:
+        # every record re-trained at once on the cluster (each with its card's thread count),
+        # then each compared with the run found finished in the work store
+        by_threads = defaultdict(list)
+        for folder in folders:
+            spec = store.load_spec(folder)
+            by_threads[store.load_card(folder).get("threads") or 1].append(
+                (spec.describe().split(" seed=")[0], spec))
+        failed = {}
+        for threads, specs in by_threads.items():
+            for message in train_all(specs, work, args.jobs, threads, "cpu", cluster=args.cluster,
+                                     scheduler_file=args.scheduler_file,
+                                     batch=batch_options(args)):
+                failed[message.split()[0]] = message
+        for folder in folders:
+            if folder.name in failed:  # its re-training failed: nothing to compare
+                print(f"{folder.name}: mismatch: re-training failed: {failed[folder.name]}")
+                counts["mismatch"] += 1
+                continue
+            res = check_record(folder, work_dir=work)
+            print(res.message(), flush=True)
+            counts[res.outcome] += 1
     print(f"recorded runs checked: {counts['bit-identical']} bit-identical, "
           f"{counts['within envelope']} within envelope, {counts['mismatch']} mismatch")
     return 1 if counts["mismatch"] else 0

@@ -481,15 +481,23 @@ def _cpu_of(folder: Path) -> str:
     return f"{load_record_info(folder)['machine']['cpu']}, kind unknown"
 
 
+def config_key(spec) -> str:
+    """A run's configuration: the canonical JSON of every field of its spec but the seed (the
+    key of :func:`cost_table`, so a run's expected cost is looked up by its spec)."""
+    return json.dumps({**spec.to_dict(), "seed": None}, sort_keys=True)
+
+
 def cost_table(record_dir=None):
-    """One row per recorded configuration (every field of the run's spec but the seed): ``run``
+    """One row per recorded configuration (:func:`config_key`, column ``key``): ``run``
     (:meth:`gtalib.training.runs.RunSpec.describe` less the seed), ``n_layer``, ``steps``, ``tokens`` per
     run, ``seeds`` (sorted), ``runs``, core-seconds per run (``core_s_median``, ``core_s_min``,
     ``core_s_max``; a run's wall time in seconds × its torch threads, from its card, so a run
     slowed by other work on its machine counts as measured), ``resumed`` (runs resumed from a
     checkpoint, whose card times only the last process: left out of the per-run figures and
     counted at the median in the total; in a configuration with no other run, at their own
-    last-process time, a lower bound, flagged by ``lower_bound``), ``core_s_total`` and ``cpu``
+    last-process time, a lower bound, flagged by ``lower_bound``), ``core_s_total``,
+    ``train_s_median`` (the optimizer steps' own seconds per run, the card's ``train_wall_s``,
+    median over the runs not resumed) and ``cpu``
     (the machine kind that trained it, :func:`record_machine_kind`). Sorted by
     ``core_s_total``, largest first.
     Returns a :class:`pandas.DataFrame`.
@@ -499,17 +507,19 @@ def cost_table(record_dir=None):
     rows = []
     for folder in list_records(record_dir):
         spec, card = store.load_spec(folder), store.load_card(folder)
-        key = json.dumps({**spec.to_dict(), "seed": None}, sort_keys=True)
+        key = config_key(spec)
         rows.append({"key": key, "run": spec.describe().replace(f" seed={spec.seed}", ""),
                      "n_layer": spec.model.n_layer, "steps": spec.train.max_steps,
                      "tokens": spec.train.max_steps * spec.train.tokens_per_step,
                      "seed": spec.seed, "resumed": bool(card.get("resumed")),
                      "core_s": (math.nan if card.get("resumed")
                                 else card["wall_time_s"] * card["threads"]),
+                     "train_s": math.nan if card.get("resumed") else card.get("train_wall_s", math.nan),
                      "last_start_core_s": card["wall_time_s"] * card["threads"],
                      "cpu": _cpu_of(folder)})
-    cols = ["run", "n_layer", "steps", "tokens", "seeds", "runs", "core_s_median", "core_s_min",
-            "core_s_max", "resumed", "core_s_total", "lower_bound", "cpu"]
+    cols = ["key", "run", "n_layer", "steps", "tokens", "seeds", "runs", "core_s_median",
+            "core_s_min", "core_s_max", "resumed", "core_s_total", "lower_bound", "train_s_median",
+            "cpu"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -518,12 +528,14 @@ def cost_table(record_dir=None):
         tokens=("tokens", "first"), seeds=("seed", lambda s: tuple(sorted(s))),
         runs=("seed", "size"), core_s_median=("core_s", "median"), core_s_min=("core_s", "min"),
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
+        train_s_median=("train_s", "median"),
         cpu=("cpu", lambda c: "; ".join(sorted(set(c)))))
     measured = df.groupby("key", sort=False)["core_s"].sum()
     out["lower_bound"] = out["core_s_median"].isna()  # every run of it resumed
     last_start = df.groupby("key", sort=False)["last_start_core_s"].sum()
     out["core_s_total"] = (measured + out["resumed"] * out["core_s_median"]).where(
         ~out["lower_bound"], last_start)
+    out = out.reset_index()
     return out.sort_values(["core_s_total", "run"], ascending=[False, True]).reset_index(
         drop=True)[cols]
 

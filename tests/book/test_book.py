@@ -150,13 +150,15 @@ def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
     assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders
 
 
-def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
-    """A run whose bundle the repository holds is not trained (the page reads the bundle);
-    ``train_recorded=True`` trains it too, and the ladder's runs with it."""
+def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkeypatch):
+    """A task (both arms of a pair) whose runs the repository holds is read from its bundles
+    when the budget has no room for it; one with a run that has no record is trained whatever
+    the budget; ``budget_min=None`` trains every run of the book, ``train_recorded=True`` the
+    ladder's too."""
     import sys
 
+    from gtalib.book import budget, specs
     from gtalib.training import records
-    from gtalib.book import specs
 
     sys.path.insert(0, str(Path(__file__).parent))
     import synthetic
@@ -169,19 +171,31 @@ def test_the_job_reads_recorded_runs_and_trains_the_rest(tmp_path, monkeypatch):
     plan = make_plan("ci", 1)
     refs = synthetic.write_store(tmp_path / "store", "ci", 1)
     rec_dir = tmp_path / "recorded"
-    recorded = {specs.run_spec(r, "ci", None, synthetic.synthetic_identity("ci")).run_id
-                for r in refs[:3]}
+    every_spec = [s for _, s in plan.specs()]
+    tasks = budget.groups(every_spec)
+    recorded = {s.run_id for g in tasks[:2] for s in g}  # two whole tasks recorded ...
+    recorded.add(tasks[2][0].run_id)  # ... and one arm of a third
     for rid in recorded:
-        (tmp_path / "store" / rid / "card.json").write_text('{"threads": 1, "device": "cpu"}')
+        (tmp_path / "store" / rid / "card.json").write_text(
+            '{"threads": 1, "device": "cpu", "wall_time_s": 1.0, "train_wall_s": 1.0}')
         records.record_run(tmp_path / "store" / rid, rec_dir)
     monkeypatch.setenv("GTALIB_RECORD_DIR", str(rec_dir))
-    every = {s.run_id for _, s in plan.specs()}
+    every = {s.run_id for s in every_spec}
     ladder = {s.run_id for _, s in plan.specs(plan.ladder_refs)}
-    for train_recorded, expected in ((False, every - recorded), (True, every | ladder)):
+    read_whole = {s.run_id for g in tasks[:2] for s in g}
+    for budget_min, train_recorded, expected in (
+            (1e-6, False, every - read_whole),  # the half-recorded task is trained whole
+            (None, False, every), (1e-6, True, every | ladder)):
         trained.clear()
+        lines = []
         book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False,
-                        train_recorded=train_recorded, book_dir=tmp_path / "book")
+                        train_recorded=train_recorded, book_dir=tmp_path / "book",
+                        budget_min=budget_min, log=lines.append)
         assert trained == [expected]
+        text = "\n".join(lines)
+        assert "calibration: " in text and "prediction on this machine" in text
+    with pytest.raises(ValueError, match="--budget"):
+        book.build_book("ci", 1, budget_min=0)
     # without training, the job says how many runs are local, recorded and missing
     lines = []
     book.build_book("ci", 1, run_dir=tmp_path / "empty", notebooks=(), html=False, train=False,

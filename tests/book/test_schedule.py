@@ -75,3 +75,25 @@ def test_a_run_in_a_slurm_job_environment_is_one_plain_process(monkeypatch, tmp_
     spec = plan.spec(plan.runs[0])
     path = ensure_run(spec, tmp_path, accelerator="cpu")
     assert len(load_metrics(path)) == spec.train.max_steps
+
+
+def test_a_run_that_fails_by_itself_fails_once_and_the_others_go_on(tmp_path):
+    """A diverging run (a learning rate of 10^6) comes back as one line, is not retried, and
+    the other run of the job finishes."""
+    import dataclasses
+
+    from gtalib.book.plan import make_plan
+    from gtalib.training.runs import is_done, run_path
+
+    plan = make_plan("ci", 1)
+    (label, good), (_, other) = plan.specs(list(plan.runs)[:2])
+    bad = dataclasses.replace(other, seed=7, train=dataclasses.replace(other.train, lr=1e6))
+    lines = []
+    failures = schedule.train_all([(label, good), ("diverging", bad)], tmp_path, jobs=1,
+                                  log=lines.append)
+    assert len(failures) == 1 and failures[0].startswith(f"{bad.run_id} diverging")
+    assert "FloatingPointError" in failures[0] and "\n" not in failures[0]
+    assert is_done(run_path(good, tmp_path)) and not is_done(run_path(bad, tmp_path))
+    # once: one start line for it, one result line
+    assert sum(bad.run_id in ln and " trains " in ln for ln in lines) == 1, lines
+    assert sum(ln.startswith("[") and bad.run_id in ln for ln in lines) == 1

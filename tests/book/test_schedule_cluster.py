@@ -74,7 +74,9 @@ def test_ci_book_runs_on_a_scheduler_and_two_workers_one_killed(tmp_path):
         log.close()
     assert killed, "no worker was killed while training"
     assert failures == [], failures
-    assert all(line.endswith("(handed back)") for line in lines if line.startswith("["))
+    assert all(line.endswith("(handed back from the worker's scratch store)")
+               for line in lines if line.startswith("["))
+    assert any(" trains " in line for line in lines)  # a line names what each worker starts
     # every run is in the client's store, checked, and equals a run trained here cell for cell
     here = tmp_path / "here"
     for label, spec in {s.run_id: (lab, s) for lab, s in specs}.values():
@@ -83,3 +85,54 @@ def test_ci_book_runs_on_a_scheduler_and_two_workers_one_killed(tmp_path):
         pd.testing.assert_frame_equal(remote, local, check_exact=True)
         card = json.loads((run_path(spec, store) / "card.json").read_text())
         assert card["machine_kind"] is not None and card["threads"] == 1
+
+
+#: A job that trains two long ``ci`` runs on an embedded cluster of one worker.
+_JOB = """
+import sys
+from gtalib.book.plan import make_plan
+from gtalib.book.schedule import train_all
+
+if __name__ == "__main__":
+    plan = make_plan("ci", 1, max_steps=2000)
+    train_all(plan.specs(list(plan.runs)[:2]), sys.argv[1], jobs=1, threads=1)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_runs_and_leaves_nothing_half_written(tmp_path):
+    import psutil
+
+    from gtalib.training.runs import check_store
+
+    store = tmp_path / "store"
+    job = subprocess.Popen([sys.executable, "-c", _JOB, str(store)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    seen = []
+    try:
+        for line in job.stdout:  # until the worker says it trains a run
+            seen.append(line)
+            if " trains " in line:
+                break
+        assert any(" trains " in line for line in seen), "".join(seen)
+        time.sleep(3.0)  # inside the run
+        workers = psutil.Process(job.pid).children(recursive=True)
+        assert workers, "the embedded cluster has no worker process"
+        job.send_signal(signal.SIGINT)
+        rest = job.communicate(timeout=120)[0]
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0, rest
+    assert "KeyboardInterrupt" in rest
+    # no worker keeps training: the cluster's processes are gone ...
+    gone, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, alive
+    # ... and the store holds no finished run and nothing half-written: a run folder is either
+    # not done (resumable or retrained) or done with files that check out
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("*")}
+    states = check_store(store)
+    assert states and {s.state for s in states} <= {"incomplete"}, states
+    time.sleep(2.0)
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == before

@@ -1,0 +1,114 @@
+#!/usr/bin/env python
+"""How close the book's wall-time prediction comes to the wall time it then measures.
+
+Usage (from the repo root):
+
+    .venv/bin/python benchmarks/budget_prediction.py --preset ci              # about 3 minutes
+    .venv/bin/python benchmarks/budget_prediction.py --preset cpu --budget 15  # about 15 minutes
+
+Builds the book at ``--preset`` end to end (``gtalib.book.job.build_book``: corpus, training
+through the embedded Dask cluster, notebooks, HTML) into a temporary copy of ``book/`` and an
+empty temporary run store, with the budget given, and records what the job predicted before it
+trained (:mod:`gtalib.book.budget`: a short timed calibration, then each run's recorded
+core-seconds scaled to this machine, or its FLOPs at the calibrated rate) against what it then
+measured, for the training and for the whole job. Each call adds one row to
+``budget_prediction.json`` (date, machine kind, commit, versions, load average) and rewrites
+``budget_prediction.md`` from all rows. Not a timed test: a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
+    import lightning
+    import torch
+
+    from gtalib.book.job import build_book
+    from gtalib.training.machine import cpu_info
+
+    with tempfile.TemporaryDirectory(prefix="gtalib-budget-") as tmp:
+        book_dir = Path(tmp) / "book"
+        shutil.copytree(REPO / "book", book_dir,
+                        ignore=shutil.ignore_patterns("_build", "generated"))
+        load_before = os.getloadavg()
+        s = build_book(preset, seeds, jobs=jobs, threads=1, run_dir=Path(tmp) / "runs",
+                       book_dir=book_dir, budget_min=budget_min)
+    cpu = cpu_info()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": f"{cpu['model_name']} (family {cpu['family']}, model {cpu['model']})",
+        "logical_cpus": os.cpu_count(), "commit": commit, "torch": torch.__version__,
+        "lightning": lightning.__version__, "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "preset": preset, "seeds": seeds, "jobs": jobs, "budget_min": budget_min,
+        "runs_trained": s["runs_trained"], "runs_read": s["runs_read"],
+        "predicted_train_s": round(s["predicted_train_s"], 1), "train_s": round(s["train_s"], 1),
+        "predicted_total_s": round(s["predicted_total_s"], 1), "total_s": round(s["total_s"], 1),
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "# The book's wall-time prediction against the measured wall time",
+        "",
+        "Each row: one `gtalib book` from an empty run store (`benchmarks/budget_prediction.py"
+        " --preset P [--budget M]`), its prediction printed before it trained (a short timed "
+        "calibration; each run's recorded core-seconds scaled to this machine, or its FLOPs at "
+        "the calibrated rate where none is recorded: `gtalib/book/budget.py`) against what it "
+        "measured. *ratio* = measured / predicted: above 1, the job took longer than it said. "
+        "Load average (1 min) before and after: the machine may be shared.",
+        "",
+        "| date (UTC) | CPU | commit | preset | jobs | budget | runs trained / read | "
+        "training predicted → measured (s) | ratio | whole job predicted → measured (s) | "
+        "ratio | load before / after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        budget = "none" if r["budget_min"] is None else f"{r['budget_min']:g} min"
+        lines.append(
+            f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
+            f"{r['preset']} ({r['seeds']} seeds) | {r['jobs']} | "
+            f"{budget} | "
+            f"{r['runs_trained']} / {r['runs_read']} | {r['predicted_train_s']:.0f} → "
+            f"{r['train_s']:.0f} | {r['train_s'] / r['predicted_train_s']:.2f} | "
+            f"{r['predicted_total_s']:.0f} → {r['total_s']:.0f} | "
+            f"{r['total_s'] / r['predicted_total_s']:.2f} | {r['load_before'][0]} / "
+            f"{r['load_after'][0]} |")
+    lines += ["", f"Versions: torch {rows[-1]['torch']}, Lightning {rows[-1]['lightning']}.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="ci")
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--budget", default="none", help="minutes, or none")
+    args = p.parse_args(argv)
+    budget_min = None if args.budget == "none" else float(args.budget)
+    out = HERE / "budget_prediction.json"
+    rows = json.loads(out.read_text()) if out.exists() else []
+    rows.append(_row(args.preset, args.seeds, args.jobs, budget_min))
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    (HERE / "budget_prediction.md").write_text(markdown(rows))
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+#!/usr/bin/env python
+"""The book's training on N workers, on paper: the wall time of ``--budget none`` and
+``--train-recorded`` at the ``cpu`` preset from the recorded costs, and of the ``gpu`` preset's
+book from its FLOPs at stated GPU throughputs.
+
+Usage (from the repo root; a few seconds, trains nothing):
+
+    .venv/bin/python benchmarks/cluster_wall_time.py      # writes cluster_wall_time.md
+
+Each run costs its configuration's recorded core-seconds (median over its bundles,
+``gtalib record costs``, as measured on the recording machines; one thread per run), or, at the
+``gpu`` preset, where nothing is recorded, ``6 · parameters · tokens`` FLOPs (Kaplan et al. 2020)
+at a sustained rate stated in the table. Runs form the tasks that
+:func:`gtalib.book.schedule.train_all` submits (both arms of every ΔL pair together), and the wall
+time on N workers is the longest-first schedule's makespan (:func:`gtalib.book.budget.makespan`),
+the scheduler's own cost aside (milliseconds per run: ``benchmarks/jobs_speedup.md``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORKERS = (1, 2, 4, 8, 16, 32, 64)
+#: Sustained bf16 training throughputs assumed for one GPU (FLOP/s): 10 % and 40 % of an H100
+#: SXM's dense bf16 peak of 989 TFLOP/s (NVIDIA H100 datasheet). Not measured here: the GPU
+#: check's ``train`` section measures tokens per second when a GPU is lent.
+GPU_RATES = (0.1 * 989e12, 0.4 * 989e12)
+
+
+def _specs(preset: str, refs):
+    from gtalib.book.specs import run_spec
+
+    # the data identity does not change a run's cost; a placeholder keeps this corpus-free
+    return list({s.run_id: s for s in (run_spec(r, preset, None, {"cost-only": preset})
+                                       for r in refs)}.values())
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min"
+
+
+def _row(what: str, specs, seconds) -> str:
+    from gtalib.book.budget import groups, makespan
+
+    tasks = [sum(seconds(s) for s in g) for g in groups(specs)]
+    cells = [_hours(makespan(tasks, n)) for n in WORKERS]
+    return (f"| {what} | {len(specs)} | {len(tasks)} | {_hours(sum(tasks))} | "
+            + " | ".join(cells) + f" | {_hours(max(tasks))} |")
+
+
+def markdown() -> str:
+    import torch
+
+    from gtalib.book import figures
+    from gtalib.book.budget import training_flops
+    from gtalib.book.plan import make_plan
+    from gtalib.training import records
+
+    costs = records.cost_table()
+    median = dict(zip(costs["key"], costs["core_s_median"]))
+
+    def recorded(spec) -> float:
+        return median[records.config_key(spec)]
+
+    cpu = make_plan("cpu", 3)
+    book = _specs("cpu", cpu.runs)
+    everything = _specs("cpu", list(cpu.runs) + list(figures.ladder_runs("cpu")))
+    missing = [s.describe() for s in everything if records.config_key(s) not in median]
+    if missing:
+        raise SystemExit(f"no recorded cost for {missing[:3]} ...: record them first")
+    gpu = _specs("gpu", make_plan("gpu", 3).runs)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                            capture_output=True, text=True).stdout.strip()
+    head = " | ".join(f"{n} worker{'s' if n > 1 else ''}" for n in WORKERS)
+    lines = [
+        "# The book's training on N workers, on paper",
+        "",
+        f"Generated {dt.date.today().isoformat()} at commit {commit} (torch {torch.__version__}) "
+        "by `benchmarks/cluster_wall_time.py` from the recorded costs (`docs/recorded_runs.md`: "
+        "each configuration's median core-seconds, one thread per run, as measured on the "
+        "recording CPUs, AMD EPYC family 25 and 26) and, for the `gpu` preset, from FLOPs at the "
+        "throughputs named. Wall time = the makespan of the longest-first schedule of the "
+        "tasks (both arms of every ΔL pair in one task) on N workers; the scheduler's own cost "
+        "(milliseconds per run) aside. *Longest task* bounds the wall time however many workers.",
+        "",
+        f"| what | runs | tasks | core time | {head} | longest task |",
+        "|---|---|---|---|" + "---|" * len(WORKERS) + "---|",
+        _row("`cpu` book, `--budget none` (157 runs, CPU workers)", book, recorded),
+        _row("`cpu` book and ladder, `--train-recorded` (CPU workers)", everything, recorded),
+    ]
+    for rate in GPU_RATES:
+        lines.append(_row(f"`gpu` book, 3 seeds, one GPU per worker at {rate / 1e12:.0f} "
+                          "TFLOP/s sustained", gpu, lambda s, r=rate: training_flops(s) / r))
+    lines += [
+        "",
+        f"A `gpu`-preset run is {training_flops(gpu[0]) / 1e15:,.0f} PFLOP "
+        f"({gpu[0].train.max_steps:,} steps × {gpu[0].train.tokens_per_step:,} tokens, "
+        "≈ 51 M parameters); the rates are 10 % and 40 % of an H100's dense bf16 peak (989 "
+        "TFLOP/s), assumed, not measured: a model this small keeps a GPU far from its peak.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    text = markdown()
+    (HERE / "cluster_wall_time.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
