@@ -22,6 +22,7 @@ module             what
 ``params``         the notebooks' parameters, validated in one place
 ``plan``           a preset resolved once: its runs, tokenizer, training settings, chapters
 ``job``            the main job: corpus → runs → papermill notebooks → Jupyter Book HTML
+``budget``         what each run costs on this machine (calibration), which fit the time budget
 ``schedule``       training the book's missing runs on a Dask cluster (embedded, tcp, Slurm)
 ``notebooks``      executing the notebooks with papermill (parameters, kernels, cell timeout)
 ``snippets``       the generated Markdown of the methods and reproduction chapters
