@@ -3,7 +3,11 @@
 ``model_config(preset, variant, **options)`` returns a resolved :class:`ModelConfig` with the FFN
 width F solved by :func:`gtalib.model.params.match_intermediate_size` against the preset's MHA model, so
 every variant (and its gated / double-heads configurations) of a preset has the MHA baseline's
-parameter count to within 0.1 %.
+parameter count to within 0.1 %. The MHA baseline's own F follows one rule at every preset and
+every width: ``8·d_model/3`` rounded to a multiple of 8
+(:func:`gtalib.model.params.default_intermediate_size`; paper 8192, ``gpu`` 1368, ``cpu`` and
+``ci`` 344), so a model given another ``d_model`` (the scale ladder's width axis) is matched to
+the MHA model of *its* width, not of the preset's.
 
 =========  ========================================================================  ==========
 preset     shared sizes                                                              about
@@ -27,22 +31,35 @@ the same preset names (the training layer reads this one; this one never reads i
 from __future__ import annotations
 
 from gtalib.model.config import VARIANTS, ModelConfig, canonical_variant
-from gtalib.model.params import match_intermediate_size
+from gtalib.model.params import default_intermediate_size, match_intermediate_size
 
-#: Shared sizes per preset. ``mha_intermediate_size``: the baseline's SwiGLU width (paper 8192 =
-#: 8·3072/3); ``ffn_multiple``: rounding of the matched widths (paper 8, see gtalib.model.params).
+#: Shared sizes per preset. ``ffn_multiple``: rounding of the matched widths (paper 8, see
+#: gtalib.model.params); the MHA baseline's width is :func:`mha_intermediate_size`.
 PRESETS: dict[str, dict] = {
     "paper": dict(n_layer=24, d_model=3072, n_head=24, head_dim=128, vocab_size=50304,
-                  block_size=2048, gqa_group=4, mha_intermediate_size=8192, ffn_multiple=8),
+                  block_size=2048, gqa_group=4, ffn_multiple=8),
     "gpu": dict(n_layer=8, d_model=512, n_head=8, head_dim=64, vocab_size=50304,
-                block_size=1024, gqa_group=4, mha_intermediate_size=1368, ffn_multiple=1),
+                block_size=1024, gqa_group=4, ffn_multiple=1),
     "cpu": dict(n_layer=8, d_model=128, n_head=4, head_dim=32, vocab_size=256,
-                block_size=128, gqa_group=2, mha_intermediate_size=344, ffn_multiple=1),
+                block_size=128, gqa_group=2, ffn_multiple=1),
     "ci": dict(n_layer=2, d_model=128, n_head=4, head_dim=32, vocab_size=256,
-               block_size=64, gqa_group=2, mha_intermediate_size=344, ffn_multiple=1),
+               block_size=64, gqa_group=2, ffn_multiple=1),
 }
 
-_MATCHING_KEYS = ("mha_intermediate_size", "ffn_multiple")
+
+def mha_intermediate_size(d_model: int) -> int:
+    """The MHA baseline's SwiGLU width F at width ``d_model``, the reference every variant is
+    matched to: ``8·d_model/3`` rounded to the nearest multiple of 8, the parameters of a
+    4·d GELU MLP (Shazeer 2020; :func:`gtalib.model.params.default_intermediate_size`). The
+    paper's MHA has 8192 at d 3072 (docs/variants.md, "Parameter matching and paper sizes");
+    ``gpu`` 1368 at d 512; ``cpu`` and ``ci`` 344 at d 128; 680 at d 256.
+
+    Raises:
+        ValueError: ``d_model`` not a positive integer.
+    """
+    if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
+        raise ValueError(f"d_model must be a positive integer, got {d_model!r}")
+    return default_intermediate_size(d_model, multiple=8)
 
 
 def model_config(preset: str, variant: str, **options) -> ModelConfig:
@@ -53,7 +70,8 @@ def model_config(preset: str, variant: str, **options) -> ModelConfig:
         variant: any spelling accepted by :func:`gtalib.model.config.canonical_variant`.
         **options: :class:`ModelConfig` fields to override (``gate``, ``init``, ``latent_scale``,
             ``head_multiplier``, ``attn_impl``, or sizes). ``intermediate_size`` given explicitly
-            is kept; otherwise F is solved against the preset's MHA model.
+            is kept; otherwise F is solved against the MHA model of the same shared sizes, whose
+            F is :func:`mha_intermediate_size` of the config's ``d_model``.
     Raises:
         KeyError: unknown preset or variant (lists the allowed names).
         ValueError: an option the variant cannot take (names the parameter).
@@ -61,10 +79,12 @@ def model_config(preset: str, variant: str, **options) -> ModelConfig:
     if preset not in PRESETS:
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     p = dict(PRESETS[preset])
-    ref_f, multiple = (p.pop(k) for k in _MATCHING_KEYS)
+    multiple = p.pop("ffn_multiple")
     cfg = ModelConfig(variant=canonical_variant(variant), **{**p, **options})
     if cfg.intermediate_size is None:
-        F = match_intermediate_size(cfg, "mha", reference_intermediate_size=ref_f, multiple=multiple)
+        # the reference is the MHA model of the config's own width (a width override included)
+        F = match_intermediate_size(cfg, "mha", multiple=multiple,
+                                    reference_intermediate_size=mha_intermediate_size(cfg.d_model))
         cfg = cfg.replace(intermediate_size=F)
     return cfg.resolved()
 

@@ -111,3 +111,25 @@ def test_train_options_of_the_wrong_type_are_refused(field, value, needle):
     with pytest.raises(ValueError, match=re.escape(needle)):
         train_config("ci", **{field: value})
     train_config("ci")  # the preset itself passes
+
+
+def test_the_mha_reference_width_follows_one_rule_at_every_width():
+    """The MHA baseline's F is 8·d/3 rounded to a multiple of 8 at every preset (the paper's 8192
+    at d 3072) and at a width the preset does not have, so a wider model is matched to the MHA
+    model of its own width: at d 256 (4 heads of 64) MHA has F = 680, not the d-128 preset's 344,
+    and every variant is within 0.1 % of that MHA model's parameters."""
+    from gtalib.model.presets import mha_intermediate_size
+
+    assert {name: model_config(name, "mha").intermediate_size for name in PRESETS} == {
+        "paper": 8192, "gpu": 1368, "cpu": 344, "ci": 344}
+    assert all(mha_intermediate_size(p["d_model"]) == model_config(name, "mha").intermediate_size
+               for name, p in PRESETS.items())
+    wide = dict(d_model=256, head_dim=64)
+    mha = model_config("cpu", "mha", **wide)
+    assert (mha.intermediate_size, mha.n_head, mha.head_dim) == (680, 4, 64)
+    base = count_params(mha)["total"]
+    for v in VARIANTS:
+        total = count_params(model_config("cpu", v, **wide))["total"]
+        assert abs(total - base) / base < 1e-3, (v, total, base)
+    with pytest.raises(ValueError, match="d_model"):
+        mha_intermediate_size(0)
