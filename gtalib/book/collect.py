@@ -75,7 +75,8 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
     Args:
         refs: :class:`gtalib.book.figures.RunRef` list. plan: the :class:`gtalib.book.plan.Plan`
             that resolves them into run specs. run_dir: run store root.
-        train: train missing runs through ``gtalib.training.runs.ensure_run`` (else report them missing).
+        train: train missing runs through :func:`gtalib.training.train.ensure_run` (else report
+            them missing).
         record_dir: recorded runs (default :func:`gtalib.training.records.default_record_dir`).
     Returns:
         :class:`Collected`. A run that fails to train is reported ``failed`` with its error, a
@@ -83,6 +84,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
         is raised, so a figure can say on its page which runs it lacks.
     """
     from gtalib.training import records, runs as store
+    from gtalib.training.train import ensure_run
 
     run_dir = resolve_run_dir(run_dir)
     frames, status, cards = [], [], []
@@ -96,7 +98,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
             if train and record is None and not local:
                 # a standalone papermill run trains here; say which run, since it takes a while
                 print(f"training {spec.run_id}: {ref.label}, seed {ref.seed} ...", flush=True)
-                path = Path(store.ensure_run(spec, run_dir))
+                path = Path(ensure_run(spec, run_dir))
             if record is not None:  # the local store lacks it: the repository's record
                 df = records.load_record_metrics(record)
                 card = store.load_card(record)

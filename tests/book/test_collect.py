@@ -123,3 +123,46 @@ def test_pair_source_is_printed_under_the_tables_grouped_by_text():
     points = pd.DataFrame({"part": ["gate"], "variant": ["gqa"], "arm": ["alt"], "n_layer": [8],
                            "max_steps": [1000], "pair_source": ["both on X"]})
     assert ladder.ladder_pair_sources(points) == "*Pair source* (every row): both on X."
+
+
+def test_collect_runs_trains_a_run_that_is_neither_local_nor_recorded(tmp_path, monkeypatch):
+    """With ``train=True`` a missing run is trained through gtalib.training.train.ensure_run (here
+    a stand-in that writes a finished synthetic run) and read back as a local run."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    from gtalib.book import figures, specs
+    from gtalib.book.plan import make_plan
+    from gtalib.training import train
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import synthetic
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    trained = []
+
+    def fake_ensure_run(spec, run_dir, **kw):
+        path = Path(run_dir) / spec.run_id
+        path.mkdir(parents=True)
+        steps = np.arange(1, spec.train.max_steps + 1)
+        on_eval = (steps % spec.train.eval_every == 0) | (steps == steps[-1])
+        df = synthetic.metrics(steps, 2.0, tokens_per_step=spec.train.tokens_per_step)
+        df["val_loss"] = np.where(on_eval, 2.0, np.nan)
+        df["lr"] = 1e-3
+        df.to_csv(path / "metrics.csv", index=False)
+        (path / "spec.json").write_text(json.dumps(spec.to_dict()))
+        (path / "card.json").write_text(json.dumps({"threads": 1}))
+        (path / "DONE").write_text("synthetic\n")
+        trained.append(spec.run_id)
+        return path
+
+    monkeypatch.setattr(train, "ensure_run", fake_ensure_run)
+    ref = figures.RunRef("gqa", "main", (), 0)
+    plan = make_plan("ci", 1)
+    col = collect.collect_runs([ref], plan, tmp_path, train=True, record_dir=tmp_path / "none")
+    assert trained == [plan.spec(ref).run_id]
+    assert col.status["state"].tolist() == ["done"] and col.status["source"].tolist() == ["local"]
+    assert col.runs["val_loss"].dropna().tolist() == [2.0, 2.0]  # steps 10 and 20 at ci
