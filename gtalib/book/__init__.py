@@ -5,7 +5,7 @@ the shared statistics, curves, run collection and style, the tables and the main
 module             what
 =================  ===========================================================================
 ``figures``        the paper's figures and tables as data (runs, arms, reference values, claims)
-``ladders``        the scale ladder's design as data (depths, lengths, variants, arms)
+``ladders``        the scale ladder's design as data (depths, widths, lengths, variants, arms)
 ``specs``          a figure's runs as run specs (training settings, corpus data spec, RunSpec)
 ``stats``          t statistics, paired intervals, what n pairs resolve, the verdict rule
 ``curves``         paired ΔL curves, smoothing, the band over seeds, final values, plateau escape
@@ -16,6 +16,7 @@ module             what
 ``main_results``   the main table per held-out source, the entropy gap, the figure
 ``claims``         the claims table (one aggregation rule for every claim) and its page
 ``ladder``         the scale ladder: points, sentences, figure, table
+``width``          the ladder's width axis: MLRA-4's gap to the best other variant, its table
 ``kv_cache``       the KV-cache page's tables
 ``decode_speed``   the decode-speed page's figure and tables
 ``tables``         the parameter and per-device KV tables (``gtalib tables``)

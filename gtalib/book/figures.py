@@ -513,7 +513,7 @@ def main_runs(preset: str, seeds: int, max_steps=None) -> list[RunRef]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The scale ladder: ΔL against depth (and training length) at one width
+# The scale ladder: ΔL against depth and training length; the gap against width
 # ---------------------------------------------------------------------------------------------
 
 def ladder(preset: str) -> ladders.Ladder:
@@ -526,20 +526,27 @@ def ladder(preset: str) -> ladders.Ladder:
 
 
 def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) -> list[RunRef]:
-    """Every run of ``preset``'s ladder for seeds ``0..seeds-1`` (``None``: the ladder's own
-    :attr:`gtalib.book.ladders.Ladder.seeds`): ``part="init"``, ``"gate"`` or both
-    (``None``). Each ref carries its depth in ``options["n_layer"]`` and its length in
-    ``train["max_steps"]``.
+    """Every run of ``preset``'s ladder for seeds ``0..seeds-1``: ``part="init"``, ``"gate"``
+    (the depth and token axes), ``"width"`` (the width axis) or all three (``None``). Each ref
+    carries its depth in ``options["n_layer"]`` and its length in ``train["max_steps"]``; a
+    width-axis ref has arm ``"main"`` and, in ``options``, the sizes of its width that differ
+    from the preset's (:data:`~gtalib.book.ladders.WIDTH_FIELDS`), so at the preset's own width
+    it is the same run as the token axis' and the main table's.
 
+    Args:
+        seeds: ``None``: each axis its own count (:attr:`gtalib.book.ladders.Ladder.seeds` for
+            depth and length, :attr:`~gtalib.book.ladders.Ladder.width_seeds` for width).
     Raises:
         ValueError: ``seeds`` < 1 or an unknown ``part``.  KeyError: no ladder at ``preset``.
     """
+    from gtalib.model.presets import PRESETS
+
     lad = ladder(preset)
-    seeds = lad.seeds if seeds is None else seeds
-    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+    if seeds is not None and (not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1):
         raise ValueError(f"seeds must be a positive integer or None, got {seeds!r}")
-    if part not in (None, "init", "gate"):
-        raise ValueError(f"part must be 'init', 'gate' or None, got {part!r}")
+    if part not in (None, "init", "gate", "width"):
+        raise ValueError(f"part must be 'init', 'gate', 'width' or None, got {part!r}")
+    n = lad.seeds if seeds is None else seeds
     groups = []
     if part in (None, "init"):
         groups.append((lad.init_variants, lad.init_arms, (1,), lad.depths))
@@ -554,9 +561,17 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
         for factor in factors
         for depth in depths
         for v in variants
-        for s in range(seeds)
+        for s in range(n)
         for arm, opts in arms
     ]
+    if part in (None, "width"):
+        own = PRESETS[preset]
+        n = lad.width_seeds if seeds is None else seeds
+        for size in lad.widths:
+            sizes = {k: x for k, x in zip(ladders.WIDTH_FIELDS, size) if own[k] != x}
+            refs += [RunRef(v, "main", _opts({**sizes, "n_layer": lad.token_depth}), s,
+                            train=(("max_steps", lad.base_steps),))
+                     for v in lad.width_variants for s in range(n)]
     return list(dict.fromkeys(refs))  # the token axis shares GQA's runs with the depth axis
 
 

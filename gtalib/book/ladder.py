@@ -64,17 +64,25 @@ def paper_delta(key: str, variant: str) -> float:
     return math.log(ppl[0] / ppl[1]) if ppl else math.nan
 
 
+def depth_runs(preset: str, seeds: int | None = None) -> list:
+    """The runs of ``preset``'s depth and token axes (the init and gate parts of
+    :func:`gtalib.book.figures.ladder_runs`), whose ΔL pairs this page computes; the width
+    axis is :mod:`gtalib.book.width`'s."""
+    return [*F.ladder_runs(preset, seeds, "init"), *F.ladder_runs(preset, seeds, "gate")]
+
+
 def ladder_params(preset: str) -> pd.DataFrame:
-    """Total parameters of every configuration of ``preset``'s ladder at every depth, and its
-    deviation from MHA's at the same depth in percent (the FFN width is solved per depth by
-    :func:`gtalib.model.presets.model_config`)."""
+    """Total parameters of every configuration of ``preset``'s depth and token axes at every
+    depth, and its deviation from MHA's at the same depth in percent (the FFN width is solved
+    per depth by :func:`gtalib.model.presets.model_config`; the width axis':
+    :func:`gtalib.book.width.width_params`)."""
     from gtalib.book import figures
     from gtalib.model.params import count_params
     from gtalib.model.presets import model_config
 
     rows = []
     configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))
-               for r in figures.ladder_runs(preset, 1)}
+               for r in depth_runs(preset, 1)}
     for depth in figures.ladder(preset).depths:
         mha = count_params(model_config(preset, "mha", n_layer=depth))["total"]
         for variant, opts in sorted(configs):
@@ -101,7 +109,7 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
     from gtalib.book.plan import make_plan
 
     seeds = figures.ladder(preset).seeds if seeds is None else seeds
-    refs = figures.ladder_runs(preset, seeds)
+    refs = depth_runs(preset, seeds)
     collected = collect_runs(refs, make_plan(preset, 1), run_dir, train=train,
                              record_dir=record_dir)
     runs = collected.runs

@@ -1,12 +1,17 @@
-"""The scale ladder's design, as data: for each preset that has one, the depths, training
-lengths, variants and arms of its runs (:class:`Ladder`, :data:`LADDERS`). Its runs are
+"""The scale ladder's design, as data: for each preset that has one, the depths, widths,
+training lengths, variants and arms of its runs (:class:`Ladder`, :data:`LADDERS`). Its runs are
 :func:`gtalib.book.figures.ladder_runs`; its page's analysis is
-:func:`gtalib.book.ladder.ladder_result`. Reads nothing.
+:func:`gtalib.book.ladder.ladder_result` (depth and length) and
+:func:`gtalib.book.width.width_gap` (width). Reads nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+#: The sizes a width of the width axis sets, in the order of :attr:`Ladder.widths`.
+WIDTH_FIELDS = ("d_model", "n_head", "head_dim")
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,17 @@ class Ladder:
     the book's default length does not silently change (and invalidate) recorded ladder runs;
     ``seeds`` is the number of seeds recorded per point (the ladder page shows that many,
     whatever the book's own seed count).
+
+    The width axis: ``width_variants`` at the main results' configuration (zero init, no gate,
+    latent scale on, 1× heads; arm ``"main"``, no ΔL pair) at ``token_depth`` layers and
+    ``base_steps`` steps, at every size ``(d_model, n_head, head_dim)`` of ``widths``, with
+    ``width_seeds`` seeds; its analysis is ``width_named``'s gap to the best of the others
+    (:func:`gtalib.book.width.width_gap`). The other sizes follow the paper's ratios from
+    ``head_dim`` and ``d_model`` (:meth:`gtalib.model.config.ModelConfig.resolved`), and the
+    SwiGLU width is matched to the MHA model of each width
+    (:func:`gtalib.model.presets.mha_intermediate_size`). The first size is the preset's own, so
+    that point's runs are the ones the token axis and the main table have at that depth and
+    length.
     """
 
     depths: tuple[int, ...]
@@ -41,6 +57,10 @@ class Ladder:
     token_depth: int = 8
     token_factors: tuple[int, ...] = (1, 4)
     seeds: int = 3
+    width_variants: tuple[str, ...] = ()
+    widths: tuple[tuple[int, int, int], ...] = ()
+    width_named: str = "mlra-4"
+    width_seeds: int = 5
 
     def __post_init__(self):
         both = set(self.init_variants) & (set(self.gate_variants) | set(self.token_variants))
@@ -50,6 +70,18 @@ class Ladder:
         if not set(self.scaled_variants) <= set(self.init_variants):
             raise ValueError(f"Ladder.scaled_variants {self.scaled_variants} must be among "
                              f"init_variants {self.init_variants}")
+        if self.width_variants:
+            if self.width_named not in self.width_variants or len(self.width_variants) < 2:
+                raise ValueError(f"Ladder.width_named {self.width_named!r} must be one of "
+                                 f"width_variants {self.width_variants}, which need another")
+            if len(self.widths) < 2 or any(
+                    len(w) != 3 or not all(isinstance(x, int) and x > 0 for x in w)
+                    for w in self.widths):
+                raise ValueError(f"Ladder.widths {self.widths!r}: allowed: two or more "
+                                 f"(d_model, n_head, head_dim) triples of positive integers")
+            if not isinstance(self.width_seeds, int) or self.width_seeds < 1:
+                raise ValueError(f"Ladder.width_seeds must be a positive integer, got "
+                                 f"{self.width_seeds!r}")
 
     def depth_variants(self, part: str) -> tuple[str, ...]:
         """The variants drawn against depth in ``part`` (``"init"`` or ``"gate"``); the token
@@ -68,10 +100,18 @@ class Ladder:
 
 #: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
 #: and 8 layers and 250 / 1000 steps, the gate of GQA and MLRA-4 at 8 layers and 250 / 1000 /
-#: 2000 steps; ``ci`` a two-rung miniature for the tests.
+#: 2000 steps, and the width axis: MHA, GQA, MLA, MLRA-2 and MLRA-4 at 8 layers and 250 steps,
+#: d 128 (4 heads of 32) and d 256 (4 heads of 64, so MLRA-4's four latent blocks are 64 wide
+#: instead of 32), 5 seeds. ``ci`` a two-rung miniature for the tests; its width axis has the
+#: ci pages' two variants, GQA and MLA (MLA named, as the ci token axis has no MLRA-4), at d 128
+#: and 256, 2 seeds.
 LADDERS: dict[str, Ladder] = {
     "cpu": Ladder(depths=(2, 4, 8), base_steps=250, token_variants=("gqa", "mlra-4"),
-                  token_factors=(1, 4, 8)),
+                  token_factors=(1, 4, 8),
+                  width_variants=("mha", "gqa", "mla", "mlra-2", "mlra-4"),
+                  widths=((128, 4, 32), (256, 4, 64))),
     "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3),
-                 token_variants=("gqa", "mla"), token_depth=2, token_factors=(1, 3), seeds=2),
+                 token_variants=("gqa", "mla"), token_depth=2, token_factors=(1, 3), seeds=2,
+                 width_variants=("gqa", "mla"), widths=((128, 4, 32), (256, 4, 64)),
+                 width_named="mla", width_seeds=2),
 }

@@ -6,7 +6,7 @@ re-deriving runs, tokenizer and training settings from the preset's name::
     plan = make_plan("cpu", seeds=2)
     plan.runs            # every RunRef the book needs (each configuration once; recorded ones are read, not trained)
     plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
-    plan.ladder_refs     # the scale ladder's runs, at its own seed count (recorded)
+    plan.ladder_refs     # the scale ladder's runs, at its own seed counts (recorded)
     plan.spec(ref)       # the RunSpec of a ref (run id = its hash)
     plan.notebooks       # the chapters, in book order
 """
@@ -35,8 +35,9 @@ class Plan:
         tokenizer: ``"bytes"`` or ``"gpt2"``, from the preset's vocabulary.
         train: the resolved :class:`~gtalib.training.config.TrainConfig` of the default runs.
         figure_refs: per ablation key and ``"main"``, the runs of that figure or table.
-        ladder_refs: the scale ladder's runs at its own seed count (``Ladder.seeds``; empty at
-            a preset without a ladder).
+        ladder_refs: the scale ladder's runs at its own seed counts (``Ladder.seeds`` for
+            depth and length, ``Ladder.width_seeds`` for the width axis; empty at a preset
+            without a ladder).
         notebooks: the chapters to execute, in book order.
     """
 

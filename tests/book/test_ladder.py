@@ -24,11 +24,14 @@ import synthetic  # noqa: E402
 
 
 def test_ladder_runs_cover_every_rung_arm_and_length():
-    refs = F.ladder_runs("cpu", 3)
+    refs = L.depth_runs("cpu", 3)
     # init: 3 variants x 3 depths x 2 arms + MHA scaled x 3 depths; gate: 3 depths x 2 arms x 2
     # lengths; token axis at 8 layers: MLRA-4 x 2 arms x 3 lengths, GQA x 2 arms at 2000 steps
     # (its 250 and 1000 are the depth axis' runs); all x 3 seeds
     assert len(refs) == len(set(refs)) == (3 * 3 * 2 + 3 + 3 * 2 * 2 + 2 * 3 + 2) * 3
+    # every part together: the depth and token axes, then the width axis (5 variants x 2 widths)
+    assert F.ladder_runs("cpu", 3) == refs + F.ladder_runs("cpu", 3, "width")
+    assert len(F.ladder_runs("cpu", 3, "width")) == 5 * 2 * 3
     assert {dict(r.options)["n_layer"] for r in refs} == {2, 4, 8}
     gate_steps = {dict(r.train)["max_steps"] for r in refs if r.variant == "gqa"}
     assert gate_steps == {250, 1000, 2000}
@@ -78,7 +81,7 @@ def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign()
     plan = make_plan("cpu", 2)
     book_ids = {specs.run_spec(r, "cpu", None, data).run_id: r.label for r in plan.runs}
     def labels(steps, part):
-        rung = [r for r in plan.ladder_refs if dict(r.options)["n_layer"] == depth
+        rung = [r for r in L.depth_runs("cpu") if dict(r.options)["n_layer"] == depth
                 and dict(r.train)["max_steps"] == steps and r.seed < 2
                 and r.arm != "scaled" and lad.part(r.variant) == part]
         return {book_ids.get(specs.run_spec(r, "cpu", None, data).run_id) for r in rung}
@@ -91,16 +94,17 @@ def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign()
                                                 "MLRA-4 + gate"}
     # at 250 steps the ladder's gate pairs are main-table runs (MLRA-4) or the init page's (GQA)
     assert labels(lad.base_steps, "gate") == {"GQA zero init", None, "MLRA-4", "MLRA-4 + gate"}
-    # the ladder shows its own seeds (3 recorded), not the book's
-    assert {r.seed for r in plan.ladder_refs} == set(range(lad.seeds)) == {0, 1, 2}
+    # the ladder shows its own seeds (3 recorded; 5 on the width axis), not the book's
+    assert {r.seed for r in L.depth_runs("cpu")} == set(range(lad.seeds)) == {0, 1, 2}
+    assert set(plan.ladder_refs) == set(F.ladder_runs("cpu"))
+    assert {r.seed for r in F.ladder_runs("cpu", part="width")} == set(range(5))
 
 
 def _write_ladder_store(run_dir, preset, seeds, offset):
     """Finished synthetic runs for the ladder: val loss = 2 + offset(ref) + 0.002·seed on the
     alternative arms only (constant over steps), so ΔL per seed is offset + 0.002·seed exactly."""
     data = synthetic.synthetic_identity(preset)
-    plan = make_plan(preset, seeds)
-    for ref in plan.ladder_refs:
+    for ref in L.depth_runs(preset, seeds):
         spec = specs.run_spec(ref, preset, None, data)
         n = spec.train.max_steps
         off = 0.0 if ref.arm == "rec" else offset(ref) + 0.002 * ref.seed
