@@ -253,10 +253,16 @@ def width_refs(preset: str, seeds: int | None = None) -> list[tuple[str, object,
 
 
 def ref_width(ref, preset: str) -> tuple[int, int, int]:
-    """``(d_model, n_head, head_dim)`` of a run ref: its options, else the preset's sizes."""
+    """``(d_model, n_head, head_dim)`` of a run ref: its options, else the preset's sizes.
+
+    Raises:
+        KeyError: unknown preset (lists the allowed ones).
+    """
     from gtalib.book.ladders import WIDTH_FIELDS
     from gtalib.model.presets import PRESETS
 
+    if preset not in PRESETS:
+        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     opts = dict(ref.options)
     return tuple(opts.get(k, PRESETS[preset][k]) for k in WIDTH_FIELDS)
 
@@ -406,7 +412,12 @@ def format_gap_table(points: pd.DataFrame, named: str, axis: str, confidence: fl
     variant's latent block width, given ``preset``; or steps), runs done, the others compared,
     the best with its mean final loss, the named variant's, the gap with its interval and pairs,
     the paired test of "the named variant is lowest" (the paper's ranking claim), and what was
-    left out."""
+    left out.
+
+    Raises:
+        ValueError: ``axis`` not ``"width"`` or ``"steps"``.
+    """
+    point_text(axis, 0)  # validates the axis
     name = F.display_name(named)
     out = pd.DataFrame({
         ("d_model" if axis == "width" else "steps"): [
@@ -456,6 +467,8 @@ def width_words(result: WidthGap) -> str:
     long_others = sorted({v for p, others in zip(result.length["point"], result.length["others"])
                           if p != lad.base_steps for v in others})
     lengths = [f"{p:,}" for p in result.length["point"] if p != lad.base_steps]
+    claim = ("the paper's ranking claim (MLRA-4 lowest)" if result.named == "mlra-4" else
+             f"“{name} lowest” (the paper's ranking claim is MLRA-4's)")
     only = (f" At {' and '.join(lengths)} steps the runs are the gate's token axis without the "
             f"gate, whose only other variant is "
             f"{', '.join(map(F.display_name, long_others)) or 'none complete'}, so there the best "
@@ -468,9 +481,9 @@ def width_words(result: WidthGap) -> str:
         f"validation loss minus that of the best other variant (the lowest mean over seeds of "
         f"the variants whose runs are all complete), paired by seed, with its "
         f"{result.confidence:.0%} Student-t interval; > 0: {name} is behind. *{name} lowest?*: "
-        f"the paired test of the paper's ranking claim (its claim is MLRA-4 lowest) on the same "
-        f"pairs, *agrees* when the interval of the best other's loss minus {name}'s lies above "
-        f"zero, *differs* when below, else *within noise*. The same gap against "
+        f"the paired test of {claim} on the same pairs, *agrees* when the interval of the best "
+        f"other's loss minus {name}'s lies above zero, *differs* when below, else *within "
+        f"noise*. The same gap against "
         f"training length at {lad.token_depth} layers and the narrowest width: the first row "
         f"is the width table's first.{only}")
 

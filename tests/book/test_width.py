@@ -203,6 +203,10 @@ def test_the_sentence_counts_missing_runs_and_states_no_trend_without_two_points
     assert "through +0.050 [" in s and "at 1,000 steps" in s and "at 2,000 steps" in s
     with pytest.raises(ValueError, match="axis"):
         W.point_text("depth", 2)
+    with pytest.raises(ValueError, match="axis"):
+        W.format_gap_table(pts, "mlra-4", "depth")
+    with pytest.raises(KeyError, match="allowed"):
+        W.ref_width(F.RunRef("gqa", "main", (), 0), "laptop")
 
 
 # --- the whole section on a synthetic store ------------------------------------------------------
