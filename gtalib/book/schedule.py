@@ -133,7 +133,8 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
         row = {"run_id": spec.run_id, "error": None, "files": None,
                "worker": f"{socket.gethostname()} pid {os.getpid()}"}
         with contextlib.suppress(ValueError):  # not on a Dask worker (a direct call): no event
-            get_worker().log_event(START_TOPIC, {"run_id": spec.run_id, "worker": row["worker"]})
+            # (Dask adds the worker's address to the event as "worker")
+            get_worker().log_event(START_TOPIC, {"run_id": spec.run_id, "process": row["worker"]})
         try:
             path = ensure_run(spec, store, accelerator=accelerator)
             if not shared:
@@ -209,9 +210,9 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             say(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to "
                 f"train in {run_dir} on {where}"
                 + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
-            client.subscribe_topic(START_TOPIC, lambda event: say(
-                f"  {event[1]['worker']} trains {event[1]['run_id']} "
-                f"{name.get(event[1]['run_id'], '')}"))
+            client.subscribe_topic(START_TOPIC, lambda event: say(  # event: (time, message)
+                f"  worker {event[1].get('worker', '?')} ({event[1]['process']}) trains "
+                f"{event[1]['run_id']} {name.get(event[1]['run_id'], '')}"))
             resources = {"GPU": 1} if accelerator == "gpu" else None
             # longest task first (priority), so the last to finish is a short one
             futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
