@@ -44,6 +44,39 @@ SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
 #: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
 START_TOPIC = "gtalib-run-start"
 
+#: glibc's trim threshold variable, which a Dask nanny sets to 64 KiB in the workers it spawns
+#: (``distributed.nanny.pre-spawn-environ``) to give freed memory back to the OS at once.
+MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
+#: glibc ``mallopt`` parameters (malloc.h) and the values :func:`_untrim_malloc` sets: requests
+#: up to 32 MiB (the largest threshold glibc's dynamic rule reaches on 64-bit) from the heap,
+#: whose free top is given back beyond 64 MiB.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES = 32 * 2**20, 64 * 2**20
+
+
+def _untrim_malloc() -> bool:
+    """Undo, in this process, what ``MALLOC_TRIM_THRESHOLD_`` does to training, if it is set.
+
+    Setting it turns off glibc's dynamic mmap threshold (mallopt(3)), so every allocation above
+    128 KiB (a cpu-preset activation is about 1 MiB) is a fresh ``mmap`` whose pages fault in on
+    every step: measured on a cpu-preset GLA-2 step, 0.94 s with the variable at Dask's 65536
+    against 0.51 s without it and 0.49 s after this call, most of the difference system time
+    (docs/cluster.md). A worker started by ``dask worker`` or dask-jobqueue (whose nanny sets
+    the variable) gets this call at the start of every task; the embedded cluster does not set
+    it. Returns whether it changed anything (``False`` without the variable, or off glibc).
+    """
+    import ctypes
+    import ctypes.util
+
+    if MALLOC_TRIM not in os.environ:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+                    and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to undo
+        return False
+
 
 def default_jobs() -> int:
     """Worker processes of the embedded cluster: the cores this process may use
@@ -91,8 +124,10 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
     if cluster is None:
         import dask
 
-        # non-daemonic workers may start child processes (a DDP spawn, loader workers)
-        with dask.config.set({"distributed.worker.daemon": False}):
+        # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
+        # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see _untrim_malloc)
+        with dask.config.set({"distributed.worker.daemon": False,
+                              f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                  dashboard_address=":0")
         return Client(local), local, f"embedded LocalCluster of {jobs} worker(s)"
@@ -123,6 +158,7 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     from gtalib.training.train import ensure_run
 
     torch.set_num_threads(max(1, threads))
+    _untrim_malloc()
     # a worker started with GTALIB_SCRATCH_ONLY=1 never writes the client's store, even where
     # it could see it (a read-only share; the tests' stand-in for another machine)
     shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"

@@ -97,3 +97,29 @@ def test_a_run_that_fails_by_itself_fails_once_and_the_others_go_on(tmp_path):
     # once: one start line for it, one result line
     assert sum(bad.run_id in ln and " trains " in ln for ln in lines) == 1, lines
     assert sum(ln.startswith("[") and bad.run_id in ln for ln in lines) == 1
+
+
+def _malloc_trim_env():
+    import os
+
+    return os.environ.get(schedule.MALLOC_TRIM)
+
+
+def test_training_on_a_worker_keeps_glibc_malloc_fast(monkeypatch):
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which turns glibc's
+    dynamic mmap threshold off: every activation is then a fresh mmap whose pages fault in, and
+    a cpu-preset step took 1.8x as long (docs/cluster.md). The embedded cluster's workers do not
+    have the variable; on a worker that has it, each task resets the thresholds."""
+    import platform
+
+    client, cluster, _ = schedule._client(None, None, 1, None)
+    try:
+        assert set(client.run(_malloc_trim_env).values()) == {None}
+    finally:
+        client.close()
+        cluster.close()
+    monkeypatch.delenv(schedule.MALLOC_TRIM, raising=False)
+    assert schedule._untrim_malloc() is False  # nothing to undo
+    monkeypatch.setenv(schedule.MALLOC_TRIM, "65536")
+    assert schedule._untrim_malloc() is (platform.system() == "Linux"
+                                         and platform.libc_ver()[0] == "glibc")
