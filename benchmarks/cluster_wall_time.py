@@ -32,12 +32,13 @@ WORKERS = (1, 2, 4, 8, 16, 32, 64)
 GPU_RATES = (0.1 * 989e12, 0.4 * 989e12)
 
 
-def _specs(preset: str, refs):
+def _specs(plan, refs, data=None):
+    """Unique RunSpecs of ``refs``; ``data``: a stand-in data identity for a preset whose corpus
+    is not built (its runs are costed by FLOPs, which the data does not change)."""
     from gtalib.book.specs import run_spec
 
-    # the data identity does not change a run's cost; a placeholder keeps this corpus-free
-    return list({s.run_id: s for s in (run_spec(r, preset, None, {"cost-only": preset})
-                                       for r in refs)}.values())
+    specs = (plan.spec(r) if data is None else run_spec(r, plan.preset, None, data) for r in refs)
+    return list({s.run_id: s for s in specs}.values())
 
 
 def _hours(seconds: float) -> str:
@@ -56,24 +57,31 @@ def _row(what: str, specs, seconds) -> str:
 def markdown() -> str:
     import torch
 
-    from gtalib.book import figures
+    from gtalib.book import figures, width
     from gtalib.book.budget import training_flops
     from gtalib.book.plan import make_plan
     from gtalib.training import records
 
     costs = records.cost_table()
     median = dict(zip(costs["key"], costs["core_s_median"]))
+    # the width axis' wider runs, not recorded yet: the recorded run of the same variant at the
+    # preset's width × the FLOPs ratio (gtalib.book.width.width_cost)
+    wider = {(r.d_model, r.variant): r.core_s for r in width.width_cost("cpu", costs).itertuples()}
 
     def recorded(spec) -> float:
-        return median[records.config_key(spec)]
+        key = records.config_key(spec)
+        return median[key] if key in median else wider[(spec.model.d_model, spec.model.variant)]
 
     cpu = make_plan("cpu", 3)
-    book = _specs("cpu", cpu.runs)
-    everything = _specs("cpu", list(cpu.runs) + list(figures.ladder_runs("cpu")))
-    missing = [s.describe() for s in everything if records.config_key(s) not in median]
+    book = _specs(cpu, cpu.runs)
+    everything = _specs(cpu, list(cpu.runs) + list(figures.ladder_runs("cpu")))
+    missing = [s.describe() for s in everything if records.config_key(s) not in median
+               and (s.model.d_model, s.model.variant) not in wider]
     if missing:
         raise SystemExit(f"no recorded cost for {missing[:3]} ...: record them first")
-    gpu = _specs("gpu", make_plan("gpu", 3).runs)
+    estimated = sum(records.config_key(s) not in median for s in everything)
+    gplan = make_plan("gpu", 3)
+    gpu = _specs(gplan, gplan.runs, data={"cost-only": "gpu"})
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                             capture_output=True, text=True).stdout.strip()
     head = " | ".join(f"{n} worker{'s' if n > 1 else ''}" for n in WORKERS)
@@ -86,7 +94,10 @@ def markdown() -> str:
         "recording CPUs, AMD EPYC family 25 and 26) and, for the `gpu` preset, from FLOPs at the "
         "throughputs named. Wall time = the makespan of the longest-first schedule of the "
         "tasks (both arms of every ΔL pair in one task) on N workers; the scheduler's own cost "
-        "(milliseconds per run) aside. *Longest task* bounds the wall time however many workers.",
+        "(milliseconds per run) aside. *Longest task* bounds the wall time however many workers. "
+        f"The {estimated} runs of the width axis at d 256, not recorded yet, are costed at the "
+        "recorded run of the same variant at d 128 × their FLOPs ratio "
+        "(`gtalib/book/width.py::width_cost`).",
         "",
         f"| what | runs | tasks | core time | {head} | longest task |",
         "|---|---|---|---|" + "---|" * len(WORKERS) + "---|",

@@ -24,6 +24,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import pandas as pd
+
 #: The rest of the job besides training, in seconds on the machine the README's wall time was
 #: measured on (benchmarks/book_wall_time.md, default book: corpus 10.0 s, notebooks 45.0 s,
 #: MathJax and HTML 3.3 s), scaled like the runs.
@@ -60,22 +62,25 @@ def training_flops(spec) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """This machine's speed, from :func:`calibrate`.
+    """The speed of the workers (or of this machine), from :func:`calibrate`.
 
     Attributes:
-        seconds_per_step: one optimizer step of the reference run here (seconds, ``threads``
-            torch threads).
+        seconds_per_step: one optimizer step of the reference run (seconds, ``threads`` torch
+            threads).
         recorded_seconds_per_step: the same configuration's seconds per step in its records
             (median; ``None`` when it has none).
         flops_per_s: training FLOPs per second here (:func:`training_flops` of one step over
             ``seconds_per_step``).
         threads: torch threads of the calibration (those of one run).
+        workers: the workers it was timed on at once (their median), or 0: in the job's own
+            process.
     """
 
     seconds_per_step: float
     recorded_seconds_per_step: float | None
     flops_per_s: float
     threads: int = 1
+    workers: int = 0
 
     @property
     def factor(self) -> float:
@@ -92,11 +97,12 @@ def reference_spec(plan):
     return plan.spec(RunRef("mha", "main", (), 0))
 
 
-def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS) -> Calibration:
-    """Time ``steps`` optimizer steps (AdamW, the preset's batch) of :func:`reference_spec`'s
-    model on random tokens with ``threads`` torch threads, and compare them with the recorded
-    seconds per step of that configuration (``costs``: :func:`gtalib.training.records.cost_table`,
-    read when ``None``). A few seconds on a CPU.
+def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
+    """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
+    process: ``steps`` steps (after :data:`WARMUP_STEPS` untimed ones) of its model, AdamW, its
+    batch of random tokens, ``threads`` torch threads. Runs on a Dask worker too
+    (:func:`gtalib.book.schedule.calibrate_workers`), where it first resets glibc's malloc
+    thresholds as a training task does.
 
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
@@ -104,11 +110,13 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     import torch
 
     from gtalib.model.gpt import GPT
-    from gtalib.training import records
+    from gtalib.training.machine import untrim_malloc
+    from gtalib.training.runs import RunSpec
 
     if steps < 1 or threads < 1:
         raise ValueError(f"steps and threads must be >= 1, got steps={steps!r}, threads={threads!r}")
-    spec = reference_spec(plan)
+    untrim_malloc()
+    spec = RunSpec.from_dict(spec_dict)
     cfg = spec.train
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -117,7 +125,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
         model = GPT(spec.model)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
         micro = cfg.micro_batch_size or cfg.batch_size
-        # (micro, seq_len) token ids per forward; batch_size / micro forwards make one step
+        # (micro, seq_len + 1) token ids per forward; batch_size / micro forwards make one step
         idx = torch.randint(0, spec.model.vocab_size, (micro, cfg.seq_len + 1), generator=gen)
         t0 = 0.0
         for i in range(WARMUP_STEPS + steps):
@@ -128,15 +136,36 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
                 loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-        per_step = (time.perf_counter() - t0) / steps
+        return (time.perf_counter() - t0) / steps
     finally:
         torch.set_num_threads(old_threads)
+
+
+def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
+              measured: dict | None = None) -> Calibration:
+    """This machine's :class:`Calibration`: :func:`time_steps` of :func:`reference_spec`'s run,
+    compared with the recorded seconds per step of that configuration (``costs``:
+    :func:`gtalib.training.records.cost_table`, read when ``None``). ``measured``: seconds per
+    step already timed on the workers (worker → seconds, from
+    :func:`gtalib.book.schedule.calibrate_workers`, all at once, so that they contend as the
+    runs will); their median is used, else the step is timed here, in this process.
+
+    Raises:
+        ValueError: ``steps`` or ``threads`` < 1.
+    """
+    from gtalib.training import records
+
+    spec = reference_spec(plan)
+    if measured:
+        per_step, where = float(pd.Series(list(measured.values())).median()), len(measured)
+    else:
+        per_step, where = time_steps(spec.to_dict(), threads, steps), 0
     costs = records.cost_table() if costs is None else costs
     row = costs[costs["key"] == records.config_key(spec)]
     recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
                 if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
     return Calibration(per_step, recorded, training_flops(spec) / spec.train.max_steps / per_step,
-                       threads)
+                       threads, where)
 
 
 def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]:
@@ -240,7 +269,9 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     """The lines the job prints before it trains: the calibration, the prediction on this
     machine and worker count, and what the budget leaves to the records."""
     n_train = sum(len(g) for g in choice.train)
-    cal = (f"{calibration.seconds_per_step:.3f} s per step of the reference run here"
+    on = (f"on {calibration.workers} worker(s) at once" if calibration.workers
+          else "in this process")
+    cal = (f"{calibration.seconds_per_step:.3f} s per step of the reference run {on}"
            + (f" against {calibration.recorded_seconds_per_step:.3f} s recorded: recorded "
               f"costs × {calibration.factor:.2f}" if calibration.recorded_seconds_per_step
               else " (no record of it: costs from FLOPs at "

@@ -38,7 +38,7 @@ from pathlib import Path
 from gtalib.book.layout import BOOK_DIR, REPO, BookError
 from gtalib.book.notebooks import execute_notebooks, notebook_errors, notebook_parameters
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
-from gtalib.book.schedule import default_jobs, train_all
+from gtalib.book.schedule import default_jobs, open_cluster, train_all
 from gtalib.book.snippets import write_chapter_snippets
 from gtalib.training import records
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
@@ -77,15 +77,19 @@ def ensure_corpus(plan: Plan, log=print) -> None:
 
 def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
                   budget_min: float | None = DEFAULT_BUDGET_MIN, train_recorded: bool = False,
-                  where: str | None = None, log=print):
+                  where: str | None = None, log=print, client=None):
     """The runs the job trains and their expected seconds: ``(specs, seconds, choice)``.
 
     Every run of the plan (and of its ladder with ``train_recorded``) that the local store lacks
     is a candidate; :func:`gtalib.book.budget.choose` keeps those without a record and adds the
     others while the predicted job fits ``budget_min`` (``None``, or ``train_recorded``: all).
-    Prints the calibration, the prediction and what is read from records.
+    The calibration runs on every worker of ``client`` at once
+    (:func:`gtalib.book.schedule.calibrate_workers`), else in this process; ``workers`` is then
+    the number that answered. Prints the calibration, the prediction and what is read from
+    records.
     """
     from gtalib.book import budget
+    from gtalib.book.schedule import BATCH_SYSTEMS, calibrate_workers
     from gtalib.training.machine import cpu_info
 
     refs = list(plan.runs) + (list(plan.ladder_refs) if train_recorded else [])
@@ -94,14 +98,19 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     todo = list({s.run_id: s for _, s in labelled
                  if not is_done(run_path(s, run_dir))}.values())
     costs = records.cost_table()
-    cal = budget.calibrate(plan, costs, threads or 1)
+    measured = calibrate_workers(client, budget.reference_spec(plan), threads or 1) if client else {}
+    cal = budget.calibrate(plan, costs, threads or 1, measured=measured)
+    if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
+        workers = len(measured)
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
     choice = budget.choose(todo, recorded, cal, costs, workers,
                            None if train_recorded or budget_min is None else budget_min * 60)
-    if where is None:
-        cpu = cpu_info()
-        where = (f"this machine ({cpu['model_name']}, family {cpu['family'] or '?'}, model "
-                 f"{cpu['model'] or '?'})")
+    cpu = cpu_info()
+    here = (f"this machine ({cpu['model_name']}, family {cpu['family'] or '?'}, model "
+            f"{cpu['model'] or '?'})")
+    where = here if where is None or where.startswith("embedded") else (
+        f"{where}, workers as fast as measured" if measured
+        else f"{where}, workers assumed as fast as {here}")
     log(f"runs: {len(plan.runs)} in the book, {len(plan.runs) - len(todo)} in {run_dir}"
         if not train_recorded else f"runs: {len(refs)} with the ladder's, "
                                    f"{len(refs) - len(todo)} in {run_dir}")
@@ -296,16 +305,16 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     t0 = time.perf_counter()
     predicted = {}
     if train:
-        where = None if cluster is None and scheduler_file is None else (
-            "workers assumed as fast as this machine")
-        specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
-                                               train_recorded, where, log)
+        # one cluster for the calibration (on its workers) and the training
+        with open_cluster(cluster, scheduler_file, jobs, batch) as (client, where):
+            specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
+                                                   train_recorded, where, log, client)
+            problems += [f"run {m}" for m in train_all(
+                specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
+                seconds=seconds, client=client, where=where)]
         predicted = {"predicted_train_s": choice.train_wall_s,
                      "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
                      "runs_trained": len(specs), "runs_read": len(choice.read)}
-        problems += [f"run {m}" for m in train_all(
-            specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
-            scheduler_file=scheduler_file, batch=batch, seconds=seconds)]
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]

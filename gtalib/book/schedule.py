@@ -31,6 +31,8 @@ import time
 import uuid
 from pathlib import Path
 
+from gtalib.training.machine import MALLOC_TRIM
+
 #: Peak resident memory of one ``cpu``-preset training process, with margin (bytes): bounds the
 #: embedded cluster's size on a machine with more cores than memory for them.
 RUN_PEAK_RSS = 1_500_000_000
@@ -43,40 +45,6 @@ SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
 
 #: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
 START_TOPIC = "gtalib-run-start"
-
-#: glibc's trim threshold variable, which a Dask nanny sets to 64 KiB in the workers it spawns
-#: (``distributed.nanny.pre-spawn-environ``) to give freed memory back to the OS at once.
-MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
-#: glibc ``mallopt`` parameters (malloc.h) and the values :func:`_untrim_malloc` sets: requests
-#: up to 32 MiB (the largest threshold glibc's dynamic rule reaches on 64-bit) from the heap,
-#: whose free top is given back beyond 64 MiB.
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES = 32 * 2**20, 64 * 2**20
-
-
-def _untrim_malloc() -> bool:
-    """Undo, in this process, what ``MALLOC_TRIM_THRESHOLD_`` does to training, if it is set.
-
-    Setting it turns off glibc's dynamic mmap threshold (mallopt(3)), so every allocation above
-    128 KiB (a cpu-preset activation is about 1 MiB) is a fresh ``mmap`` whose pages fault in on
-    every step: measured on a cpu-preset GLA-2 step, 0.94 s with the variable at Dask's 65536
-    against 0.51 s without it and 0.49 s after this call, most of the difference system time
-    (docs/cluster.md). A worker started by ``dask worker`` or dask-jobqueue (whose nanny sets
-    the variable) gets this call at the start of every task; the embedded cluster does not set
-    it. Returns whether it changed anything (``False`` without the variable, or off glibc).
-    """
-    import ctypes
-    import ctypes.util
-
-    if MALLOC_TRIM not in os.environ:
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-                    and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to undo
-        return False
-
 
 def default_jobs() -> int:
     """Worker processes of the embedded cluster: the cores this process may use
@@ -125,7 +93,7 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
         import dask
 
         # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
-        # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see _untrim_malloc)
+        # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
         with dask.config.set({"distributed.worker.daemon": False,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None}):
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
@@ -141,6 +109,34 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
                      f"{', '.join(BATCH_SYSTEMS)}, or none (an embedded LocalCluster)")
 
 
+@contextlib.contextmanager
+def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
+                 batch: dict | None = None):
+    """``(client, where)`` for the options of :func:`train_all` (module docstring), closing on
+    exit what it started (the embedded cluster, the batch jobs; never a running cluster)."""
+    client, owned, where = _client(cluster, scheduler_file, jobs or default_jobs(), batch)
+    try:
+        yield client, where
+    finally:
+        client.close()
+        if owned is not None:
+            owned.close()
+
+
+def calibrate_workers(client, spec, threads: int = 1, timeout: float = 30.0) -> dict:
+    """Seconds per step of ``spec``'s run (:func:`gtalib.book.budget.time_steps`) on every
+    worker of ``client`` at once, so that they share the machine as the runs will: worker
+    address → seconds. Empty when no worker joins within ``timeout`` seconds (batch jobs still
+    queued): the caller then times the step in its own process."""
+    from gtalib.book.budget import time_steps
+
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        return {}
+    return client.run(time_steps, spec.to_dict(), threads)
+
+
 def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int,
                  accelerator: str) -> list[dict]:
     """Task: train the runs of one group, in order, on this worker. Trains into ``run_dir`` when
@@ -154,11 +150,12 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     from distributed import get_worker
 
     from gtalib.training import bundles
+    from gtalib.training.machine import untrim_malloc
     from gtalib.training.runs import RunSpec
     from gtalib.training.train import ensure_run
 
     torch.set_num_threads(max(1, threads))
-    _untrim_malloc()
+    untrim_malloc()
     # a worker started with GTALIB_SCRATCH_ONLY=1 never writes the client's store, even where
     # it could see it (a read-only share; the tests' stand-in for another machine)
     shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
@@ -185,7 +182,8 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
 def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = None,
               accelerator: str = "auto", log=print, cluster: str | None = None,
               scheduler_file=None, batch: dict | None = None,
-              seconds: dict | None = None) -> list[str]:
+              seconds: dict | None = None, client=None, where: str = "the given cluster"
+              ) -> list[str]:
     """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
     longest task first, with one progress bar weighted by each run's expected seconds (its ETA
     is the expected work left at the rate seen so far), a line when a worker starts a run and
@@ -204,6 +202,8 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
         seconds: run id → expected seconds on one worker
             (:func:`gtalib.book.budget.expected_seconds`); default: each run's training FLOPs
             (:func:`gtalib.book.budget.training_flops`), in units of 10^10.
+        client, where: a client already open (:func:`open_cluster`) and what it is; the other
+            cluster options are then ignored and the client is left open.
 
     Returns:
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
@@ -212,11 +212,8 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     Raises:
         ValueError: ``jobs`` < 1, or an unknown ``cluster``.
     """
-    from distributed import as_completed
-    from tqdm import tqdm
-
     from gtalib.book.budget import groups, training_flops
-    from gtalib.training import bundles, runs
+    from gtalib.training import runs
 
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs!r}")
@@ -234,7 +231,25 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     (run_dir / marker).write_text("the run store of a gtalib book job\n")
     cost = {s.run_id: (seconds[s.run_id] if seconds else training_flops(s) / 1e10) for s in todo}
     tasks = sorted(groups(todo), key=lambda g: -sum(cost[s.run_id] for s in g))
-    client, owned, where = _client(cluster, scheduler_file, jobs, batch)
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            client, where = stack.enter_context(open_cluster(cluster, scheduler_file, jobs, batch))
+        try:
+            return _train(client, where, tasks, cost, name, len(unique), run_dir, marker,
+                          threads, accelerator, log, cluster, seconds)
+        finally:
+            (run_dir / marker).unlink(missing_ok=True)
+
+
+def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, accelerator, log,
+           cluster, seconds) -> list[str]:
+    """:func:`train_all`'s loop over the tasks on ``client``; returns the failure messages."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    from gtalib.training import bundles, runs
+
+    todo = [s for g in tasks for s in g]
     failures, futures = [], []
     try:
         with tqdm(total=round(sum(cost.values()), 1), unit="s" if seconds else "×10¹⁰ FLOP",
@@ -243,7 +258,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
                              "[{elapsed}<{remaining}]") as bar:
             say = bar.write if not bar.disable else log
             dashboard = getattr(client, "dashboard_link", None)
-            say(f"runs: {len(unique)} needed, {len(unique) - len(todo)} cached, {len(todo)} to "
+            say(f"runs: {needed} needed, {needed - len(todo)} cached, {len(todo)} to "
                 f"train in {run_dir} on {where}"
                 + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
             client.subscribe_topic(START_TOPIC, lambda event: say(  # event: (time, message)
@@ -283,8 +298,5 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
         client.cancel(futures)  # Ctrl-C: nothing keeps training on the cluster
         raise
     finally:
-        (run_dir / marker).unlink(missing_ok=True)
-        client.close()
-        if owned is not None:
-            owned.close()
+        client.unsubscribe_topic(START_TOPIC)
     return failures

@@ -17,6 +17,9 @@ Two runs on machines of the same kind (:func:`same_kind`) are expected to agree 
 runs on machines of different kinds agree only to rounding, growing with the steps
 (:mod:`gtalib.training.records` turns that into its cross-machine envelope).
 
+What does not change the numbers but the speed lives here too: the allocator setting that a
+Dask nanny gives its workers, undone by :func:`untrim_malloc`.
+
 This is gtalib's lowest layer: it imports nothing from gtalib, and torch and Lightning only when
 :func:`machine_kind` is called.
 """
@@ -138,3 +141,40 @@ def kind_differences(a: dict, b: dict) -> list[str]:
     absent = "<absent>"
     return [f"{k}: {fa.get(k, absent)} -> {fb.get(k, absent)}" for k in sorted(set(fa) | set(fb))
             if fa.get(k, absent) != fb.get(k, absent)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The allocator of a training process
+
+#: glibc's trim threshold variable, which a Dask nanny sets to 64 KiB in the workers it spawns
+#: (``distributed.nanny.pre-spawn-environ``) to give freed memory back to the OS at once.
+MALLOC_TRIM = "MALLOC_TRIM_THRESHOLD_"
+#: glibc ``mallopt`` parameters (malloc.h) and the values :func:`_untrim_malloc` sets: requests
+#: up to 32 MiB (the largest threshold glibc's dynamic rule reaches on 64-bit) from the heap,
+#: whose free top is given back beyond 64 MiB.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES = 32 * 2**20, 64 * 2**20
+
+
+def untrim_malloc() -> bool:
+    """Undo, in this process, what ``MALLOC_TRIM_THRESHOLD_`` does to training, if it is set.
+
+    Setting it turns off glibc's dynamic mmap threshold (mallopt(3)), so every allocation above
+    128 KiB (a cpu-preset activation is about 1 MiB) is a fresh ``mmap`` whose pages fault in on
+    every step: measured on a cpu-preset GLA-2 step, 0.94 s with the variable at Dask's 65536
+    against 0.51 s without it and 0.49 s after this call, most of the difference system time
+    (docs/cluster.md). A book task on a Dask worker started by ``dask worker`` or dask-jobqueue
+    (whose nanny sets the variable) calls it first (:mod:`gtalib.book.schedule`); the embedded
+    cluster does not set the variable. Returns whether it changed anything (``False`` without the variable, or off glibc).
+    """
+    import ctypes
+    import ctypes.util
+
+    if MALLOC_TRIM not in os.environ:
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+                    and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to undo
+        return False

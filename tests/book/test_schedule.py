@@ -102,7 +102,7 @@ def test_a_run_that_fails_by_itself_fails_once_and_the_others_go_on(tmp_path):
 def _malloc_trim_env():
     import os
 
-    return os.environ.get(schedule.MALLOC_TRIM)
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
 
 
 def test_training_on_a_worker_keeps_glibc_malloc_fast(monkeypatch):
@@ -112,14 +112,33 @@ def test_training_on_a_worker_keeps_glibc_malloc_fast(monkeypatch):
     have the variable; on a worker that has it, each task resets the thresholds."""
     import platform
 
+    from gtalib.training import machine
+
     client, cluster, _ = schedule._client(None, None, 1, None)
     try:
         assert set(client.run(_malloc_trim_env).values()) == {None}
     finally:
         client.close()
         cluster.close()
-    monkeypatch.delenv(schedule.MALLOC_TRIM, raising=False)
-    assert schedule._untrim_malloc() is False  # nothing to undo
-    monkeypatch.setenv(schedule.MALLOC_TRIM, "65536")
-    assert schedule._untrim_malloc() is (platform.system() == "Linux"
+    monkeypatch.delenv(machine.MALLOC_TRIM, raising=False)
+    assert machine.untrim_malloc() is False  # nothing to undo
+    monkeypatch.setenv(machine.MALLOC_TRIM, "65536")
+    assert machine.untrim_malloc() is (platform.system() == "Linux"
                                          and platform.libc_ver()[0] == "glibc")
+
+
+def test_the_calibration_times_every_worker_at_once():
+    """The job's calibration runs on the workers that will train, all at once, so that it sees
+    them share the machine as the runs will (gtalib.book.budget)."""
+    from gtalib.book import budget
+    from gtalib.book.plan import make_plan
+
+    plan = make_plan("ci", 1)
+    with schedule.open_cluster(None, None, 2, None) as (client, where):
+        assert where == "embedded LocalCluster of 2 worker(s)"
+        measured = schedule.calibrate_workers(client, budget.reference_spec(plan))
+    assert len(measured) == 2 and all(0 < s < 60 for s in measured.values())
+    cal = budget.calibrate(plan, measured=measured)  # the median of two: their mean
+    assert cal.workers == 2
+    assert cal.seconds_per_step == pytest.approx(sorted(measured.values())[0] / 2
+                                                 + sorted(measured.values())[1] / 2)
