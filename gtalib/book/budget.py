@@ -33,6 +33,13 @@ REST_S = 58.3
 #: Share of the budget that the predicted wall time may fill: the rest absorbs the prediction's
 #: error (measured in benchmarks/budget_prediction.md).
 BUDGET_FILL = 0.9
+#: A run's seconds outside its optimizer steps (Lightning's setup, the data module, the
+#: evaluations, the probes, its files), added to the FLOPs estimate (a recorded cost includes
+#: it): the ``ci`` book's 22 runs took 19 s on two workers where their FLOPs alone predicted 4 s
+#: (benchmarks/budget_prediction.md, AMD EPYC family 25 model 17), about 1.3 s per run.
+RUN_SETUP_S = 1.3
+#: Starting the cluster and timing the calibration, before the first run (seconds).
+START_S = 5.0
 #: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones.
 CALIBRATION_STEPS = 4
 WARMUP_STEPS = 1
@@ -171,14 +178,15 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
 def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]:
     """``(seconds, basis)``: a run's expected wall time on one worker here, from its
     configuration's recorded core-seconds (median) × :attr:`Calibration.factor` (``basis``
-    ``"recorded"``), else its FLOPs at :attr:`Calibration.flops_per_s` (``"FLOPs"``)."""
+    ``"recorded"``), else its FLOPs at :attr:`Calibration.flops_per_s` plus
+    :data:`RUN_SETUP_S` (``"FLOPs"``)."""
     from gtalib.training import records
 
     row = costs[costs["key"] == records.config_key(spec)]
     if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
         threads = calibration.threads
         return float(row["core_s_median"].iloc[0]) / threads * calibration.factor, "recorded"
-    return training_flops(spec) / calibration.flops_per_s, "FLOPs"
+    return training_flops(spec) / calibration.flops_per_s + RUN_SETUP_S, "FLOPs"
 
 
 def makespan(task_seconds, workers: int) -> float:
@@ -251,13 +259,13 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     if budget_s is None:
         chosen = set(range(len(tasks)))
     else:
-        limit = BUDGET_FILL * budget_s - rest
+        limit = BUDGET_FILL * budget_s - rest - START_S
         for i in range(len(tasks)):
             if i not in chosen and makespan([cost[j] for j in chosen | {i}], workers) <= limit:
                 chosen.add(i)
     train = [tasks[i] for i in sorted(chosen)]
     read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
-    wall = makespan([cost[i] for i in chosen], workers) if chosen else 0.0
+    wall = makespan([cost[i] for i in chosen], workers) + START_S if chosen else 0.0
     return Choice(train, read, seconds, basis, wall, wall + rest, budget_s, workers)
 
 

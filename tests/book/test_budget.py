@@ -62,7 +62,8 @@ def test_expected_seconds_scale_records_and_fall_back_to_flops(ci_specs):
     costs = _costs([(a, 30.0)])
     assert budget.expected_seconds(a, cal, costs) == (pytest.approx(60.0), "recorded")
     sec, basis = budget.expected_seconds(b, cal, costs)
-    assert basis == "FLOPs" and sec == pytest.approx(budget.training_flops(b) / 1e9)
+    assert basis == "FLOPs" and sec == pytest.approx(budget.training_flops(b) / 1e9
+                                                     + budget.RUN_SETUP_S)
     # 6 · N · D (Kaplan et al. 2020), in closed form for one run
     from gtalib.model.params import count_params
 
@@ -82,12 +83,12 @@ def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_
     # a budget that the task without a record alone overshoots: only it is trained
     c = budget.choose(todo, recorded, cal, costs, workers=1, budget_s=1.0)
     assert c.train == [tasks[1]] and c.over_budget
-    assert c.train_wall_s == pytest.approx(100.0 * len(tasks[1]))
+    assert c.train_wall_s == pytest.approx(100.0 * len(tasks[1]) + budget.START_S)
     assert {s.run_id for s in c.read} == {s.run_id for g in tasks if g is not tasks[1] for s in g}
 
     # room for it and the first task on two workers: both, in the plan's order; the others are
     # read whole (no task split between trained and read)
-    need = budget.makespan([100.0 * len(tasks[0]), 100.0 * len(tasks[1])], 2) + rest
+    need = budget.makespan([100.0 * len(tasks[0]), 100.0 * len(tasks[1])], 2) + rest + budget.START_S
     c = budget.choose(todo, recorded, cal, costs, workers=2, budget_s=need / budget.BUDGET_FILL)
     assert c.train[:2] == [tasks[0], tasks[1]] and not c.over_budget
     assert c.job_wall_s <= budget.BUDGET_FILL * c.budget_s + 1e-9
