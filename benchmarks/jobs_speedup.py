@@ -54,12 +54,11 @@ def scheduler_overhead() -> dict:
     """Seconds to start and close a 2-worker LocalCluster, and ms per no-op task round trip."""
     from distributed import as_completed
 
-    from gtalib.book.schedule import _client
+    from gtalib.book.schedule import open_cluster
 
     t0 = time.perf_counter()
-    client, cluster, _ = _client(None, None, 2, None)
-    started = time.perf_counter() - t0
-    try:
+    with open_cluster(None, None, 2, None) as (client, _):
+        started = time.perf_counter() - t0
         client.submit(_noop, -1, pure=False).result()  # warm: functions shipped once
         t0 = time.perf_counter()
         futs = [client.submit(_noop, i, pure=False, priority=NOOP_TASKS - i)
@@ -67,11 +66,8 @@ def scheduler_overhead() -> dict:
         for f in as_completed(futs):
             f.result()
         per_task = (time.perf_counter() - t0) / NOOP_TASKS
-    finally:
-        t0 = time.perf_counter()
-        client.close()
-        cluster.close()
-        closed = time.perf_counter() - t0
+        t0 = time.perf_counter()  # the close: leaving open_cluster
+    closed = time.perf_counter() - t0
     return {"cluster_start_s": round(started, 2), "cluster_close_s": round(closed, 2),
             "ms_per_task": round(1000 * per_task, 2), "tasks": NOOP_TASKS}
 

@@ -90,3 +90,15 @@ def ipython_dir(path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "00-synthetic.py").write_text(STARTUP)
     return Path(path)
+
+
+def write_finished_run(run_dir, spec, df) -> Path:
+    """A finished run folder ``<run_dir>/<run_id>`` holding ``df`` as its metrics (spec, a
+    one-thread card, ``DONE``)."""
+    path = Path(run_dir) / spec.run_id
+    path.mkdir(parents=True)
+    df.to_csv(path / "metrics.csv", index=False)
+    (path / "spec.json").write_text(json.dumps(spec.to_dict()))
+    (path / "card.json").write_text(json.dumps({"threads": 1}))
+    (path / "DONE").write_text("synthetic\n")
+    return path

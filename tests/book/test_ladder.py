@@ -3,7 +3,6 @@ whose ΔL per depth is known in closed form."""
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -113,12 +112,7 @@ def _write_ladder_store(run_dir, preset, seeds, offset):
         on_eval = (steps % spec.train.eval_every == 0) | (steps == n)
         df["val_loss"] = np.where(on_eval, 2.0 + off, np.nan)
         df["lr"] = 1e-3
-        path = Path(run_dir) / spec.run_id
-        path.mkdir(parents=True)
-        df.to_csv(path / "metrics.csv", index=False)
-        (path / "spec.json").write_text(json.dumps(spec.to_dict()))
-        (path / "card.json").write_text(json.dumps({"threads": 1}))
-        (path / "DONE").write_text("synthetic\n")
+        synthetic.write_finished_run(run_dir, spec, df)
 
 
 def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch):

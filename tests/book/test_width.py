@@ -4,7 +4,6 @@ and the page's text when runs are missing."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -225,11 +224,7 @@ def _write_width_store(run_dir, preset, loss):
         value = loss(ref)
         df = pd.DataFrame({"step": steps, "tokens": steps * 10, "train_loss": value,
                            "val_loss": np.where(on_eval, value, np.nan), "lr": 1e-3})
-        path.mkdir(parents=True)
-        df.to_csv(path / "metrics.csv", index=False)
-        (path / "spec.json").write_text(json.dumps(spec.to_dict()))
-        (path / "card.json").write_text(json.dumps({"threads": 1}))
-        (path / "DONE").write_text("synthetic\n")
+        synthetic.write_finished_run(run_dir, spec, df)
 
 
 def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path, monkeypatch):
