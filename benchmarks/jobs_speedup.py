@@ -2,7 +2,7 @@
 """Speed-up of the book's training from ``--jobs 1`` to ``--jobs 2`` through the embedded Dask
 cluster, and what the scheduler itself costs per run: does ``--jobs N`` use N cores?
 
-Usage (from the repo root, on an otherwise idle machine; about 4 minutes on 2 cores):
+Usage (from the repo root, on an otherwise idle machine; about 8 minutes on 2 cores):
 
     .venv/bin/python benchmarks/jobs_speedup.py            # writes jobs_speedup.{json,md}
 
@@ -16,7 +16,10 @@ own cost: the start and close of a two-worker ``LocalCluster``, and the round tr
 (``client.submit`` with a priority, ``distributed.as_completed``), per task in milliseconds.
 Recorded per setting: wall seconds, CPU seconds of this process and its children
 (``resource.getrusage``), and their ratio (the number of cores kept busy). Speed-up from 1 to 2
-jobs = wall(jobs 1, 1 thread) / wall(jobs 2, 1 thread each). Not a timed test: a measurement,
+jobs = wall(jobs 1, 1 thread) / wall(jobs 2, 1 thread each). The same two one-thread settings
+are then timed through a ``concurrent.futures.ProcessPoolExecutor`` of spawned processes, the
+scheduler that the Dask cluster replaced (:func:`pool_train`, here only as the yardstick), so the
+two schedulers are compared on one machine kind in one run. Not a timed test: a measurement,
 recorded with date, machine, commit, versions and load average.
 """
 
@@ -39,11 +42,30 @@ from gtalib.book.plan import make_plan
 HERE = Path(__file__).resolve().parent
 LABELS = ("MHA zero init", "GQA zero init", "MLA zero init", "TPA zero init")
 NOOP_TASKS = 200
-#: The last measurement through the process pool that the Dask cluster replaced (commit b1871aa,
-#: 2026-11-30, AMD EPYC family 26 model 2, 60 steps, the same 4 runs): wall seconds per setting.
-POOL = {"date": "2026-11-30", "commit": "b1871aa", "cpu": "AMD EPYC (family 26, model 2)",
-        "wall_s": {"1 job, 2 threads": 68.6, "1 job, 1 thread": 119.8, "2 jobs, 1 thread": 65.4},
-        "speedup": 1.83}
+#: The pool's own measurement before the Dask cluster replaced it (commit b1871aa, 2026-11-30,
+#: AMD EPYC family 26 model 2, 60 steps, the same 4 runs): another CPU kind, quoted for reference.
+POOL_2026_11_30 = {"commit": "b1871aa", "cpu": "AMD EPYC (family 26, model 2)", "speedup": 1.83}
+
+
+def _pool_task(spec_dict: dict, run_dir: str, threads: int) -> None:
+    import torch
+
+    from gtalib.training.runs import RunSpec
+    from gtalib.training.train import ensure_run
+
+    torch.set_num_threads(threads)
+    ensure_run(RunSpec.from_dict(spec_dict), run_dir)
+
+
+def pool_train(specs, run_dir: str, jobs: int, threads: int = 1) -> None:
+    """Train ``specs`` through ``jobs`` spawned pool processes, as ``train_all`` did before Dask
+    (commit b1871aa): the yardstick of the scheduler comparison, not a second scheduling path."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        for fut in [ex.submit(_pool_task, s.to_dict(), run_dir, threads) for _, s in specs]:
+            fut.result()
 
 
 def _noop(i: int) -> int:
@@ -90,27 +112,32 @@ def measure(steps: int) -> dict:
            "settings": []}
     cores = len(os.sched_getaffinity(0))
     out["scheduler"] = scheduler_overhead()
-    for jobs, threads in ((1, cores), (1, 1), (2, 1)):
+    for scheduler, jobs, threads in (("dask", 1, cores), ("dask", 1, 1), ("dask", 2, 1),
+                                     ("pool", 1, 1), ("pool", 2, 1)):
         with tempfile.TemporaryDirectory(prefix="gtalib-jobs-") as store:
             c0, t0 = _cpu_seconds(), time.perf_counter()
-            failures = train_all(specs, store, jobs=jobs, threads=threads, log=lambda *_: None)
+            if scheduler == "pool":
+                pool_train(specs, store, jobs, threads)
+            else:
+                failures = train_all(specs, store, jobs=jobs, threads=threads, log=lambda *_: None)
+                if failures:
+                    raise RuntimeError(f"jobs={jobs}: runs failed: {failures}")
             wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
-        if failures:
-            raise RuntimeError(f"jobs={jobs}: runs failed: {failures}")
         out["settings"].append({
-            "jobs": jobs, "threads": threads,
+            "scheduler": scheduler, "jobs": jobs, "threads": threads,
             "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cores_busy": round(cpu / wall, 2)})
-    _, one, two = (s["wall_s"] for s in out["settings"])
-    out["speedup"] = round(one / two, 2)
+    wall = {(s["scheduler"], s["jobs"], s["threads"]): s["wall_s"] for s in out["settings"]}
+    out["speedup"] = round(wall["dask", 1, 1] / wall["dask", 2, 1], 2)
+    out["pool_speedup"] = round(wall["pool", 1, 1] / wall["pool", 2, 1], 2)
+    out["dask_over_pool_jobs2"] = round(wall["dask", 2, 1] / wall["pool", 2, 1], 3)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
 
 def markdown(r: dict) -> str:
     m = r["machine"]
-    pool = list(POOL["wall_s"].values())
-    rows = "\n".join(f"| {s['jobs']} | {s['threads']} | {s['wall_s']} | {s['cpu_s']} | "
-                      f"{s['cores_busy']} | {p} |" for s, p in zip(r["settings"], pool))
+    rows = "\n".join(f"| {s['scheduler']} | {s['jobs']} | {s['threads']} | {s['wall_s']} | "
+                      f"{s['cpu_s']} | {s['cores_busy']} |" for s in r["settings"])
     sch = r["scheduler"]
     return f"""# Training with `--jobs 1` and `--jobs 2` through the Dask scheduler
 
@@ -120,15 +147,15 @@ Lightning {r['versions']['lightning']}. Load average (1/5/15 min) before: {r['lo
 after: {r['load_average_after']}.
 
 The same {len(r['runs'])} runs ({', '.join(r['runs'])}; `cpu` preset, seed 0, {r['steps']} steps)
-trained into a fresh run store each time, through a fresh embedded Dask `LocalCluster` of
-`jobs` one-thread worker processes (its start and close inside the timing). Threads: torch threads
-per training run (`gtalib book --threads`; `--jobs 2` uses one each). Cores busy = CPU seconds /
-wall seconds (of this process and its finished children). The last column is the same
-measurement through the process pool that the cluster replaced ({POOL['date']}, commit
-{POOL['commit']}, {POOL['cpu']}: another CPU kind, so compare the speed-ups, not the seconds).
+trained into a fresh run store each time: through a fresh embedded Dask `LocalCluster` of
+`jobs` worker processes (`dask`; its start and close inside the timing), and, in the same run on
+the same machine, through a `ProcessPoolExecutor` of `jobs` spawned processes (`pool`), the
+scheduler that the cluster replaced. Threads: torch threads per training run
+(`gtalib book --threads`; `--jobs 2` uses one each). Cores busy = CPU seconds / wall seconds (of
+this process and its finished children).
 
-| jobs | threads | wall (s) | CPU (s) | cores busy | pool wall (s) |
-|---:|---|---:|---:|---:|---:|
+| scheduler | jobs | threads | wall (s) | CPU (s) | cores busy |
+|---|---:|---|---:|---:|---:|
 {rows}
 
 **The scheduler's own cost.** A two-worker `LocalCluster` starts in {sch['cluster_start_s']} s
@@ -136,8 +163,12 @@ and closes in {sch['cluster_close_s']} s; a task that does nothing makes the rou
 (`client.submit`, `as_completed`, result) in **{sch['ms_per_task']} ms** ({sch['tasks']} tasks,
 two workers): per run, next to 100–1,500 s of training, a cost below one part in 10,000.
 
-Speed-up from 1 to 2 jobs at one thread per process: **{r['speedup']}×** (the pool:
-{POOL['speedup']}×). One process with a thread per core already spreads each step over the cores
+Speed-up from 1 to 2 jobs at one thread per process: **{r['speedup']}×** through Dask,
+**{r['pool_speedup']}×** through the pool on the same machine; with 2 jobs Dask's wall time is
+{r['dask_over_pool_jobs2']}× the pool's. (The pool measured {POOL_2026_11_30['speedup']}× on
+{POOL_2026_11_30['cpu']} at commit {POOL_2026_11_30['commit']}: a speed-up below 2 is set by how
+much two concurrent runs slow each other on the machine's shared caches and memory, so it differs
+between CPU kinds.) One process with a thread per core already spreads each step over the cores
 (intra-op parallelism), so against it two one-thread processes gain
 {r['settings'][0]['wall_s'] / r['settings'][2]['wall_s']:.2f}×.
 """

@@ -22,8 +22,19 @@ def test_the_slurm_job_script_asks_for_what_the_flags_name():
                  "#SBATCH --gres=gpu:1", "#SBATCH -A proj", "#SBATCH -p gpu"):
         assert line in script, script
     assert "--resources GPU=1" in script  # GPU runs go to this worker, one per GPU
+    # the worker reads the quiet settings from its environment, as Dask parses it
+    assert "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False" in script
     with pytest.raises(ValueError, match="allowed batch systems are slurm, pbs, lsf"):
         schedule.batch_cluster("condor")
+
+
+def test_dask_env_names_follow_dasks_own_parser():
+    import dask.config
+
+    for key, value in schedule.QUIET_WORKERS.items():
+        env = {schedule.dask_env_name(key): str(value)}
+        # dask.config.collect_env: the mapping a worker builds from DASK_* variables
+        assert dask.config.get(key, config=dask.config.collect_env(env)) == value
 
 
 def test_an_unknown_cluster_is_a_clear_error():
@@ -49,12 +60,21 @@ def _child_exit_code() -> int:
     return p.exitcode
 
 
+def _dask_settings(keys):
+    import dask
+
+    return {k: dask.config.get(k) for k in keys}
+
+
 def test_a_task_on_the_embedded_cluster_may_start_child_processes():
     """Dask's worker processes are daemonic by default, and a daemonic process cannot start
     children (a DDP spawn, data-loader workers): the embedded cluster's workers are not."""
     client, cluster, _ = schedule._client(None, None, 1, None)
     try:
         assert client.submit(_child_exit_code).result(timeout=120) == 0
+        # and they run without Dask's profiler and fast monitors (schedule.QUIET_WORKERS)
+        seen = client.run(_dask_settings, list(schedule.QUIET_WORKERS))
+        assert list(seen.values()) == [schedule.QUIET_WORKERS]
     finally:
         client.close()
         cluster.close()
