@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from gtalib.training import records, runs
+from gtalib.training.machine import cpu_info
 from gtalib.book.schedule import train_all
 from gtalib.book.plan import make_plan
 
@@ -45,6 +46,10 @@ NOOP_TASKS = 200
 #: The pool's own measurement before the Dask cluster replaced it (commit b1871aa, 2026-11-30,
 #: AMD EPYC family 26 model 2, 60 steps, the same 4 runs): another CPU kind, quoted for reference.
 POOL_2026_11_30 = {"commit": "b1871aa", "cpu": "AMD EPYC (family 26, model 2)", "speedup": 1.83}
+#: This benchmark on the workers with Dask's default settings (commit dc8d073, before
+#: ``schedule.QUIET_WORKERS``; 2026-12-02, AMD EPYC family 25 model 17, 60 steps): wall seconds.
+DASK_DEFAULTS = {"commit": "dc8d073", "cpu": "AMD EPYC (family 25, model 17)",
+                 "dask_1_job": 149.7, "dask_2_jobs": 94.9, "pool_1_job": 147.9, "pool_2_jobs": 76.3}
 
 
 def _pool_task(spec_dict: dict, run_dir: str, threads: int) -> None:
@@ -106,7 +111,7 @@ def measure(steps: int) -> dict:
     refs = [r for r in plan.runs if r.label in LABELS]
     specs = plan.specs(refs)
     out = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "machine": records.machine(), "versions": records.versions(),
+           "machine": records.machine(), "cpu": cpu_info(), "versions": records.versions(),
            "git_commit": runs.git_commit(), "runs": [label for label, _ in specs],
            "steps": steps, "load_average_before": [round(x, 2) for x in os.getloadavg()],
            "settings": []}
@@ -139,10 +144,11 @@ def markdown(r: dict) -> str:
     rows = "\n".join(f"| {s['scheduler']} | {s['jobs']} | {s['threads']} | {s['wall_s']} | "
                       f"{s['cpu_s']} | {s['cores_busy']} |" for s in r["settings"])
     sch = r["scheduler"]
+    c, d = r["cpu"], DASK_DEFAULTS
     return f"""# Training with `--jobs 1` and `--jobs 2` through the Dask scheduler
 
 Recorded {r['date_utc']} by `benchmarks/jobs_speedup.py --steps {r['steps']}` on {m['cpu']}
-({m['logical_cpus']} logical CPUs), commit {r['git_commit']}, torch {r['versions']['torch']},
+(family {c['family']}, model {c['model']}; {m['logical_cpus']} logical CPUs), commit {r['git_commit']}, torch {r['versions']['torch']},
 Lightning {r['versions']['lightning']}. Load average (1/5/15 min) before: {r['load_average_before']},
 after: {r['load_average_after']}.
 
@@ -165,10 +171,19 @@ two workers): per run, next to 100–1,500 s of training, a cost below one part 
 
 Speed-up from 1 to 2 jobs at one thread per process: **{r['speedup']}×** through Dask,
 **{r['pool_speedup']}×** through the pool on the same machine; with 2 jobs Dask's wall time is
-{r['dask_over_pool_jobs2']}× the pool's. (The pool measured {POOL_2026_11_30['speedup']}× on
-{POOL_2026_11_30['cpu']} at commit {POOL_2026_11_30['commit']}: a speed-up below 2 is set by how
-much two concurrent runs slow each other on the machine's shared caches and memory, so it differs
-between CPU kinds.) One process with a thread per core already spreads each step over the cores
+{r['dask_over_pool_jobs2']}× the pool's, the cluster's start and close included. (The pool
+measured {POOL_2026_11_30['speedup']}× on {POOL_2026_11_30['cpu']} at commit
+{POOL_2026_11_30['commit']}.)
+
+The workers run without Dask's statistical profiler and with slower event-loop ticks and memory
+polls (`gtalib.book.schedule.QUIET_WORKERS`). With Dask's defaults (commit {d['commit']}, same
+benchmark, {d['cpu']}) two workers took {d['dask_2_jobs']} s against the pool's
+{d['pool_2_jobs']} s, a speed-up of {d['dask_1_job'] / d['dask_2_jobs']:.2f}× against
+{d['pool_1_job'] / d['pool_2_jobs']:.2f}×. Dask's profiler samples each worker's stack every
+10 ms from a thread of its own, its event loop ticks every 20 ms and its memory monitor polls
+every 100 ms; on two busy cores each of these wake-ups takes a core from a run.
+
+One process with a thread per core already spreads each step over the cores
 (intra-op parallelism), so against it two one-thread processes gain
 {r['settings'][0]['wall_s'] / r['settings'][2]['wall_s']:.2f}×.
 """
@@ -180,8 +195,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=60, help="steps per run (default 60)")
     ap.add_argument("--out", default=str(HERE / "jobs_speedup"),
                     help="output path without extension (.json and .md are written)")
+    ap.add_argument("--render", action="store_true",
+                    help="write the .md from the recorded .json again, measuring nothing")
     a = ap.parse_args(argv)
-    r = measure(a.steps)
+    r = json.loads(Path(a.out + ".json").read_text()) if a.render else measure(a.steps)
     Path(a.out + ".json").write_text(json.dumps(r, indent=2) + "\n")
     Path(a.out + ".md").write_text(markdown(r))
     print(markdown(r))
