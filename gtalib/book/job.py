@@ -38,7 +38,7 @@ from pathlib import Path
 from gtalib.book.layout import BOOK_DIR, REPO, BookError
 from gtalib.book.notebooks import execute_notebooks, notebook_errors, notebook_parameters
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
-from gtalib.book.schedule import default_jobs, open_cluster, train_all
+from gtalib.book.schedule import default_jobs, open_cluster, resolve_accelerator, train_all
 from gtalib.book.snippets import write_chapter_snippets
 from gtalib.training import records
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
@@ -268,6 +268,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             at once (default :func:`gtalib.book.schedule.default_jobs`).
         cluster, scheduler_file, batch: where the runs are trained (:func:`train_all`: an
             embedded LocalCluster by default, ``tcp://...``, or ``slurm``/``pbs``/``lsf``).
+        accelerator: ``"auto"``, ``"cpu"`` or ``"gpu"``
+            (:func:`gtalib.book.schedule.resolve_accelerator`: on a machine with GPUs the
+            embedded cluster has one worker per GPU, each training one run at a time).
         train_recorded: train every run of the book and of the scale ladder into the run store,
             whatever the budget, instead of reading any from records.
         budget_min: the job's wall-time budget in minutes (:func:`runs_to_train`); ``None``:
@@ -306,7 +309,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     predicted = {}
     if train:
         # one cluster for the calibration (on its workers) and the training
-        with open_cluster(cluster, scheduler_file, jobs, batch) as (client, where):
+        accelerator = resolve_accelerator(accelerator, cluster, scheduler_file)
+        with open_cluster(cluster, scheduler_file, jobs, batch, accelerator) as (client, where):
             specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
                                                    train_recorded, where, log, client)
             problems += [f"run {m}" for m in train_all(

@@ -46,6 +46,12 @@ SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
 #: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
 START_TOPIC = "gtalib-run-start"
 
+#: Environment variable of the embedded cluster's GPU workers: the GPUs, comma-separated, that
+#: its workers share out, one each (worker ``i`` of the ``LocalCluster`` trains on the ``i``-th).
+EMBEDDED_GPUS = "GTALIB_EMBEDDED_GPUS"
+
+ACCELERATORS = ("auto", "cpu", "gpu")
+
 #: Dask settings of the workers the job starts (embedded or batch jobs). Dask's defaults suit
 #: short tasks on idle cores; a worker that trains for minutes on a core of its own pays for
 #: them: the statistical profiler wakes a thread every 10 ms to walk the training thread's stack,
@@ -71,6 +77,44 @@ def default_jobs() -> int:
         return max(1, min(cores or 1, avail // RUN_PEAK_RSS))
     except (OSError, StopIteration, ValueError):
         return max(1, cores or 1)
+
+
+def resolve_accelerator(accelerator: str, cluster=None, scheduler_file=None) -> str:
+    """The accelerator the runs ask for. For the embedded cluster, ``"auto"`` becomes ``"gpu"``
+    on a machine with a CUDA GPU (one worker per GPU, each holding the Dask resource ``GPU``) and
+    ``"cpu"`` elsewhere; a running or batch cluster's workers decide ``"auto"`` for themselves
+    (give ``"gpu"`` to send the runs one at a time to the workers started with ``GPU=1``).
+
+    Raises:
+        ValueError: ``accelerator`` not one of :data:`ACCELERATORS`, or ``"gpu"`` for the
+            embedded cluster on a machine without a CUDA GPU.
+    """
+    import torch
+
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator {accelerator!r}: allowed: {', '.join(ACCELERATORS)}")
+    if cluster is not None or scheduler_file is not None:
+        return accelerator
+    if torch.cuda.is_available():
+        return "cpu" if accelerator == "cpu" else "gpu"
+    if accelerator == "gpu":
+        raise ValueError("accelerator 'gpu': this machine has no CUDA GPU for the embedded "
+                         "cluster; allowed here: auto, cpu (or a --cluster with GPU workers)")
+    return "cpu"
+
+
+def worker_gpu(devices: str, name) -> str:
+    """The GPU of the embedded cluster's worker ``name`` (``LocalCluster`` names them 0, 1, …)
+    among ``devices`` (:data:`EMBEDDED_GPUS`): its ``CUDA_VISIBLE_DEVICES``.
+
+    Raises:
+        ValueError: ``name`` is not an index of ``devices``.
+    """
+    ids = devices.split(",")
+    try:
+        return ids[int(name)]
+    except (ValueError, IndexError):
+        raise ValueError(f"worker {name!r} has no GPU among {devices!r}") from None
 
 
 def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int = 0,
@@ -108,8 +152,9 @@ def dask_env_name(key: str) -> str:
     return "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
 
 
-def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
-    """(client, owned cluster or None, where) for the options of :func:`train_all`."""
+def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator: str = "cpu"):
+    """(client, owned cluster or None, where) for the options of :func:`train_all`; with
+    ``accelerator="gpu"`` the embedded cluster has one worker per visible GPU instead of ``jobs``."""
     from distributed import Client, LocalCluster
 
     if scheduler_file is not None:
@@ -119,12 +164,23 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
 
         # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
         # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
+        gpus = {}
+        if accelerator == "gpu":  # one run at a time per GPU
+            import torch
+
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            ids = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+            if not ids:
+                raise ValueError("accelerator 'gpu': no CUDA GPU for the embedded cluster")
+            jobs = len(ids)
+            gpus = {"resources": {"GPU": 1}, "env": {EMBEDDED_GPUS: ",".join(ids)}}
         with dask.config.set({"distributed.worker.daemon": False,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
                               **QUIET_WORKERS}):
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                 dashboard_address=":0")
-        return Client(local), local, f"embedded LocalCluster of {jobs} worker(s)"
+                                 dashboard_address=":0", **gpus)
+        return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
+                                      + (", one GPU each" if gpus else ""))
     if cluster in BATCH_SYSTEMS:
         owned = batch_cluster(cluster, **(batch or {}))
         owned.scale(jobs=jobs)
@@ -137,10 +193,12 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None):
 
 @contextlib.contextmanager
 def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
-                 batch: dict | None = None):
+                 batch: dict | None = None, accelerator: str = "cpu"):
     """``(client, where)`` for the options of :func:`train_all` (module docstring), closing on
-    exit what it started (the embedded cluster, the batch jobs; never a running cluster)."""
-    client, owned, where = _client(cluster, scheduler_file, jobs or default_jobs(), batch)
+    exit what it started (the embedded cluster, the batch jobs; never a running cluster).
+    ``accelerator``: as :func:`resolve_accelerator` returns it."""
+    client, owned, where = _client(cluster, scheduler_file, jobs or default_jobs(), batch,
+                                   accelerator)
     try:
         yield client, where
     finally:
@@ -182,6 +240,10 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
 
     torch.set_num_threads(max(1, threads))
     untrim_malloc()
+    if accelerator == "gpu" and os.environ.get(EMBEDDED_GPUS):
+        # before CUDA starts in this process; Lightning's devices=1 is then this worker's GPU
+        os.environ["CUDA_VISIBLE_DEVICES"] = worker_gpu(os.environ[EMBEDDED_GPUS],
+                                                        get_worker().name)
     # a worker started with GTALIB_SCRATCH_ONLY=1 never writes the client's store, even where
     # it could see it (a read-only share; the tests' stand-in for another machine)
     shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
@@ -220,9 +282,9 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
         jobs: worker processes of the embedded cluster, or batch jobs (default
             :func:`default_jobs`); a running cluster keeps its own size.
         threads: torch threads per run (default 1).
-        accelerator: Lightning accelerator (``"auto"`` picks a GPU when there is one; the
-            device does not enter the run hash, the run card records it). ``"gpu"`` asks for a
-            worker with the Dask resource ``GPU`` (one run at a time per GPU).
+        accelerator: Lightning accelerator (:func:`resolve_accelerator`; the device does not
+            enter the run hash, the run card records it). ``"gpu"`` asks for a worker with the
+            Dask resource ``GPU`` (one run at a time per GPU).
         cluster, scheduler_file, batch: where the client comes from (module docstring;
             ``batch``: options of :func:`batch_cluster`).
         seconds: run id → expected seconds on one worker
@@ -236,13 +298,16 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
         the others; its figure page reports it.
 
     Raises:
-        ValueError: ``jobs`` < 1, or an unknown ``cluster``.
+        ValueError: ``jobs`` < 1, an unknown ``cluster`` or ``accelerator``, or ``"gpu"`` for the
+            embedded cluster on a machine without a GPU.
     """
     from gtalib.book.budget import groups, training_flops
     from gtalib.training import runs
 
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs!r}")
+    if client is None:
+        accelerator = resolve_accelerator(accelerator, cluster, scheduler_file)
     unique = {s.run_id: (label, s) for label, s in specs}
     todo = [s for _, s in unique.values() if not runs.is_done(runs.run_path(s, run_dir))]
     name = {s.run_id: f"{label} seed={s.seed} steps={s.train.max_steps}"
@@ -259,7 +324,8 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     tasks = sorted(groups(todo), key=lambda g: -sum(cost[s.run_id] for s in g))
     with contextlib.ExitStack() as stack:
         if client is None:
-            client, where = stack.enter_context(open_cluster(cluster, scheduler_file, jobs, batch))
+            client, where = stack.enter_context(open_cluster(cluster, scheduler_file, jobs, batch,
+                                                             accelerator))
         try:
             return _train(client, where, tasks, cost, name, len(unique), run_dir, marker,
                           threads, accelerator, log, cluster, seconds)

@@ -99,14 +99,16 @@ def _run_cli(args) -> int:
 def _predict(args, names) -> int:
     from gtalib.book.job import ensure_corpus, runs_to_train
     from gtalib.book.plan import make_plan
-    from gtalib.book.schedule import default_jobs, open_cluster
+    from gtalib.book.schedule import default_jobs, open_cluster, resolve_accelerator
     from gtalib.training.runs import resolve_run_dir
 
     plan = make_plan(args.preset, args.seeds, args.max_steps, names)
     ensure_corpus(plan)  # the run ids hash the corpus
     jobs = args.jobs or default_jobs()
     # the workers that would train are timed as they would be: all at once
-    with open_cluster(args.cluster, args.scheduler_file, jobs, batch_options(args)) as (c, where):
+    accelerator = resolve_accelerator(args.accelerator, args.cluster, args.scheduler_file)
+    with open_cluster(args.cluster, args.scheduler_file, jobs, batch_options(args),
+                      accelerator) as (c, where):
         runs_to_train(plan, resolve_run_dir(args.run_dir), jobs, args.threads, args.budget,
                       args.train_recorded, where, client=c)
     return 0

@@ -1,5 +1,7 @@
 """Training the book's runs (:mod:`gtalib.book.schedule`)."""
 
+import os
+
 import pytest
 
 from gtalib.book import schedule
@@ -162,3 +164,45 @@ def test_the_calibration_times_every_worker_at_once():
     assert cal.workers == 2
     assert cal.seconds_per_step == pytest.approx(sorted(measured.values())[0] / 2
                                                  + sorted(measured.values())[1] / 2)
+
+
+def test_the_accelerator_is_resolved_for_the_embedded_cluster(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert schedule.resolve_accelerator("auto") == "cpu"
+    with pytest.raises(ValueError, match="accelerator 'gpu': this machine has no CUDA GPU"):
+        schedule.resolve_accelerator("gpu")
+    # a running cluster's workers decide "auto" for themselves, and may have GPUs
+    assert schedule.resolve_accelerator("auto", "tcp://h:8786") == "auto"
+    assert schedule.resolve_accelerator("gpu", "slurm") == "gpu"
+    with pytest.raises(ValueError, match="allowed: auto, cpu, gpu"):
+        schedule.resolve_accelerator("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert schedule.resolve_accelerator("auto") == "gpu"
+    assert schedule.resolve_accelerator("cpu") == "cpu"
+
+
+def _getenv(name):  # not os.environ.get: that would pickle the client's environment along
+    return os.environ.get(name)
+
+
+def test_each_embedded_gpu_worker_holds_one_gpu_of_its_own(monkeypatch):
+    """No GPU here: the client believes in three (CUDA_VISIBLE_DEVICES), so the embedded cluster
+    has three workers, each with the Dask resource GPU=1 (one GPU run at a time), and worker i
+    would train on the i-th GPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,4,5")
+    client, cluster, where = schedule._client(None, None, 7, None, accelerator="gpu")
+    try:
+        workers = client.scheduler_info()["workers"].values()
+        assert sorted(w["resources"].get("GPU") for w in workers) == [1, 1, 1]
+        assert "3 worker(s), one GPU each" in where
+        shared = client.run(_getenv, schedule.EMBEDDED_GPUS)
+        assert set(shared.values()) == {"1,4,5"}
+        names = sorted(w["name"] for w in workers)
+        assert [schedule.worker_gpu("1,4,5", n) for n in names] == ["1", "4", "5"]
+    finally:
+        client.close()
+        cluster.close()
+    with pytest.raises(ValueError, match="worker 3 has no GPU"):
+        schedule.worker_gpu("1,4,5", 3)
