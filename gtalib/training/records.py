@@ -490,7 +490,7 @@ def config_key(spec) -> str:
 def cost_table(record_dir=None):
     """One row per recorded configuration (:func:`config_key`, column ``key``): ``run``
     (:meth:`gtalib.training.runs.RunSpec.describe` less the seed), ``n_layer``, ``steps``, ``tokens`` per
-    run, ``seeds`` (sorted), ``runs``, core-seconds per run (``core_s_median``, ``core_s_min``,
+    run, ``d_model``, ``seeds`` (sorted), ``runs``, core-seconds per run (``core_s_median``, ``core_s_min``,
     ``core_s_max``; a run's wall time in seconds × its torch threads, from its card, so a run
     slowed by other work on its machine counts as measured), ``resumed`` (runs resumed from a
     checkpoint, whose card times only the last process: left out of the per-run figures and
@@ -509,7 +509,8 @@ def cost_table(record_dir=None):
         spec, card = store.load_spec(folder), store.load_card(folder)
         key = config_key(spec)
         rows.append({"key": key, "run": spec.describe().replace(f" seed={spec.seed}", ""),
-                     "n_layer": spec.model.n_layer, "steps": spec.train.max_steps,
+                     "n_layer": spec.model.n_layer, "d_model": spec.model.d_model,
+                     "steps": spec.train.max_steps,
                      "tokens": spec.train.max_steps * spec.train.tokens_per_step,
                      "seed": spec.seed, "resumed": bool(card.get("resumed")),
                      "core_s": (math.nan if card.get("resumed")
@@ -517,14 +518,15 @@ def cost_table(record_dir=None):
                      "train_s": math.nan if card.get("resumed") else card.get("train_wall_s", math.nan),
                      "last_start_core_s": card["wall_time_s"] * card["threads"],
                      "cpu": _cpu_of(folder)})
-    cols = ["key", "run", "n_layer", "steps", "tokens", "seeds", "runs", "core_s_median",
+    cols = ["key", "run", "n_layer", "d_model", "steps", "tokens", "seeds", "runs", "core_s_median",
             "core_s_min", "core_s_max", "resumed", "core_s_total", "lower_bound", "train_s_median",
             "cpu"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
     out = df.groupby("key", sort=False).agg(
-        run=("run", "first"), n_layer=("n_layer", "first"), steps=("steps", "first"),
+        run=("run", "first"), n_layer=("n_layer", "first"), d_model=("d_model", "first"),
+        steps=("steps", "first"),
         tokens=("tokens", "first"), seeds=("seed", lambda s: tuple(sorted(s))),
         runs=("seed", "size"), core_s_median=("core_s", "median"), core_s_min=("core_s", "min"),
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
@@ -567,13 +569,13 @@ def costs_markdown(record_dir=None) -> str:
         "run (`gtalib/training/machine.py`; \"kind unknown\" for bundles recorded before kinds were "
         "kept, named by the recording machine's CPU).",
         "",
-        "| run (all seeds) | layers | steps | tokens/run | seeds | core-s per run, median "
-        "(min–max) | resumed | core-s total | CPU |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run (all seeds) | layers | d_model | steps | tokens/run | seeds | core-s per run, "
+        "median (min–max) | resumed | core-s total | CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in t.itertuples():
         lines.append(
-            f"| {r.run} | {r.n_layer} | {r.steps:,} | {r.tokens:,} | "
+            f"| {r.run} | {r.n_layer} | {r.d_model} | {r.steps:,} | {r.tokens:,} | "
             f"{', '.join(map(str, r.seeds))} | "
             + ("— (all resumed)" if r.lower_bound else
                f"{r.core_s_median:,.0f} ({r.core_s_min:,.0f}–{r.core_s_max:,.0f})")
