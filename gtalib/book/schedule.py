@@ -129,6 +129,7 @@ def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int
     Raises:
         ValueError: ``system`` not one of :data:`BATCH_SYSTEMS`.
     """
+    import dask
     import dask_jobqueue
 
     if system not in BATCH_SYSTEMS:
@@ -139,8 +140,6 @@ def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int
     if gpus:
         extra["job_extra_directives"] = [f"--gres=gpu:{gpus}"] if system == "slurm" else []
         extra["worker_extra_args"] = ["--resources", f"GPU={gpus}"]
-    import dask
-
     prologue = list(dask.config.get(f"jobqueue.{system}.job-script-prologue", None) or [])
     prologue += [f"export {dask_env_name(k)}={v}" for k, v in QUIET_WORKERS.items()]
     return kind(cores=cores, processes=1, memory=memory, walltime=walltime, account=account,
@@ -162,8 +161,6 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
     if cluster is None:
         import dask
 
-        # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
-        # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
         gpus = {}
         if accelerator == "gpu":  # one run at a time per GPU
             import torch
@@ -174,6 +171,8 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
                 raise ValueError("accelerator 'gpu': no CUDA GPU for the embedded cluster")
             jobs = len(ids)
             gpus = {"resources": {"GPU": 1}, "env": {EMBEDDED_GPUS: ",".join(ids)}}
+        # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
+        # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
         with dask.config.set({"distributed.worker.daemon": False,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
                               **QUIET_WORKERS}):

@@ -10,6 +10,7 @@ from gtalib.cli.core import (CliError, add_cluster_args, batch_options, positive
 from gtalib.book.job import DEFAULT_BUDGET_MIN, DEFAULT_SEEDS, NOTEBOOKS, build_book
 from gtalib.book.layout import BookError
 from gtalib.book.notebooks import CELL_TIMEOUT_S
+from gtalib.book.schedule import ACCELERATORS
 
 CLI_DESCRIPTION = """\
 Build the Jupyter Book end to end:
@@ -58,7 +59,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="print the calibration, the predicted wall time and what the budget "
                         "reads from records, then stop (nothing is trained or built)")
     p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
-    p.add_argument("--accelerator", default="auto", choices=("auto", "cpu", "gpu"),
+    p.add_argument("--accelerator", default="auto", choices=ACCELERATORS,
                    help="Lightning accelerator for training (default auto: a GPU if present)")
     p.add_argument("--only", default=None,
                    help="comma-separated notebooks to execute (default: all of "
