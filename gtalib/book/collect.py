@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from gtalib.book import figures as F
+from gtalib.training.machine import kind_differences
 from gtalib.training.runs import resolve_run_dir
 
 
@@ -35,12 +36,15 @@ class Collected:
     Attributes:
         runs: runs frame of the runs that are complete (see module docstring).
         status: one row per required run: ``variant, arm, label, seed, n_layer, max_steps,
-            run_id, state, detail, source, device, machine_kind`` with ``state`` in ``done |
+            run_id, state, detail, source, device, machine_kind, kinds`` with ``state`` in ``done |
             missing | failed | corrupt`` (``corrupt``: a finished run whose files do not check
             out, ``detail`` naming run, file, column and row), ``source`` ``"local"`` or the
             recorded run's provenance (:func:`gtalib.training.records.record_label`), and the machine
             from the run's ``card.json``: ``device`` (string) and ``machine_kind`` (dict), each
-            ``None`` when the card lacks it (unknown).
+            ``None`` when the card lacks it (unknown); ``kinds``: every machine kind known to
+            give the run's metrics bit for bit (a recorded run's
+            :func:`gtalib.training.records.bit_identical_kinds`, a local run's own kind; empty
+            when unknown).
         cards: run cards (``card.json`` contents) of the complete runs.
         run_dir: the run store they were read from; record_dir: the recorded runs
             (:func:`gtalib.training.records.default_record_dir` when ``None``). A ``done`` run's folder is
@@ -91,7 +95,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
     for ref in refs:
         spec = plan.spec(ref)
         path = run_dir / spec.run_id
-        state, detail, source, card = "done", "", "local", None
+        state, detail, source, card, kinds = "done", "", "local", None, []
         try:
             local = store.is_done(path)
             record = None if local else records.find_record(spec, record_dir)
@@ -103,12 +107,14 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
                 df = records.load_record_metrics(record)
                 card = store.load_card(record)
                 source = records.record_label(records.load_record_info(record))
+                kinds = records.bit_identical_kinds(record)
             elif not (path / "DONE").exists():
                 state, detail = "missing", "not trained yet"
             else:
                 # load_metrics checks every cell; a corrupt card names its file
                 df = store.load_metrics(path)
                 card = store.load_card(path) if (path / "card.json").exists() else None
+                kinds = [card["machine_kind"]] if (card or {}).get("machine_kind") else []
         except store.RunCorruptError as e:  # named on the page: run, file, column, row
             state, detail = "corrupt", str(e).replace(f"{run_dir}/", "")
         except Exception as e:  # reported on the figure's page, never plotted silently
@@ -126,7 +132,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
         card = card or {}
         status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.model.n_layer,
                        spec.train.max_steps, spec.run_id, state, detail, source,
-                       card.get("device") or None, card.get("machine_kind") or None))
+                       card.get("device") or None, card.get("machine_kind") or None, kinds))
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["variant", "arm", "label", "seed", "n_layer", "max_steps", "step", "tokens",
                  "train_loss", "val_loss"]
@@ -138,7 +144,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
 
 #: Columns of :attr:`Collected.status`.
 STATUS_COLUMNS = ["variant", "arm", "label", "seed", "n_layer", "max_steps", "run_id", "state",
-                  "detail", "source", "device", "machine_kind"]
+                  "detail", "source", "device", "machine_kind", "kinds"]
 
 
 def complete_variants(collected: Collected) -> tuple[list[str], list[str]]:
@@ -157,9 +163,14 @@ def complete_variants(collected: Collected) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------------------------------
 
 def same_machine(a, b) -> bool | None:
-    """Whether two runs (:attr:`Collected.status` rows) were trained on the same kind of
-    machine: their card's ``machine_kind`` dicts compared when both have one, else their
-    ``device`` strings; ``None`` (unknown) when either lacks both."""
+    """Whether two runs (:attr:`Collected.status` rows) have the numbers of one kind of
+    machine: some kind gives both bit for bit (their ``kinds``: the kind that trained each, and
+    for a recorded run the kinds a re-training reproduced it on), else their card's
+    ``machine_kind`` dicts compared when both have one, else their ``device`` strings; ``None``
+    (unknown) when either lacks all three."""
+    ka, kb = a.get("kinds"), b.get("kinds")
+    if ka and kb:
+        return any(k in kb for k in ka)
     if isinstance(a["machine_kind"], dict) and isinstance(b["machine_kind"], dict):
         return a["machine_kind"] == b["machine_kind"]
     if not (_known(a["device"]) and _known(b["device"])):
@@ -196,8 +207,10 @@ def run_pairs(status: pd.DataFrame) -> pd.DataFrame:
         ``mixed`` when the arms differ in source (local / recorded) or machine
         (:func:`same_machine` False), ``unknown`` when the machine of an arm is unknown, and
         ``pair_source`` the text the pages print, e.g. ``"both recorded on AMD EPYC (2 logical
-        CPUs)"``, ``"both local, machine unknown"`` or ``"MIXED: alt recorded on AMD EPYC (2
-        logical CPUs), rec local on Intel Xeon (16 logical CPUs)"``.
+        CPUs)"`` (with ``", trained on two CPU kinds that give both bit for bit"`` when the arms
+        share a kind only through a recorded re-training), ``"both local, machine unknown"`` or
+        ``"MIXED: alt recorded on AMD EPYC (2 logical CPUs), rec local on Intel Xeon (16 logical
+        CPUs)"``.
     """
     cols = ["variant", "arm", "n_layer", "max_steps", "seed", "mixed", "unknown", "pair_source"]
     done = status[status["state"] == "done"]
@@ -214,10 +227,15 @@ def run_pairs(status: pd.DataFrame) -> pd.DataFrame:
         if mixed:
             text = (f"MIXED: {a['arm']} {src_a} on {_machine_name(a)}, rec {src_r} on "
                     f"{_machine_name(r)}")
+            if same is False and _machine_name(a) == _machine_name(r):
+                text += f" ({'; '.join(kind_differences(a['machine_kind'], r['machine_kind']))})"
         elif same is None:
             text = f"both {src_r}, machine unknown"
         else:
             text = f"both {src_r} on {_machine_name(r)}"
+            if isinstance(a["machine_kind"], dict) and isinstance(r["machine_kind"], dict) \
+                    and a["machine_kind"] != r["machine_kind"]:
+                text += ", trained on two CPU kinds that give both bit for bit"
         rows.append((a["variant"], a["arm"], a["n_layer"], a["max_steps"], a["seed"], mixed,
                      same is None, text))
     return pd.DataFrame(rows, columns=cols)

@@ -10,8 +10,10 @@ A bundle is ``<record_dir>/<run_id>/`` (default ``book/recorded/``, or ``$GTALIB
     probes.json   the gate probes of the final weights (gtalib.training.probes), when the run has them
     record.json   when and where it was recorded: UTC date, machine (CPU model, logical CPUs,
                   platform), the recording checkout's commit, library versions, the command
-                  that re-trains and checks it, and ``machine_kind``: the kind of the machine
-                  that trained the run, from its card (null if the card has none: unknown)
+                  that re-trains and checks it, ``machine_kind``: the kind of the machine
+                  that trained the run, from its card (null if the card has none: unknown),
+                  and ``reproduced_on`` (when any): other kinds on which a re-training gave
+                  every metrics cell bit for bit, each with when and at which commit
 
 No checkpoint is kept. A bundle is written atomically (a temporary folder renamed into place),
 so a half-written bundle never exists under its run id.
@@ -92,8 +94,10 @@ def record_run(run_folder, record_dir=None) -> Path:
 
     An existing bundle of the same run id is replaced only if its ``metrics.csv`` differs. With
     equal metrics (a bit-identical re-training) the record keeps its first date and only gains
-    what it lacked: the optional files (``probes.json``) and, where the bundle predates machine
-    kinds, the kind of the machine that reproduced it (``machine_kind_source`` says so).
+    what it lacked: the optional files (``probes.json``) and the kind of the machine that
+    reproduced it: as its ``machine_kind`` where the bundle predates machine kinds
+    (``machine_kind_source`` says so), else in ``reproduced_on`` when that kind is new to it
+    (:func:`bit_identical_kinds`).
 
     Raises:
         RunIncompleteError / RunCorruptError: the run is not finished or its files are corrupt
@@ -142,20 +146,26 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _complete_bundle(dest: Path, run_folder: Path, trained_on: dict | None) -> None:
-    """Add to the bundle ``dest`` the optional files it lacks and, if its machine kind is
-    unknown, ``trained_on`` (the run in ``run_folder`` has bit-identical metrics)."""
+    """Add to the bundle ``dest`` the optional files it lacks and ``trained_on``, the kind of the
+    machine that trained the run in ``run_folder`` (whose metrics are bit-identical): as the
+    record's kind if that is unknown, else as a kind it was reproduced on, if new."""
     for name in OPTIONAL_BUNDLE_FILES:
         if (run_folder / name).is_file() and not (dest / name).is_file():
             _atomic_write(dest / name, (run_folder / name).read_bytes())
     record = json.loads((dest / "record.json").read_text())
-    if record.get("machine_kind") is None and trained_on is not None:
-        card = store.load_card(run_folder)
-        record["machine_kind"] = trained_on
-        record["machine_kind_source"] = (
-            f"bit-identical re-training finished {card.get('finished_utc', '?')[:19]} UTC "
-            f"at commit {str(card.get('git_commit', '?'))[:12]}")
-        _atomic_write(dest / "record.json",
-                      (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    known = [record.get("machine_kind"),
+             *(r["machine_kind"] for r in record.get("reproduced_on", ()))]
+    if trained_on is None or trained_on in known:
+        return
+    card = store.load_card(run_folder)
+    where = (f"bit-identical re-training finished {card.get('finished_utc', '?')[:19]} UTC "
+             f"at commit {str(card.get('git_commit', '?'))[:12]}")
+    if record.get("machine_kind") is None:
+        record["machine_kind"], record["machine_kind_source"] = trained_on, where
+    else:
+        record.setdefault("reproduced_on", []).append({"machine_kind": trained_on, "source": where})
+    _atomic_write(dest / "record.json",
+                  (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
 
 
 def find_record(spec, record_dir=None) -> Path | None:
@@ -408,6 +418,18 @@ def record_machine_kind(folder) -> dict | None:
     folder = Path(folder)
     return (load_record_info(folder).get("machine_kind")
             or store.load_card(folder).get("machine_kind"))
+
+
+def bit_identical_kinds(folder) -> list[dict]:
+    """Every machine kind known to give a bundle's metrics bit for bit: the kind that trained it
+    (:func:`record_machine_kind`) and those its ``reproduced_on`` names (a re-training there was
+    recorded with equal metrics, :func:`record_run`); empty when the kind is unknown. Two runs
+    sharing one of these are as if trained on one machine, which is what a ΔL pair needs
+    (``docs/cross_cpu.md``)."""
+    trained = record_machine_kind(folder)
+    if trained is None:
+        return []
+    return [trained] + [r["machine_kind"] for r in load_record_info(folder).get("reproduced_on", ())]
 
 
 def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=None,

@@ -227,7 +227,8 @@ def test_pages_say_which_runs_are_recorded():
         "seed": [0, 1, 0, 0, 0], "n_layer": 2, "max_steps": 10, "run_id": list("abcde"),
         "state": ["done", "done", "done", "done", "missing"],
         "detail": [""] * 5, "source": [rec, rec, "local", rec, "local"],
-        "device": "AMD EPYC (2 logical CPUs)", "machine_kind": None})[STATUS_COLUMNS]
+        "device": "AMD EPYC (2 logical CPUs)", "machine_kind": None,
+        "kinds": [[]] * 5})[STATUS_COLUMNS]
 
     def notice(st):
         return sources_notice(Collected(pd.DataFrame(), st))

@@ -13,7 +13,8 @@ from gtalib.book import collect
 def _status(*runs):
     """Status rows (alt/rec of MHA, 8 layers, 250 steps) from (arm, seed, source, device, kind)."""
     return pd.DataFrame([("mha", arm, f"MHA {arm}", seed, 8, 250, f"{arm}{seed}", "done", "",
-                          source, device, kind) for arm, seed, source, device, kind in runs],
+                          source, device, kind, [kind] if kind else [])
+                         for arm, seed, source, device, kind in runs],
                         columns=collect.STATUS_COLUMNS)
 
 
@@ -25,6 +26,35 @@ def test_same_machine_compares_kind_dicts_else_device_strings():
     assert collect.same_machine(row("AMD EPYC", amd), row("AMD EPYC")) is True  # one dict: strings
     assert collect.same_machine(row("AMD EPYC"), row("Intel Xeon")) is False
     assert collect.same_machine(row(None), row("AMD EPYC")) is None  # unknown, never "same"
+
+
+def test_same_machine_accepts_a_kind_that_reproduced_a_record_bit_for_bit():
+    """Two arms trained on different kinds are paired when a recorded re-training shows one
+    arm's record comes out bit for bit on the other's kind; a record reproduced elsewhere
+    only stays mixed."""
+    zen4, zen5, xeon = ({"cpu_family": f, "cpu_model": m} for f, m in
+                        (("25", "17"), ("26", "2"), ("6", "143")))
+    row = lambda trained, *also: {"device": "AMD EPYC (2 logical CPUs)",  # noqa: E731
+                                  "machine_kind": trained, "kinds": [trained, *also]}
+    assert collect.same_machine(row(zen4), row(zen5, zen4)) is True
+    assert collect.same_machine(row(zen5, zen4), row(zen4)) is True
+    assert collect.same_machine(row(zen5, xeon), row(zen4, xeon)) is True  # a third kind shared
+    assert collect.same_machine(row(zen4), row(zen5, xeon)) is False
+    assert collect.same_machine(row(zen4), row(zen5)) is False
+    rec = "recorded 2026-12-02 on AMD EPYC (2 logical CPUs)"
+    status = _status(("alt", 0, rec, "AMD EPYC (2 logical CPUs)", zen4),
+                     ("rec", 0, rec, "AMD EPYC (2 logical CPUs)", zen5),
+                     ("alt", 1, rec, "AMD EPYC (2 logical CPUs)", zen4),
+                     ("rec", 1, rec, "AMD EPYC (2 logical CPUs)", zen5))
+    status["kinds"] = [[zen4], [zen5, zen4], [zen4], [zen5]]
+    pairs = collect.run_pairs(status).set_index("seed")
+    assert pairs["mixed"].tolist() == [False, True]
+    # the same CPU name on two kinds: the mixed pair says how the kinds differ
+    assert pairs.loc[1, "pair_source"] == (
+        f"MIXED: alt {rec[:8]} on AMD EPYC (2 logical CPUs), rec {rec[:8]} on AMD EPYC (2 logical "
+        "CPUs) (cpu_family: 25 -> 26; cpu_model: 17 -> 2)")
+    assert pairs.loc[0, "pair_source"] == ("both recorded on AMD EPYC (2 logical CPUs), trained on "
+                                           "two CPU kinds that give both bit for bit")
 
 
 def test_run_pairs_mark_mixed_source_and_machine():

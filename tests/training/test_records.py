@@ -72,6 +72,40 @@ def test_a_bit_identical_retraining_completes_an_older_bundle(finished_run, tmp_
     assert not list(folder.glob(".*.tmp"))
 
 
+def test_a_bit_identical_retraining_on_another_kind_is_kept_once(finished_run, tmp_path):
+    """A re-training with equal metrics on a kind other than the record's adds that kind to the
+    kinds known to give the record bit for bit, once; other metrics replace the bundle."""
+    _, _, path = finished_run
+    here = runs.load_card(path)["machine_kind"]
+    folder = records.record_run(path, tmp_path)
+    assert records.bit_identical_kinds(folder) == [here]
+    info = json.loads((folder / "record.json").read_text())
+    elsewhere = dict(here, cpu_family="26", cpu_model="2")
+    info["machine_kind"] = elsewhere
+    (folder / "record.json").write_text(json.dumps(info))
+    for _ in range(2):  # a second equal re-training on this kind adds nothing
+        records.record_run(path, tmp_path)
+        done = json.loads((folder / "record.json").read_text())
+        assert done["machine_kind"] == elsewhere and done["recorded_utc"] == info["recorded_utc"]
+        assert [r["machine_kind"] for r in done["reproduced_on"]] == [here]
+        assert done["reproduced_on"][0]["source"].startswith("bit-identical re-training finished ")
+    assert records.bit_identical_kinds(folder) == [elsewhere, here]
+    info["machine_kind"] = None  # unknown: no kind at all is known to give it
+    (folder / "record.json").write_text(json.dumps(info))
+    (folder / "card.json").write_text(json.dumps(
+        {k: v for k, v in runs.load_card(path).items() if k != "machine_kind"}))
+    assert records.bit_identical_kinds(folder) == []
+    # other metrics: the bundle is replaced whole, and only the new run's kind is known
+    other = tmp_path / "other" / path.name
+    shutil.copytree(path, other)
+    df = runs.load_metrics(other)
+    df.loc[df.index[-1], "train_loss"] += 1e-3
+    df.to_csv(other / "metrics.csv", index=False)
+    folder = records.record_run(other, tmp_path)
+    assert records.bit_identical_kinds(folder) == [here]
+    assert "reproduced_on" not in records.load_record_info(folder)
+
+
 def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     """Two seeds of one configuration are one row; a resumed run counts at the median."""
     _, spec, path = finished_run
