@@ -438,9 +438,10 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
     card, and compare its metrics with the record (:func:`compare_metrics`).
 
     The machine kind of the re-training (its card's ``machine_kind``: this machine, the card's
-    thread count) is compared with the record's (:func:`record_machine_kind`): the same kind
-    requires a bit-identical curve (otherwise: mismatch, "same machine kind, bit-identity
-    required"); a different or unknown kind allows ``envelope``.
+    thread count) is compared with the record's (:func:`record_machine_kind`): the same kind, or
+    one that reproduced the record before (:func:`bit_identical_kinds`), requires a
+    bit-identical curve (otherwise: mismatch, "same machine kind, bit-identity required"); a
+    different or unknown kind allows ``envelope``.
 
     Args:
         envelope: the bound across machine kinds (default :data:`CROSS_MACHINE_ENVELOPE`).
@@ -479,6 +480,9 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
             shutil.rmtree(tmp, ignore_errors=True)
     if same_kind(recorded_kind, here_kind):
         why, res = ("same machine kind, bit-identity required",
+                    compare_metrics(spec.run_id, recorded, retrained, None))
+    elif any(same_kind(k, here_kind) for k in bit_identical_kinds(folder)):
+        why, res = ("this machine kind reproduced the record before, bit-identity required",
                     compare_metrics(spec.run_id, recorded, retrained, None))
     else:
         why = ("machine kind of the record unknown" if recorded_kind is None else

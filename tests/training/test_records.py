@@ -260,6 +260,13 @@ def test_other_machine_kind_allows_the_envelope(finished_run, tmp_path):
     val = records.check_record(folder, work_dir=path.parent)
     assert val.outcome == "mismatch" and val.first_diff[:2] == (6, "val_loss/bbc")
     assert val.first_diff.bound == env.bound(6, "val_loss/bbc") == env.early_tol
+    # once this kind has reproduced the record, it is held to bit-identity like the record's own
+    shutil.copy(path / "metrics.csv", folder / "metrics.csv")
+    records.record_run(path, tmp_path)  # the equal re-training: this kind joins reproduced_on
+    _edit_cell(folder, 4, "train_loss", 1e-6)
+    res = records.check_record(folder, work_dir=path.parent)
+    assert res.outcome == "mismatch"
+    assert res.reason == "this machine kind reproduced the record before, bit-identity required"
 
 
 def test_record_check_cli_counts_outcomes_and_fails_on_a_mismatch(finished_run, tmp_path, capsys):
