@@ -166,16 +166,17 @@ def same_machine(a, b) -> bool | None:
     """Whether two runs (:attr:`Collected.status` rows) have the numbers of one kind of
     machine: some kind gives both bit for bit (their ``kinds``: the kind that trained each, and
     for a recorded run the kinds a re-training reproduced it on), else their card's
-    ``machine_kind`` dicts compared when both have one, else their ``device`` strings; ``None``
-    (unknown) when either lacks all three."""
+    ``machine_kind`` dicts compared when both have one. Without both kinds only different
+    ``device`` strings decide (``False``: different CPUs); ``None`` (unknown) otherwise, since
+    one CPU name covers several kinds (AMD EPYC family 25 and 26 are both "AMD EPYC")."""
     ka, kb = a.get("kinds"), b.get("kinds")
     if ka and kb:
         return any(k in kb for k in ka)
     if isinstance(a["machine_kind"], dict) and isinstance(b["machine_kind"], dict):
         return a["machine_kind"] == b["machine_kind"]
-    if not (_known(a["device"]) and _known(b["device"])):
-        return None
-    return a["device"] == b["device"]
+    if _known(a["device"]) and _known(b["device"]) and a["device"] != b["device"]:
+        return False
+    return None
 
 
 def _known(device) -> bool:
@@ -230,7 +231,9 @@ def run_pairs(status: pd.DataFrame) -> pd.DataFrame:
             if same is False and _machine_name(a) == _machine_name(r):
                 text += f" ({'; '.join(kind_differences(a['machine_kind'], r['machine_kind']))})"
         elif same is None:
-            text = f"both {src_r}, machine unknown"
+            text = (f"both {src_r} on {a['device']}, machine kind unknown"
+                    if _known(a["device"]) and a["device"] == r["device"] else
+                    f"both {src_r}, machine unknown")
         else:
             text = f"both {src_r} on {_machine_name(r)}"
             if isinstance(a["machine_kind"], dict) and isinstance(r["machine_kind"], dict) \
@@ -299,7 +302,7 @@ def sources_notice(collected) -> str:
             f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* under the table)"
     unknown = int((pairs["unknown"] & ~pairs["mixed"]).sum())
     if unknown:
-        text += f"; {unknown} with an arm whose run card names no machine"
+        text += f"; {unknown} with an arm whose run card names no machine kind"
     return text + "."
 
 

@@ -242,7 +242,11 @@ def test_pages_say_which_runs_are_recorded():
     paired = status.iloc[:2].assign(variant="mha", arm=["alt", "rec"], seed=0)
     assert notice(paired).endswith(
         " ΔL pairs (both arms of one seed): 1, of which **0 mixed** (arms from different sources "
-        "or machines, not paired as the figure assumes).")
+        "or machines, not paired as the figure assumes); 1 with an arm whose run card names no "
+        "machine kind.")
+    kind = {"cpu_family": "25"}
+    known = paired.assign(machine_kind=[kind, kind], kinds=[[kind], [kind]])
+    assert notice(known).endswith("not paired as the figure assumes).")
     mixed = paired.assign(source=[rec, "local"])
     assert notice(mixed).endswith(
         "of which **1 mixed** (arms from different sources or machines, not paired as the figure "
