@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -35,6 +36,11 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                        "bit-identical, within the cross-machine envelope, or mismatch")
     c.add_argument("run_ids", nargs="*", help="run ids (default: all; see `gtalib record list`)")
     c.add_argument("--record-dir", default=None)
+    c.add_argument("--keep", metavar="RUN_DIR", default=None,
+                   help="re-train into this run store and keep the runs there (a run already "
+                        "finished there is compared as it is), e.g. to `gtalib record add` a "
+                        "bit-identical re-training so that the record names this machine kind "
+                        "(docs/cross_cpu.md); default: a temporary folder, deleted")
     add_cluster_args(c, "the records are re-trained")
     c.set_defaults(func=_cli_check)
     k = sub.add_parser("costs", help="what each recorded configuration cost, in core-seconds, "
@@ -81,7 +87,8 @@ def _cli_check(args) -> int:
         raise ValueError(f"no recorded run {', '.join(missing)} in {record_dir} "
                          f"(see `gtalib record list`)")
     counts = dict.fromkeys(OUTCOMES, 0)
-    with tempfile.TemporaryDirectory(prefix="gtalib-check-") as work:
+    keep = contextlib.nullcontext(str(Path(args.keep).resolve())) if args.keep else None
+    with keep or tempfile.TemporaryDirectory(prefix="gtalib-check-") as work:
         # every record re-trained at once on the cluster (each with its card's thread count),
         # then each compared with the run found finished in the work store
         by_threads = defaultdict(list)

@@ -280,6 +280,14 @@ def test_record_check_cli_counts_outcomes_and_fails_on_a_mismatch(finished_run, 
     assert out[-2].startswith(f"{spec.run_id}: MISMATCH (same machine kind, bit-identity "
                               f"required) at step 5, column train_loss")
     assert out[-1] == "recorded runs checked: 0 bit-identical, 0 within envelope, 1 mismatch"
+    # --keep: the re-training stays in the given store, where record add can take it
+    keep = tmp_path / "kept"
+    shutil.copy(path / "metrics.csv", folder / "metrics.csv")
+    assert main(["record", "check", spec.run_id, "--record-dir", str(tmp_path),
+                 "--keep", str(keep), "--jobs", "1"]) == 0
+    assert (keep / spec.run_id / "DONE").is_file()
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "recorded runs checked: 1 bit-identical, 0 within envelope, 0 mismatch")
 
 
 def test_a_record_without_machine_kind_is_unknown_never_the_same(finished_run, tmp_path):
