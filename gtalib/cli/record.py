@@ -28,6 +28,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     a = sub.add_parser("add", help="record finished runs (run folders of a run store)")
     a.add_argument("runs", nargs="+", help="run folders, e.g. runs/<run_id>")
     a.add_argument("--record-dir", default=None, help="default $GTALIB_RECORD_DIR or book/recorded")
+    a.add_argument("--replace", action="store_true",
+                   help="overwrite a record of the same run id whose metrics differ (default: "
+                        "keep it and report the run as not recorded)")
     a.set_defaults(func=_cli_add)
     ls = sub.add_parser("list", help="list the recorded runs")
     ls.add_argument("--record-dir", default=None)
@@ -54,8 +57,9 @@ def _cli_add(args) -> int:
     bad = 0
     for r in args.runs:
         try:
-            print(record_run(r, args.record_dir))
-        except (store.RunIncompleteError, FileNotFoundError) as exc:  # unfinished, corrupt, absent
+            print(record_run(r, args.record_dir, replace=args.replace))
+        except (store.RunIncompleteError, FileNotFoundError, FileExistsError) as exc:
+            # unfinished, corrupt or absent; or a record with other metrics, kept
             print(f"not recorded: {exc}")
             bad += 1
     return 1 if bad else 0

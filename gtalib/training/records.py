@@ -89,10 +89,11 @@ def versions() -> dict:
             "gtalib": gtalib.__version__, "python": platform.python_version()}
 
 
-def record_run(run_folder, record_dir=None) -> Path:
+def record_run(run_folder, record_dir=None, replace: bool = False) -> Path:
     """Copy the finished run ``run_folder`` into a bundle under ``record_dir``; return its path.
 
-    An existing bundle of the same run id is replaced only if its ``metrics.csv`` differs. With
+    An existing bundle of the same run id whose ``metrics.csv`` differs (a re-training on another
+    machine kind, say) is replaced only with ``replace=True``, never by default. With
     equal metrics (a bit-identical re-training) the record keeps its first date and only gains
     what it lacked: the optional files (``probes.json``) and the kind of the machine that
     reproduced it: as its ``machine_kind`` where the bundle predates machine kinds
@@ -102,6 +103,7 @@ def record_run(run_folder, record_dir=None) -> Path:
     Raises:
         RunIncompleteError / RunCorruptError: the run is not finished or its files are corrupt
             (from :func:`gtalib.training.runs.load_metrics` and :func:`gtalib.training.runs.load_card`).
+        FileExistsError: a bundle of this run id holds other metrics and ``replace`` is false.
     """
     run_folder = Path(run_folder)
     store.load_metrics(run_folder)  # refuses unfinished or corrupt runs
@@ -115,6 +117,11 @@ def record_run(run_folder, record_dir=None) -> Path:
             (dest / "metrics.csv").read_bytes() == (run_folder / "metrics.csv").read_bytes():
         _complete_bundle(dest, run_folder, trained_on)
         return dest
+    if (dest / "metrics.csv").is_file() and not replace:
+        raise FileExistsError(
+            f"{dest} records run {spec.run_id} with other metrics than {run_folder} (trained "
+            f"on another machine kind, or not the same run); kept as it is: pass --replace "
+            f"(replace=True) to overwrite it")
     record_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.run_id}.", dir=record_dir))
     for name in BUNDLE_FILES:

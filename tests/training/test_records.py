@@ -49,7 +49,8 @@ def test_bundle_holds_the_run_and_where_it_was_recorded(finished_run, tmp_path):
 
 def test_a_bit_identical_retraining_completes_an_older_bundle(finished_run, tmp_path):
     """A bundle recorded before probes and machine kinds gains both from a re-training with
-    equal metrics, keeping its date; a re-training with other metrics replaces it whole."""
+    equal metrics, keeping its date; a re-training with other metrics
+    replaces it only when asked to."""
     _, spec, path = finished_run
     folder = records.record_run(path, tmp_path)
     (folder / "probes.json").unlink()
@@ -74,7 +75,8 @@ def test_a_bit_identical_retraining_completes_an_older_bundle(finished_run, tmp_
 
 def test_a_bit_identical_retraining_on_another_kind_is_kept_once(finished_run, tmp_path):
     """A re-training with equal metrics on a kind other than the record's adds that kind to the
-    kinds known to give the record bit for bit, once; other metrics replace the bundle."""
+    kinds known to give the record bit for bit, once; other metrics replace the bundle only when
+    asked to."""
     _, _, path = finished_run
     here = runs.load_card(path)["machine_kind"]
     folder = records.record_run(path, tmp_path)
@@ -95,13 +97,16 @@ def test_a_bit_identical_retraining_on_another_kind_is_kept_once(finished_run, t
     (folder / "card.json").write_text(json.dumps(
         {k: v for k, v in runs.load_card(path).items() if k != "machine_kind"}))
     assert records.bit_identical_kinds(folder) == []
-    # other metrics: the bundle is replaced whole, and only the new run's kind is known
+    # other metrics: kept unless replace=True; then replaced whole, only the new run's kind known
     other = tmp_path / "other" / path.name
     shutil.copytree(path, other)
     df = runs.load_metrics(other)
     df.loc[df.index[-1], "train_loss"] += 1e-3
     df.to_csv(other / "metrics.csv", index=False)
-    folder = records.record_run(other, tmp_path)
+    with pytest.raises(FileExistsError, match="other metrics.*--replace"):
+        records.record_run(other, tmp_path)
+    assert records.bit_identical_kinds(folder) == []  # kept as it was
+    folder = records.record_run(other, tmp_path, replace=True)
     assert records.bit_identical_kinds(folder) == [here]
     assert "reproduced_on" not in records.load_record_info(folder)
 
