@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
-    return run_reporting_errors(f"gtalib {args.command}", args.func, args)
+    action = getattr(args, f"{args.command}_command", None)  # e.g. `gtalib record check`
+    prog = f"gtalib {args.command}" + (f" {action}" if action else "")
+    return run_reporting_errors(prog, args.func, args)
 
 
 if __name__ == "__main__":

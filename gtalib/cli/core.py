@@ -5,6 +5,7 @@ expected error into one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -115,10 +116,16 @@ def expected_error(exc: BaseException) -> BaseException | None:
 
 def run_reporting_errors(prog: str, func, *args) -> int:
     """``func(*args)`` as an exit status. An expected error (:func:`expected_error`) is printed
-    as ``<prog>: error: <message>`` on stderr, without a traceback, and gives status 2; any
+    as ``<prog>: error: <message>`` on stderr, without a traceback, and gives status 2; a reader
+    that closed the output early (``| head``) ends the command quietly with status 0; any
     other exception propagates."""
     try:
-        return int(func(*args) or 0)
+        status = int(func(*args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return status
+    except BrokenPipeError:  # the reader stopped early: not an error of the command
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except Exception as exc:  # noqa: BLE001 - sorted by expected_error, bugs re-raised
         err = expected_error(exc)
         if err is None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -72,12 +70,8 @@ def _cli_list(args) -> int:
         rows.append((folder.name, str(spec.model.n_layer), str(spec.model.d_model), spec.describe(),
                      record_label(load_record_info(folder))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    try:
-        for r in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of the listing
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     return 0
 
 

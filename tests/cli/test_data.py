@@ -49,7 +49,7 @@ def test_an_option_of_the_other_corpus_is_refused(argv, flag, corpus, tmp_path, 
     assert main([*argv, "--dir", str(tmp_path / "data")]) == 2
     other = "fineweb-edu" if corpus == "default" else "default"
     assert capsys.readouterr().err == (
-        f"gtalib data: error: {flag} applies to --corpus {corpus} only, and --corpus is "
+        f"gtalib data {argv[1]}: error: {flag} applies to --corpus {corpus} only, and --corpus is "
         f"'{other}'; add --corpus {corpus} or leave out {flag}\n")
     assert not (tmp_path / "data").exists()  # refused before anything is fetched or built
 
@@ -58,3 +58,22 @@ def test_max_tokens_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         _parser().parse_args(["data", "build", "--corpus", "fineweb-edu", "--max-tokens", "0"])
     assert "argument --max-tokens: expected a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_any_command_quietly():
+    """`gtalib tables kv | head -0`: exit 0 and no BrokenPipeError traceback (every command goes
+    through one handler, gtalib.cli.core.run_reporting_errors). The pipe's reading end is closed
+    before the command starts, so its first write fails, as when `head` has gone."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gtalib", "tables", "kv"], stdout=write_end,
+                              stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr
