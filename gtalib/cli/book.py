@@ -44,9 +44,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+    p.add_argument("--seeds", type=positive_int, default=DEFAULT_SEEDS,
                    help=f"seeds per configuration (default {DEFAULT_SEEDS})")
-    p.add_argument("--max-steps", type=int, default=None, help="override the preset's steps")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="override the preset's steps")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads per training run (default 1)")
     add_cluster_args(p, "the runs train")
@@ -64,7 +64,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--only", default=None,
                    help="comma-separated notebooks to execute (default: all of "
                         + ", ".join(NOTEBOOKS) + ")")
-    p.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--cell-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="time limit per notebook cell (default by preset: " + ", ".join(
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
     p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")

@@ -81,7 +81,7 @@ def add_cluster_args(parser, what: str) -> None:
     c.add_argument("--scheduler-file", default=None, help="a running Dask cluster's scheduler file")
     c.add_argument("--batch-cores", type=positive_int, default=1, help="cores per batch job")
     c.add_argument("--batch-memory", default="4GB", help="memory per batch job")
-    c.add_argument("--batch-gpus", type=int, default=0, help="GPUs per batch job")
+    c.add_argument("--batch-gpus", type=non_negative_int, default=0, help="GPUs per batch job")
     c.add_argument("--batch-walltime", default="02:00:00", help="walltime per batch job")
     c.add_argument("--batch-account", default=None, help="account to charge the batch jobs to")
     c.add_argument("--batch-queue", default=None, help="queue / partition of the batch jobs")

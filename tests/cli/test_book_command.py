@@ -13,3 +13,16 @@ def test_a_failed_build_is_one_line_with_the_command_and_exit_status_2(monkeypat
     assert cli.main(["book", "--preset", "ci", "--no-train", "--no-html"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["gtalib book: error: 2 notebooks failed: init_ablation, claims (see book/generated/)"]
+
+
+def test_bad_numbers_are_refused_by_flag_before_anything_runs(capsys):
+    """A count or limit out of range is refused by argparse, naming the flag (exit 2)."""
+    import pytest
+
+    for argv, flag in ((["--seeds", "0"], "--seeds"), (["--max-steps", "-5"], "--max-steps"),
+                       (["--cell-timeout", "-1"], "--cell-timeout"),
+                       (["--batch-gpus", "-1"], "--batch-gpus")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["book", *argv, "--predict"])
+        assert exc.value.code == 2
+        assert f"gtalib book: error: argument {flag}: expected a " in capsys.readouterr().err
