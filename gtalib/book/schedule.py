@@ -157,6 +157,10 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
     from distributed import Client, LocalCluster
 
     if scheduler_file is not None:
+        # Dask would wait for a missing file forever (for a scheduler still starting): say so
+        if not Path(scheduler_file).is_file():
+            raise ValueError(f"scheduler file {scheduler_file}: no such file; start the "
+                             f"scheduler first (dask scheduler --scheduler-file {scheduler_file})")
         return Client(scheduler_file=str(scheduler_file)), None, f"scheduler file {scheduler_file}"
     if cluster is None:
         import dask
@@ -185,7 +189,10 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         owned.scale(jobs=jobs)
         return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
     if str(cluster).startswith("tcp://"):
-        return Client(cluster), None, f"Dask cluster at {cluster}"
+        try:
+            return Client(cluster), None, f"Dask cluster at {cluster}"
+        except OSError as exc:  # nothing listens there, or not in time
+            raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
     raise ValueError(f"cluster {cluster!r}: allowed: tcp://HOST:PORT, "
                      f"{', '.join(BATCH_SYSTEMS)}, or none (an embedded LocalCluster)")
 

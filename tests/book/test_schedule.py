@@ -44,6 +44,20 @@ def test_an_unknown_cluster_is_a_clear_error():
         schedule._client("udp://x", None, 1, None)
 
 
+def test_a_cluster_that_is_not_there_is_a_clear_error_not_a_wait(tmp_path):
+    """A missing scheduler file fails at once (Dask alone would wait for it forever); a tcp://
+    address where no scheduler listens fails after the connect timeout, naming the address."""
+    import dask
+
+    with pytest.raises(ValueError, match="no such file; start the scheduler first"):
+        with schedule.open_cluster(scheduler_file=tmp_path / "nowhere.json"):
+            pass
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(ValueError, match=r"cluster tcp://127.0.0.1:1: no Dask scheduler answered"):
+            with schedule.open_cluster("tcp://127.0.0.1:1"):
+                pass
+
+
 def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
     import os
 
