@@ -105,7 +105,10 @@ def cmd_info(args) -> int:
     path = corpus_dir(_corpus_name(args), args.tokenizer, args.data_dir)
     md = path / "PROVENANCE.md"
     if not md.is_file():
-        print(f"no corpus at {path}; build it with `gtalib data build --tokenizer {args.tokenizer}`")
+        same = " ".join(f"--{k} {v}" for k, v in (("corpus", args.corpus), ("config", args.config),
+                                                   ("dir", args.data_dir)) if v and v != "default")
+        print(f"no corpus at {path}; build it with `gtalib data build {same + ' ' if same else ''}"
+              f"--tokenizer {args.tokenizer}`")
         return 1
     print(md.read_text())
     return 0

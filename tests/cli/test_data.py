@@ -29,7 +29,12 @@ def test_bad_tokenizer_is_rejected(capsys):
 def test_info(tmp_path, capsys):
     p = _parser()
     a = p.parse_args(["data", "info", "--dir", str(tmp_path)])
-    assert a.func(a) == 1 and "gtalib data build" in capsys.readouterr().out
+    assert a.func(a) == 1 and f"gtalib data build --dir {tmp_path} --tokenizer bytes" in \
+        capsys.readouterr().out
+    b = p.parse_args(["data", "info", "--corpus", "fineweb-edu", "--dir", str(tmp_path)])
+    assert b.func(b) == 1  # the hint builds the corpus asked about, not the default one
+    assert f"`gtalib data build --corpus fineweb-edu --dir {tmp_path} --tokenizer bytes`" in \
+        capsys.readouterr().out
     build_from_documents([SourceDocs("s", [("1", "one"), ("2", "two")], {"package": "pkg"})], get_tokenizer("bytes"),
                          corpus_dir("default", "bytes", tmp_path), "default")
     assert a.func(a) == 0
