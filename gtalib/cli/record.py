@@ -47,7 +47,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     k = sub.add_parser("costs", help="what each recorded configuration cost, in core-seconds, "
                        "and on which CPU (Markdown, as docs/recorded_runs.md)")
     k.add_argument("--record-dir", default=None)
-    k.set_defaults(func=lambda args: print(costs_markdown(args.record_dir), end="") or 0)
+    k.set_defaults(func=lambda args: print(costs_markdown(_record_dir(args)), end="") or 0)
     return p
 
 
@@ -63,9 +63,17 @@ def _cli_add(args) -> int:
     return 1 if bad else 0
 
 
+def _record_dir(args) -> Path:
+    """``--record-dir`` (default :func:`default_record_dir`), which must be a folder."""
+    record_dir = Path(args.record_dir) if args.record_dir else default_record_dir()
+    if not record_dir.is_dir():
+        raise ValueError(f"--record-dir {record_dir}: no such folder")
+    return record_dir
+
+
 def _cli_list(args) -> int:
     rows = [("run_id", "n_layer", "d_model", "run", "recorded")]
-    for folder in list_records(args.record_dir):
+    for folder in list_records(_record_dir(args)):
         spec = store.load_spec(folder)
         rows.append((folder.name, str(spec.model.n_layer), str(spec.model.d_model), spec.describe(),
                      record_label(load_record_info(folder))))
@@ -76,7 +84,7 @@ def _cli_list(args) -> int:
 
 
 def _cli_check(args) -> int:
-    record_dir = Path(args.record_dir) if args.record_dir else default_record_dir()
+    record_dir = _record_dir(args)
     folders = [record_dir / rid for rid in args.run_ids] if args.run_ids else list_records(record_dir)
     if not folders:
         raise ValueError(f"--record-dir {record_dir}: no recorded run there")

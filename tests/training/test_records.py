@@ -285,6 +285,10 @@ def test_record_check_cli_counts_outcomes_and_fails_on_a_mismatch(finished_run, 
     assert out[-2].startswith(f"{spec.run_id}: MISMATCH (same machine kind, bit-identity "
                               f"required) at step 5, column train_loss")
     assert out[-1] == "recorded runs checked: 0 bit-identical, 0 within envelope, 1 mismatch"
+    for action in (["list"], ["costs"], ["check", spec.run_id]):  # a folder that is not there
+        assert main(["record", *action, "--record-dir", str(tmp_path / "nowhere")]) == 2
+        assert capsys.readouterr().err == (f"gtalib record {action[0]}: error: --record-dir "
+                                           f"{tmp_path / 'nowhere'}: no such folder\n")
     # --keep: the re-training stays in the given store, where record add can take it
     keep = tmp_path / "kept"
     shutil.copy(path / "metrics.csv", folder / "metrics.csv")
