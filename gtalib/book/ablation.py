@@ -198,34 +198,23 @@ def token_unit(max_tokens: float) -> tuple[float, str]:
 
 
 def seeds_text(counts: dict) -> str:
-    """The seeds of an ablation figure: ``"3 seeds"``, or ``"3 seeds (5 for MLA, MLRA-2)"`` when
-    some variants run more (``counts``: variant → seeds, :attr:`AblationResult.seed_counts`)."""
-    if not counts:
-        return "no seeds"
-    base = min(counts.values())
-    more = {}
-    for v, n in counts.items():
-        if n != base:
-            more.setdefault(n, []).append(F.display_name(v))
-    extra = "; ".join(f"{n} for {', '.join(vs)}" for n, vs in sorted(more.items()))
-    return plural(base, "seed") + (f" ({extra})" if extra else "")
+    """The seeds of an ablation figure, e.g. ``"5 seeds"`` (``counts``: variant → seeds,
+    :attr:`AblationResult.seed_counts`, one n for every variant: :func:`figures.figure_seeds`)."""
+    return plural(max(counts.values()), "seed") if counts else "no seeds"
 
 
 def drawn_text(counts: dict, confidence: float) -> str:
     """What an ablation figure draws, as its caption says it: ``"thin lines: each seed's ΔL;
     bold: mean over 3 seeds; shaded: 95% t-interval of the mean, shown from 3 seeds; the
     y-range follows the curves, the shading is cut at the frame"`` (``counts``: variant →
-    seeds; a variant with fewer than :data:`MIN_BAND_SEEDS` is not shaded, and the text says
-    why)."""
-    fewest, most = min(counts.values(), default=0), max(counts.values(), default=0)
-    if most < MIN_BAND_SEEDS:
+    seeds; below :data:`MIN_BAND_SEEDS` nothing is shaded, and the text says why)."""
+    n = max(counts.values(), default=0)
+    if n < MIN_BAND_SEEDS:
         band = (f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
-                f"{MIN_BAND_SEEDS} seeds, this figure has {fewest}; the y-range follows the curves")
+                f"{MIN_BAND_SEEDS} seeds, this figure has {n}; the y-range follows the curves")
     else:
-        unshaded = ("" if fewest >= MIN_BAND_SEEDS else
-                    " (a variant with fewer is not shaded)")
         band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
-                f"seeds{unshaded}; the y-range follows the curves, the shading is cut at the frame")
+                f"seeds; the y-range follows the curves, the shading is cut at the frame")
     return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
 
 

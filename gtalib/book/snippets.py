@@ -85,7 +85,7 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.stats.t_critical`),
     whether the figures shade the interval (from :data:`gtalib.book.style.MIN_BAND_SEEDS`
     seeds), the cap of *pairs to resolve* (:data:`gtalib.book.stats.MAX_PAIRS`) and, given
-    ``preset``, the variants a figure runs with more seeds (:func:`figures.figure_seeds`)."""
+    ``preset``, the figures that run more seeds (:func:`figures.figure_seeds`)."""
     from gtalib.book import figures
     from gtalib.book.stats import MAX_PAIRS, t_critical
     from gtalib.book.style import MIN_BAND_SEEDS, plural
@@ -99,19 +99,19 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     shade = f"The figures shade the interval from {plural(MIN_BAND_SEEDS, 'seed')} on, " + (
         "as here." if seeds >= MIN_BAND_SEEDS else
         f"so this build's figures do not: at {seeds} the factor makes it wider than the curves.")
-    more = []
+    by_n = {}
     for key, fig in (figures.ABLATIONS.items() if preset else ()):
-        by_n = {}
-        for v, n in figures.figure_seeds(key, preset, seeds, max_steps=max_steps).items():
-            if n > seeds:
-                by_n.setdefault(n, []).append(figures.display_name(v))
-        for n, vs in sorted(by_n.items()):
-            tn = t_critical(confidence, n - 1)
-            more.append(f"the {fig.title.split(':')[0].lower()} runs {n} for {', '.join(vs)} "
-                        f"(factor {tn:.3g}: {tn / n ** 0.5:.3g} standard deviations)")
+        n = max(figures.figure_seeds(key, preset, seeds, max_steps=max_steps).values())
+        if n > seeds:
+            by_n.setdefault(n, []).append(fig.title.split(":")[0].lower().removesuffix(" ablation"))
+    more = [f"the {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)} "
+            f"ablation{'s run' if len(names) > 1 else ' runs'} {n} "
+            f"(factor {t_critical(confidence, n - 1):.3g}: "
+            f"{t_critical(confidence, n - 1) / n ** 0.5:.3g} standard deviations)"
+            for n, names in sorted(by_n.items())]
     extra = ("" if not more else
-             " A figure may run more seeds than this, both arms alike and the count fixed "
-             "before its runs: " + "; ".join(more) + ".")
+             " A figure may run more seeds than this, every variant and both arms alike and "
+             "the count fixed before its runs: " + "; ".join(more) + ".")
     return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
             f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
             f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds."

@@ -236,36 +236,36 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     plt.close(fig)
 
 
-def test_more_seeds_for_one_variant_reach_its_table_and_every_caption(tmp_path, monkeypatch):
-    """A variant with more seeds (Ablation.seeds) is drawn and tabled with all of them, and the
-    title, caption, verdict line and methods text name the counts."""
+def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, monkeypatch):
+    """A figure that runs more seeds than the book (Ablation.seeds) draws and tables every
+    variant with all of them, and the title, caption, verdict line and methods text name the
+    count."""
     from dataclasses import replace
 
     import synthetic
     from gtalib.book import snippets
 
-    gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
+    gate = replace(F.ablation("gate"), seeds={"ci": 4})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
-    synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for MLA's 4
+    synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for the gate's 4
     r = A.ablation_result("gate", "ci", 3, tmp_path)
-    assert r.seed_counts == {"gqa": 3, "mla": 4}
-    assert r.final.loc["gqa", "seeds"] == 3 and r.final.loc["mla", "seeds"] == 4
-    assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 3, "mla": 4}
-    assert A.seeds_text(r.seed_counts) == "3 seeds (4 for MLA)"
-    assert A.seeds_text({"a": 3, "b": 3}) == "3 seeds"
-    assert "3 seeds (4 for MLA) per configuration" in A.ablation_caption(r)
-    assert "bold: mean over 3 seeds (4 for MLA); shaded" in A.ablation_caption(r)
-    assert "3 seeds (4 for MLA)" in A.verdict_summary(r)
+    assert r.seed_counts == {"gqa": 4, "mla": 4}
+    assert r.final.loc["gqa", "seeds"] == r.final.loc["mla", "seeds"] == 4
+    assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 4, "mla": 4}
+    assert A.seeds_text(r.seed_counts) == "4 seeds" and A.seeds_text({}) == "no seeds"
+    assert "4 seeds per configuration" in A.ablation_caption(r)
+    assert "bold: mean over 4 seeds; shaded" in A.ablation_caption(r)
+    assert "4 seeds" in A.verdict_summary(r)
     fig = A.plot_ablation(r)
-    assert "3 seeds (4 for MLA)" in fig.axes[0].get_title()
+    assert "4 seeds" in fig.axes[0].get_title()
     plt.close(fig)
     text = snippets.statistics_markdown(3, preset="ci")
-    assert "the gating ablation runs 4 for MLA (factor 3.18: 1.59 standard deviations)" in text
+    assert "the gating ablation runs 4 (factor 3.18: 1.59 standard deviations)" in text
     assert "runs 4" not in snippets.statistics_markdown(3, preset="ci", max_steps=7)
-    # a variant below the band's seed count is left unshaded while the others are shaded
-    assert "shown from 3 seeds (a variant with fewer is not shaded)" in A.drawn_text(
-        {"gqa": 2, "mla": 4}, 0.95)
+    assert ("the initialisation, latent-scaling and double-heads ablations run 5 (factor 2.78: "
+            "1.24 standard deviations)") in snippets.statistics_markdown(3, preset="cpu")
+    assert "no shading" in A.drawn_text({"gqa": 2, "mla": 2}, 0.95)
 
 
 def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():

@@ -255,7 +255,8 @@ def test_pages_say_which_runs_are_recorded():
 
 def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
     """Pairs come from one machine: at the default preset and seed count, both arms of every ΔL
-    pair are bundles in the repository recorded on one machine, or neither arm is (then the job
+    pair are bundles in the repository with the numbers of one machine kind (trained on it, or
+    re-trained there bit for bit: records.bit_identical_kinds), or neither arm is (then the job
     trains both locally). A pair with one recorded arm would mix CPU kinds on any machine other
     than the recording one."""
     from gtalib.training import records
@@ -270,7 +271,7 @@ def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
                 continue
             depth = dict(r.options).get("n_layer")
             pairs.setdefault((key, r.variant, r.seed, depth, r.train), {})[r.arm] = r
-    checked = 0
+    checked = known = 0
     for arms in pairs.values():
         folders = [records.find_record(plan.spec(r)) for r in arms.values()]
         recorded = [f for f in folders if f is not None]
@@ -278,8 +279,13 @@ def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
             f"pair {[r.label for r in arms.values()]}: only {len(recorded)} arm(s) recorded"
         machines = {records.load_record_info(f)["machine"]["cpu"] for f in recorded}
         assert len(machines) <= 1, f"pair {[r.label for r in arms.values()]}: arms from {machines}"
+        kinds = [records.bit_identical_kinds(f) for f in recorded]
+        if kinds and all(kinds):  # bundles older than machine kinds: held to the CPU name only
+            shared = [k for k in kinds[0] if all(k in other for other in kinds[1:])]
+            assert shared, f"pair {[r.label for r in arms.values()]}: no machine kind gives both"
+            known += 1
         checked += bool(recorded)
-    assert checked >= 20  # the ladder and the default book's recorded pairs
+    assert checked >= 20 and known >= 20  # the ladder and the default book's recorded pairs
 
 
 def test_the_makefile_and_the_cli_default_to_the_same_seed_count():

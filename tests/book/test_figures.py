@@ -43,16 +43,15 @@ def test_main_table_values_are_the_papers():
 def test_run_sets_count_each_configuration_once():
     # cpu: init 9×2 arms = 18 (250 steps); gate 5×2 = 10 at its own 1000 steps, shared with
     # nothing; latent: 3 unscaled + MLRA-2; heads: 3 doubled; main: 11 plain (all but MLRA-4
-    # counted) + gated MLRA-4 -> 37 configurations
-    # plus the variants run at 5 seeds (F._FIVE_SEEDS), 3 more seeds than 2 for both arms of:
-    # all 9 init variants and latent MLRA-2 (its scaled arm is the main table's MLRA-2, there at
-    # 2 seeds); heads GLA-2 adds only its 2x arm (its 1x arm is init's zero-init GLA-2, now at 5);
-    # the main table at 5 (F.MAIN_SEEDS) adds only MLRA-4 and gated MLRA-4 (its other plain runs
-    # are init's zero-init arms and latent's scaled MLRA-2, already at 5)
-    assert len(make_plan("cpu", 2).runs) == 37 * 2 + (9 + 1) * 2 * 3 + 1 * 3 + 2 * 3
+    # counted) + gated MLRA-4 -> 37 configurations, every one at 5 seeds (F.CPU_SEEDS: one n
+    # per figure and for the main table) whatever the book asks below that, but the gate's 10
+    # at the book's count
+    assert F.CPU_SEEDS == 5
+    assert len(make_plan("cpu", 2).runs) == 27 * 5 + 10 * 2
+    assert len(make_plan("cpu", 5).runs) == 37 * 5
+    assert len(make_plan("cpu", 6).runs) == 37 * 6  # more than 5: the book's count
     # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
     assert len(make_plan("cpu", 2, max_steps=20).runs) == 31 * 2
-    assert len(make_plan("cpu", 5).runs) == 37 * 5  # the book's count already covers them
     gate = make_plan("cpu", 2).figure_refs["gate"]
     assert {r.train for r in gate} == {(("max_steps", F.GATE_CPU_STEPS),)}
     assert {r.train for r in make_plan("cpu", 2).figure_refs["init"]} == {()}
@@ -85,23 +84,25 @@ def test_figure_variants_validation():
         F.figure_runs("init", "ci", 0)
 
 
-def test_a_figure_can_run_more_seeds_for_named_variants(monkeypatch):
-    """Ablation.seeds raises a named variant's seed count (the larger of it and the book's),
-    both arms alike; a book-wide max_steps override falls back to the book's count."""
+def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
+    """Ablation.seeds raises the seed count of every variant of a figure, both arms alike (the
+    larger of it and the book's); a book-wide max_steps override falls back to the book's
+    count; every cpu figure runs F.CPU_SEEDS."""
     from dataclasses import replace
 
-    gate = replace(F.ablation("gate"), seeds={"ci": {"mla": 4}})
+    for key, n in (("init", 5), ("latent_scale", 5), ("double_heads", 5), ("gate", 3)):
+        assert F.figure_seeds(key, "cpu", 3) == dict.fromkeys(F.figure_variants(key, "cpu"), n)
+    gate = replace(F.ablation("gate"), seeds={"ci": 4})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)
-    assert F.figure_seeds("gate", "ci", 2) == {"gqa": 2, "mla": 4}
+    assert F.figure_seeds("gate", "ci", 2) == {"gqa": 4, "mla": 4}
     assert F.figure_seeds("gate", "ci", 5) == {"gqa": 5, "mla": 5}  # never fewer than the book's
     assert F.figure_seeds("gate", "ci", 2, max_steps=7) == {"gqa": 2, "mla": 2}
-    assert F.figure_seeds("gate", "cpu", 2) == dict.fromkeys(gate.variants, 2)  # other presets
+    assert F.figure_seeds("gate", "ci", 2, variants=["mla"]) == {"mla": 4}
     refs = F.figure_runs("gate", "ci", 2)
     assert sorted((r.variant, r.arm, r.seed) for r in refs) == sorted(
-        [("gqa", a, s) for a in ("alt", "rec") for s in (0, 1)]
-        + [("mla", a, s) for a in ("alt", "rec") for s in range(4)])
+        (v, a, s) for v in ("gqa", "mla") for a in ("alt", "rec") for s in range(4))
     assert set(make_plan("ci", 2).figure_refs["gate"]) == set(refs)
-    with pytest.raises(ValueError, match=r"seeds\['ci'\]\['mha'\].*allowed"):
-        replace(gate, seeds={"ci": {"mha": 5}})
-    with pytest.raises(ValueError, match="positive integer"):
-        replace(gate, seeds={"ci": {"mla": 0}})
+    assert F.figure_seeds("init", "ci", 3) == {"gqa": 3, "mla": 3}  # ci: the book's count
+    for bad in (0, True, {"mla": 4}):
+        with pytest.raises(ValueError, match=r"seeds\['ci'\] = .*allowed: a positive integer"):
+            replace(gate, seeds={"ci": bad})
