@@ -60,26 +60,26 @@ def markdown() -> str:
     from gtalib.book import figures, width
     from gtalib.book.budget import training_flops
     from gtalib.book.plan import make_plan
-    from gtalib.training import records
+    from gtalib.training import record_costs
 
-    costs = records.cost_table()
+    costs = record_costs.cost_table()
     median = dict(zip(costs["key"], costs["core_s_median"]))
     # the width axis' wider runs, not recorded yet: the recorded run of the same variant at the
     # preset's width × the FLOPs ratio (gtalib.book.width.width_cost)
     wider = {(r.d_model, r.variant): r.core_s for r in width.width_cost("cpu", costs).itertuples()}
 
     def recorded(spec) -> float:
-        key = records.config_key(spec)
+        key = record_costs.config_key(spec)
         return median[key] if key in median else wider[(spec.model.d_model, spec.model.variant)]
 
     cpu = make_plan("cpu", 3)
     book = _specs(cpu, cpu.runs)
     everything = _specs(cpu, list(cpu.runs) + list(figures.ladder_runs("cpu")))
-    missing = [s.describe() for s in everything if records.config_key(s) not in median
+    missing = [s.describe() for s in everything if record_costs.config_key(s) not in median
                and (s.model.d_model, s.model.variant) not in wider]
     if missing:
         raise SystemExit(f"no recorded cost for {missing[:3]} ...: record them first")
-    estimated = sum(records.config_key(s) not in median for s in everything)
+    estimated = sum(record_costs.config_key(s) not in median for s in everything)
     gplan = make_plan("gpu", 3)
     gpu = _specs(gplan, gplan.runs, data={"cost-only": "gpu"})
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,

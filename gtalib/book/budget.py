@@ -1,7 +1,7 @@
 """What the book's runs will cost on *this* machine, and which of them fit a time budget.
 
 A run's expected cost is its configuration's recorded core-seconds (the median over its bundles in
-``book/recorded/``: :func:`gtalib.training.records.cost_table`, ``docs/recorded_runs.md``)
+``book/recorded/``: :func:`gtalib.training.record_costs.cost_table`, ``docs/recorded_runs.md``)
 scaled to this machine, or, for a configuration never recorded, its training FLOPs at the rate
 measured here. Both come from one short timed calibration (:func:`calibrate`): a few optimizer
 steps of the preset's MHA model, one thread, on random tokens, whose seconds per step are compared
@@ -152,7 +152,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
               measured: dict | None = None) -> Calibration:
     """This machine's :class:`Calibration`: :func:`time_steps` of :func:`reference_spec`'s run,
     compared with the recorded seconds per step of that configuration (``costs``:
-    :func:`gtalib.training.records.cost_table`, read when ``None``). ``measured``: seconds per
+    :func:`gtalib.training.record_costs.cost_table`, read when ``None``). ``measured``: seconds per
     step already timed on the workers (worker → seconds, from
     :func:`gtalib.book.schedule.calibrate_workers`, all at once, so that they contend as the
     runs will); their median is used, else the step is timed here, in this process.
@@ -160,15 +160,15 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
     """
-    from gtalib.training import records
+    from gtalib.training import record_costs
 
     spec = reference_spec(plan)
     if measured:
         per_step, where = float(pd.Series(list(measured.values())).median()), len(measured)
     else:
         per_step, where = time_steps(spec.to_dict(), threads, steps), 0
-    costs = records.cost_table() if costs is None else costs
-    row = costs[costs["key"] == records.config_key(spec)]
+    costs = record_costs.cost_table() if costs is None else costs
+    row = costs[costs["key"] == record_costs.config_key(spec)]
     recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
                 if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
     return Calibration(per_step, recorded, training_flops(spec) / spec.train.max_steps / per_step,
@@ -180,9 +180,9 @@ def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]
     configuration's recorded core-seconds (median) × :attr:`Calibration.factor` (``basis``
     ``"recorded"``), else its FLOPs at :attr:`Calibration.flops_per_s` plus
     :data:`RUN_SETUP_S` (``"FLOPs"``)."""
-    from gtalib.training import records
+    from gtalib.training import record_costs
 
-    row = costs[costs["key"] == records.config_key(spec)]
+    row = costs[costs["key"] == record_costs.config_key(spec)]
     if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
         threads = calibration.threads
         return float(row["core_s_median"].iloc[0]) / threads * calibration.factor, "recorded"

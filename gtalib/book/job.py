@@ -40,7 +40,7 @@ from gtalib.book.notebooks import execute_notebooks, notebook_errors, notebook_p
 from gtalib.book.plan import NOTEBOOKS, Plan, make_plan  # NOTEBOOKS: re-exported for callers
 from gtalib.book.schedule import default_jobs, open_cluster, resolve_accelerator, train_all
 from gtalib.book.snippets import write_chapter_snippets
-from gtalib.training import records
+from gtalib.training import record_costs, records
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
 
 MATHJAX_VERSION = "3.2.2"
@@ -97,7 +97,7 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     label = {s.run_id: lab for lab, s in labelled}
     todo = list({s.run_id: s for _, s in labelled
                  if not is_done(run_path(s, run_dir))}.values())
-    costs = records.cost_table()
+    costs = record_costs.cost_table()
     measured = calibrate_workers(client, budget.reference_spec(plan), threads or 1) if client else {}
     cal = budget.calibrate(plan, costs, threads or 1, measured=measured)
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`

@@ -6,7 +6,7 @@ the ladder and main-results pages show.
 Reads :mod:`gtalib.book.figures` (the ladder, its runs, names), :mod:`gtalib.book.plan`,
 :mod:`gtalib.book.collect` (runs, where they come from), :mod:`gtalib.book.stats` (the paired
 interval and the ranking test) and :mod:`gtalib.book.style`; :mod:`gtalib.model` for parameter
-counts and :mod:`gtalib.training.records` for recorded costs.
+counts and :mod:`gtalib.training.record_costs` for recorded costs.
 
 Definitions (losses in nats per token; the named variant is MLRA-4 at ``cpu``,
 :attr:`gtalib.book.ladders.Ladder.width_named`):
@@ -368,7 +368,7 @@ def width_cost(preset: str, costs=None) -> pd.DataFrame:
     ``6 · parameters · tokens`` (rule and source: module docstring).
 
     Args:
-        costs: :func:`gtalib.training.records.cost_table` (read from ``book/recorded/`` when
+        costs: :func:`gtalib.training.record_costs.cost_table` (read from ``book/recorded/`` when
             ``None``).
     Returns:
         one row per (width, variant): ``d_model, variant, n_params, base_params, flops_ratio,
@@ -380,9 +380,9 @@ def width_cost(preset: str, costs=None) -> pd.DataFrame:
     """
     from gtalib.book.plan import make_plan
     from gtalib.model.params import count_params
-    from gtalib.training import records
+    from gtalib.training import record_costs
 
-    costs = records.cost_table() if costs is None else costs
+    costs = record_costs.cost_table() if costs is None else costs
     median = dict(zip(costs["key"], costs["core_s_median"]))
     plan, lad = make_plan(preset, 1), F.ladder(preset)
     refs = F.ladder_runs(preset, 1, "width")
@@ -394,7 +394,7 @@ def width_cost(preset: str, costs=None) -> pd.DataFrame:
         spec, b = plan.spec(r), base[r.variant]
         flops, bflops = (6 * count_params(s.model)["total"] * s.train.max_steps
                          * s.train.tokens_per_step for s in (spec, b))
-        core = median.get(records.config_key(b), math.nan)
+        core = median.get(record_costs.config_key(b), math.nan)
         rows.append((ref_width(r, preset)[0], r.variant, count_params(spec.model)["total"],
                      count_params(b.model)["total"], flops / bflops, core,
                      core * flops / bflops, lad.width_seeds))

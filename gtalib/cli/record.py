@@ -14,7 +14,8 @@ from gtalib.cli.core import add_cluster_args, batch_options
 
 from gtalib.training import records
 from gtalib.training import runs as store
-from gtalib.training.records import (OUTCOMES, check_record, costs_markdown, default_record_dir,
+from gtalib.training.record_costs import costs_markdown
+from gtalib.training.records import (OUTCOMES, check_record, default_record_dir,
                                      list_records, load_record_info, record_label, record_run)
 
 

@@ -14,11 +14,12 @@ module             what
 ``train``          training one run into the store: ``ensure_run`` (train, resume, reuse or
                    wait for another process), ``ensure_runs``; writes card, probes and ``DONE``
 ``records``        bundles of finished runs kept in ``book/recorded/``; re-training checks
+``record_costs``   what the records cost per configuration (``docs/recorded_runs.md``)
 ``bundles``        a finished run as files in memory, handed from a cluster worker to a store
 ``machine``        the machine kind that decides fp32 bit-identity (imports nothing of gtalib)
 =================  ===========================================================================
 
-Inside the layer the arrows point one way: ``records`` → ``train`` → (``probes``, ``loop``) →
+Inside the layer the arrows point one way: ``record_costs`` → ``records`` → ``train`` → (``probes``, ``loop``) →
 ``runs`` → ``config``, ``machine``; ``bundles`` → ``runs``. The store never imports the probes: the training of a run
 asks for them once the run is trained.
 """

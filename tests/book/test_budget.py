@@ -7,7 +7,7 @@ import pytest
 
 from gtalib.book import budget, specs
 from gtalib.book.plan import make_plan
-from gtalib.training import records
+from gtalib.training import record_costs
 
 import sys
 from pathlib import Path
@@ -46,9 +46,9 @@ def test_groups_keep_every_pair_together(ci_specs):
 
 
 def _costs(spec_seconds=()) -> pd.DataFrame:
-    """A cost table (as :func:`gtalib.training.records.cost_table`) with the given medians:
+    """A cost table (as :func:`gtalib.training.record_costs.cost_table`) with the given medians:
     ``(spec, seconds)`` pairs, one per configuration."""
-    rows = {records.config_key(s): sec for s, sec in spec_seconds}
+    rows = {record_costs.config_key(s): sec for s, sec in spec_seconds}
     return pd.DataFrame([{"key": k, "core_s_median": sec, "train_s_median": sec}
                          for k, sec in rows.items()],
                         columns=["key", "core_s_median", "train_s_median"])
@@ -56,7 +56,7 @@ def _costs(spec_seconds=()) -> pd.DataFrame:
 
 def test_expected_seconds_scale_records_and_fall_back_to_flops(ci_specs):
     _, todo = ci_specs
-    a, b = todo[0], next(s for s in todo if records.config_key(s) != records.config_key(todo[0]))
+    a, b = todo[0], next(s for s in todo if record_costs.config_key(s) != record_costs.config_key(todo[0]))
     cal = budget.Calibration(seconds_per_step=0.2, recorded_seconds_per_step=0.1, flops_per_s=1e9)
     assert cal.factor == pytest.approx(2.0)
     costs = _costs([(a, 30.0)])

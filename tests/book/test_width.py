@@ -275,13 +275,13 @@ def test_width_cost_scales_the_recorded_narrow_run_by_the_flops_ratio(monkeypatc
     """core_s(d 256) = median recorded core-s at d 128 × 6·N₂₅₆·T / 6·N₁₂₈·T (the tokens are equal,
     so the parameter ratio)."""
     from gtalib.book.plan import make_plan
-    from gtalib.training import records
+    from gtalib.training import record_costs
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     plan = make_plan("cpu", 1)
     narrow = {r.variant: plan.spec(r) for r in F.ladder_runs("cpu", 1, "width")
               if W.ref_width(r, "cpu")[0] == 128}
-    costs = pd.DataFrame({"key": [records.config_key(s) for s in narrow.values()],
+    costs = pd.DataFrame({"key": [record_costs.config_key(s) for s in narrow.values()],
                           "core_s_median": [100.0 * (i + 1) for i in range(len(narrow))]})
     c = W.width_cost("cpu", costs).set_index("variant")
     assert list(c.index) == list(WIDTH_VARIANTS) and set(c["seeds"]) == {5}

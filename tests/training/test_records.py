@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from gtalib.training import machine, records, runs
+from gtalib.training import machine, record_costs, records, runs
 from gtalib.training.train import ensure_run
 from gtalib.book import figures
 from gtalib.book.plan import make_plan
@@ -124,7 +124,7 @@ def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
         (b / "spec.json").write_text(json.dumps(d))
         (b / "card.json").write_text(json.dumps({**card, "wall_time_s": wall, "threads": 2,
                                                  "resumed": resumed}))
-    t = records.cost_table(tmp_path)
+    t = record_costs.cost_table(tmp_path)
     assert len(t) == 1
     row = t.iloc[0]
     own = card["wall_time_s"] * card["threads"]
@@ -137,7 +137,7 @@ def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     assert row["cpu"] == "{cpu_model_name} (family {cpu_family}, model {cpu_model})".format(
         **card["machine_kind"])
     assert not row["lower_bound"]
-    md = records.costs_markdown(tmp_path)
+    md = record_costs.costs_markdown(tmp_path)
     assert "3 recorded runs in 1 configuration," in md and "| 0, 1, 2 |" in md
     # a configuration whose every run was resumed: its last-start time, a marked lower bound
     for name in ("s1", "s2"):
@@ -145,9 +145,9 @@ def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     folder = next(f for f in records.list_records(tmp_path))
     (folder / "card.json").write_text(json.dumps({**card, "wall_time_s": 7.0, "threads": 1,
                                                   "resumed": True}))
-    row = records.cost_table(tmp_path).iloc[0]
+    row = record_costs.cost_table(tmp_path).iloc[0]
     assert row["lower_bound"] and row["core_s_total"] == 7.0
-    md = records.costs_markdown(tmp_path)
+    md = record_costs.costs_markdown(tmp_path)
     assert "| — (all resumed) | 1 | ≥ 7 |" in md and "**at least 7 core-seconds**" in md
 
 
@@ -156,7 +156,7 @@ def test_the_recorded_runs_page_is_current():
     from pathlib import Path
 
     page = Path(__file__).resolve().parents[2] / "docs" / "recorded_runs.md"
-    assert page.read_text() == records.costs_markdown(), (
+    assert page.read_text() == record_costs.costs_markdown(), (
         "docs/recorded_runs.md is stale: gtalib record costs > docs/recorded_runs.md")
 
 
