@@ -94,8 +94,9 @@ def _cli_check(args) -> int:
         raise ValueError(f"no recorded run {', '.join(missing)} in {record_dir} "
                          f"(see `gtalib record list`)")
     counts = dict.fromkeys(OUTCOMES, 0)
-    keep = contextlib.nullcontext(str(Path(args.keep).resolve())) if args.keep else None
-    with keep or tempfile.TemporaryDirectory(prefix="gtalib-check-") as work:
+    work_dir = (contextlib.nullcontext(str(Path(args.keep).resolve())) if args.keep else
+                tempfile.TemporaryDirectory(prefix="gtalib-check-"))
+    with work_dir as work:
         # every record re-trained at once on the cluster (each with its card's thread count),
         # then each compared with the run found finished in the work store
         by_threads = defaultdict(list)
