@@ -64,8 +64,8 @@ def markdown() -> str:
 
     costs = record_costs.cost_table()
     median = dict(zip(costs["key"], costs["core_s_median"]))
-    # the width axis' wider runs, not recorded yet: the recorded run of the same variant at the
-    # preset's width × the FLOPs ratio (gtalib.book.width.width_cost)
+    # a width-axis run without a record: the recorded run of the same variant at the preset's
+    # width × the FLOPs ratio (gtalib.book.width.width_cost)
     wider = {(r.d_model, r.variant): r.core_s for r in width.width_cost("cpu", costs).itertuples()}
 
     def recorded(spec) -> float:
@@ -94,14 +94,15 @@ def markdown() -> str:
         "recording CPUs, AMD EPYC family 25 and 26) and, for the `gpu` preset, from FLOPs at the "
         "throughputs named. Wall time = the makespan of the longest-first schedule of the "
         "tasks (both arms of every ΔL pair in one task) on N workers; the scheduler's own cost "
-        "(milliseconds per run) aside. *Longest task* bounds the wall time however many workers. "
-        f"The {estimated} runs of the width axis at d 256, not recorded yet, are costed at the "
-        "recorded run of the same variant at d 128 × their FLOPs ratio "
-        "(`gtalib/book/width.py::width_cost`).",
+        "(milliseconds per run) aside. *Longest task* bounds the wall time however many workers."
+        + ("" if not estimated else
+           f" The {estimated} runs of the width axis at d 256 not recorded yet are costed at the "
+           "recorded run of the same variant at d 128 × their FLOPs ratio "
+           "(`gtalib/book/width.py::width_cost`)."),
         "",
         f"| what | runs | tasks | core time | {head} | longest task |",
         "|---|---|---|---|" + "---|" * len(WORKERS) + "---|",
-        _row("`cpu` book, `--budget none` (157 runs, CPU workers)", book, recorded),
+        _row(f"`cpu` book, `--budget none` ({len(book)} runs, CPU workers)", book, recorded),
         _row("`cpu` book and ladder, `--train-recorded` (CPU workers)", everything, recorded),
     ]
     for rate in GPU_RATES:

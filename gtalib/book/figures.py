@@ -215,8 +215,8 @@ GATE_CPU_STEPS = 1000
 #: book asks for fewer (its default is 3): one n per figure, the same for every variant and both
 #: arms, fixed before the runs, never raised where a result looked undecided (that would
 #: inflate false positives). At 5 the interval's half-width is 1.24 standard deviations of ΔL
-#: against 2.48 at 3 (Student t); every run beyond the book's count is recorded. The gating
-#: figure, whose runs are 4× longer, runs the book's count.
+#: against 2.48 at 3 (Student t); every run beyond the book's count is recorded. Every figure
+#: runs it, the gating figure (whose runs are 4× longer) included.
 CPU_SEEDS = 5
 
 # First logged point of the paper's curves, in B tokens (≈: the curves start at the left edge).
@@ -281,6 +281,7 @@ ABLATIONS: dict[str, Ablation] = {
             # and 1000 steps (the ladder's long rung) GQA's ΔL takes the paper's sign
             # (docs/cpu_regime.md, "The default book").
             train={"cpu": (("max_steps", GATE_CPU_STEPS),)},
+            seeds={"cpu": CPU_SEEDS},
         ),
         Ablation(
             key="latent_scale",
@@ -494,13 +495,34 @@ def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
 MAIN_SEEDS = {"cpu": CPU_SEEDS}
 
 
-def main_runs(preset: str, seeds: int, max_steps=None) -> list[RunRef]:
-    """Every run of the main-results table at ``preset`` for seeds ``0..n-1``, ``n`` the larger
-    of ``seeds`` and :data:`MAIN_SEEDS` of the preset (``seeds`` alone under a book-wide
-    ``max_steps``)."""
-    if not isinstance(seeds, int) or seeds < 1:
+def main_seeds(preset: str, seeds: int, max_steps=None) -> int:
+    """Seeds of the main-results table: the larger of the book's ``seeds`` and
+    :data:`MAIN_SEEDS` of ``preset`` (``seeds`` alone under a book-wide ``max_steps``).
+
+    Raises:
+        ValueError: ``seeds`` not a positive integer.
+    """
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
-    n = max(seeds, MAIN_SEEDS.get(preset, 0)) if max_steps is None else seeds
+    return max(seeds, MAIN_SEEDS.get(preset, 0)) if max_steps is None else seeds
+
+
+def seed_counts(preset: str, seeds: int, max_steps=None) -> dict[str, int]:
+    """Seeds of every ablation figure (by key) and of the main-results table (``"main"``) when
+    the book asks for ``seeds`` (:func:`figure_seeds`, :func:`main_seeds`).
+
+    Raises:
+        ValueError: ``seeds`` not a positive integer.
+    """
+    counts = {key: max(figure_seeds(key, preset, seeds, max_steps=max_steps).values())
+              for key in ABLATIONS}
+    return {**counts, "main": main_seeds(preset, seeds, max_steps)}
+
+
+def main_runs(preset: str, seeds: int, max_steps=None) -> list[RunRef]:
+    """Every run of the main-results table at ``preset`` for seeds ``0..n-1``, ``n`` from
+    :func:`main_seeds`."""
+    n = main_seeds(preset, seeds, max_steps)
     return [RunRef(v, "main", _opts(o), s) for v, o in main_configs(preset) for s in range(n)]
 
 

@@ -187,12 +187,27 @@ class NotebookParams:
             value = getattr(self, name)
             if name == "run_dir":
                 value = run_dir_label(value)
+            elif name == "seeds":
+                value = self._seeds_shown()
             elif name == "variants" and value is not None:
                 value = ", ".join(value)
             elif value is None:
                 value = "default"
             out[name] = value
         return out
+
+    def _seeds_shown(self):
+        """The book's count, and what the preset's figures make of it (a figure may run more:
+        :func:`gtalib.book.figures.seed_counts`)."""
+        from gtalib.book import figures
+
+        counts = set(figures.seed_counts(self.preset, self.seeds, self.max_steps).values())
+        if counts == {self.seeds}:
+            return self.seeds
+        if len(counts) == 1:
+            return (f"{self.seeds} (the book's count; at {self.preset} every figure and the "
+                    f"main table run {counts.pop()})")
+        return f"{self.seeds} (the book's count; a figure may run more: its caption says)"
 
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td><code>{html.escape(str(v))}</code></td>"

@@ -85,7 +85,9 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.stats.t_critical`),
     whether the figures shade the interval (from :data:`gtalib.book.style.MIN_BAND_SEEDS`
     seeds), the cap of *pairs to resolve* (:data:`gtalib.book.stats.MAX_PAIRS`) and, given
-    ``preset``, the figures that run more seeds (:func:`figures.figure_seeds`)."""
+    ``preset``, the figures and table that run more seeds (:func:`figures.figure_seeds`,
+    :func:`figures.main_seeds`); when all of them run the same larger count, the intervals
+    are those of that count."""
     from gtalib.book import figures
     from gtalib.book.stats import MAX_PAIRS, t_critical
     from gtalib.book.style import MIN_BAND_SEEDS, plural
@@ -95,27 +97,46 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     if seeds < 2:
         return (f"This build trains {plural(seeds, 'seed')} per configuration: there is no "
                 f"interval, and every verdict is *undetermined (1 seed)*. {cap}\n")
-    t = t_critical(confidence, seeds - 1)
+    def name(key):
+        if key == "main":
+            return "the main-results table"
+        title = figures.ablation(key).title.split(":")[0].lower()
+        return f"the {title.removesuffix(' ablation')} figure"
+
+    counts = ({name(k): n for k, n in figures.seed_counts(preset, seeds, max_steps).items()}
+              if preset else {})
+
+    def factor(n):
+        t = t_critical(confidence, n - 1)
+        return (f"factor is $t_{{{q:g},\\,{n - 1}}} = {t:.3g}$: an effect is resolved only when it "
+                f"exceeds {t / n ** 0.5:.3g} times the standard deviation of ΔL over seeds")
+
+    one_n = set(counts.values())
+    if len(one_n) == 1 and (n := one_n.pop()) > seeds:
+        # every figure raises the book's count alike: the intervals are those of n seeds
+        lead = (f"This build asks for {plural(seeds, 'seed')} per configuration (`--seeds`), "
+                f"and at the `{preset}` preset every ablation figure and the main-results table "
+                f"run {n}, every variant and both arms alike, the count fixed before the runs, "
+                f"so the interval's {factor(n)}.")
+    else:
+        n = seeds
+        by_n = {}
+        for name, k in counts.items():
+            if k > seeds:
+                by_n.setdefault(k, []).append(name)
+        more = [f"{', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]} "
+                f"{'run' if len(names) > 1 else 'runs'} {k} "
+                f"(factor {t_critical(confidence, k - 1):.3g}: "
+                f"{t_critical(confidence, k - 1) / k ** 0.5:.3g} standard deviations)"
+                for k, names in sorted(by_n.items())]
+        lead = (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
+                f"{factor(seeds)}." + ("" if not more else
+                " A figure may run more seeds than this, every variant and both arms alike and "
+                "the count fixed before its runs: " + "; ".join(more) + "."))
     shade = f"The figures shade the interval from {plural(MIN_BAND_SEEDS, 'seed')} on, " + (
-        "as here." if seeds >= MIN_BAND_SEEDS else
-        f"so this build's figures do not: at {seeds} the factor makes it wider than the curves.")
-    by_n = {}
-    for key, fig in (figures.ABLATIONS.items() if preset else ()):
-        n = max(figures.figure_seeds(key, preset, seeds, max_steps=max_steps).values())
-        if n > seeds:
-            by_n.setdefault(n, []).append(fig.title.split(":")[0].lower().removesuffix(" ablation"))
-    more = [f"the {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)} "
-            f"ablation{'s run' if len(names) > 1 else ' runs'} {n} "
-            f"(factor {t_critical(confidence, n - 1):.3g}: "
-            f"{t_critical(confidence, n - 1) / n ** 0.5:.3g} standard deviations)"
-            for n, names in sorted(by_n.items())]
-    extra = ("" if not more else
-             " A figure may run more seeds than this, every variant and both arms alike and "
-             "the count fixed before its runs: " + "; ".join(more) + ".")
-    return (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
-            f"factor is $t_{{{q:g},\\,{seeds - 1}}} = {t:.3g}$: an effect is resolved only when "
-            f"it exceeds {t / seeds ** 0.5:.3g} times the standard deviation of ΔL over seeds."
-            f"{extra} {shade} {cap}\n")
+        "as here." if n >= MIN_BAND_SEEDS else
+        f"so this build's figures do not: at {n} the factor makes it wider than the curves.")
+    return f"{lead} {shade} {cap}\n"
 
 
 def rule_comparison_markdown(preset: str, seeds: int, run_dir, max_steps=None) -> str:

@@ -261,10 +261,8 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     assert "4 seeds" in fig.axes[0].get_title()
     plt.close(fig)
     text = snippets.statistics_markdown(3, preset="ci")
-    assert "the gating ablation runs 4 (factor 3.18: 1.59 standard deviations)" in text
+    assert "the gating figure runs 4 (factor 3.18: 1.59 standard deviations)" in text
     assert "runs 4" not in snippets.statistics_markdown(3, preset="ci", max_steps=7)
-    assert ("the initialisation, latent-scaling and double-heads ablations run 5 (factor 2.78: "
-            "1.24 standard deviations)") in snippets.statistics_markdown(3, preset="cpu")
     assert "no shading" in A.drawn_text({"gqa": 2, "mla": 2}, 0.95)
 
 

@@ -44,10 +44,9 @@ def test_run_sets_count_each_configuration_once():
     # cpu: init 9×2 arms = 18 (250 steps); gate 5×2 = 10 at its own 1000 steps, shared with
     # nothing; latent: 3 unscaled + MLRA-2; heads: 3 doubled; main: 11 plain (all but MLRA-4
     # counted) + gated MLRA-4 -> 37 configurations, every one at 5 seeds (F.CPU_SEEDS: one n
-    # per figure and for the main table) whatever the book asks below that, but the gate's 10
-    # at the book's count
+    # per figure and for the main table) whatever the book asks below that
     assert F.CPU_SEEDS == 5
-    assert len(make_plan("cpu", 2).runs) == 27 * 5 + 10 * 2
+    assert len(make_plan("cpu", 2).runs) == 37 * 5
     assert len(make_plan("cpu", 5).runs) == 37 * 5
     assert len(make_plan("cpu", 6).runs) == 37 * 6  # more than 5: the book's count
     # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
@@ -64,7 +63,7 @@ def test_run_sets_count_each_configuration_once():
     # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2
     assert len(make_plan("ci", 1).runs) == 11
     refs = F.figure_runs("gate", "cpu", 3)
-    assert len(refs) == 5 * 2 * 3
+    assert len(refs) == 5 * 2 * F.CPU_SEEDS
     assert {r.arm for r in refs} == {"alt", "rec"}
 
 
@@ -90,7 +89,7 @@ def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
     count; every cpu figure runs F.CPU_SEEDS."""
     from dataclasses import replace
 
-    for key, n in (("init", 5), ("latent_scale", 5), ("double_heads", 5), ("gate", 3)):
+    for key, n in (("init", 5), ("latent_scale", 5), ("double_heads", 5), ("gate", 5)):
         assert F.figure_seeds(key, "cpu", 3) == dict.fromkeys(F.figure_variants(key, "cpu"), n)
     gate = replace(F.ablation("gate"), seeds={"ci": 4})
     monkeypatch.setitem(F.ABLATIONS, "gate", gate)

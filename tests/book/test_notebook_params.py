@@ -96,6 +96,21 @@ def test_the_parameters_table_names_no_machine_path(tmp_path):
     assert run_dir_label(None).startswith("default")
 
 
+def test_the_parameters_table_says_what_the_preset_makes_of_the_books_seeds(monkeypatch):
+    from dataclasses import replace
+
+    from gtalib.book import figures as F
+
+    # cpu raises every figure and the main table to F.CPU_SEEDS; a book-wide length does not
+    assert notebook_params(preset="cpu", seeds=3).shown()["seeds"] == (
+        f"3 (the book's count; at cpu every figure and the main table run {F.CPU_SEEDS})")
+    assert notebook_params(preset="cpu", seeds=3, max_steps=20).shown()["seeds"] == 3
+    assert notebook_params(preset="cpu", seeds=F.CPU_SEEDS + 1).shown()["seeds"] == F.CPU_SEEDS + 1
+    monkeypatch.setitem(F.ABLATIONS, "gate", replace(F.ablation("gate"), seeds={"ci": 4}))
+    assert notebook_params(preset="ci", seeds=3).shown()["seeds"] == (
+        "3 (the book's count; a figure may run more: its caption says)")
+
+
 NOTEBOOK_FILES = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 

@@ -44,6 +44,14 @@ def test_methods_prose_takes_its_numbers_from_the_configuration():
     assert "undetermined (1 seed)" in snippets.statistics_markdown(1)
     assert "from 3 seeds on, as here." in three and "do not: at 2 the factor" in two
     assert "*Pairs to resolve* is sought up to 20 pairs." in three
+    # at cpu every figure and the main table raise the book's 3 to 5: the intervals are 5 seeds'
+    cpu = snippets.statistics_markdown(3, preset="cpu")
+    assert ("asks for 3 seeds per configuration (`--seeds`), and at the `cpu` preset every "
+            "ablation figure and the main-results table run 5") in cpu
+    assert "t_{0.975,\\,4} = 2.78$: an effect is resolved only when it exceeds 1.24 times" in cpu
+    assert "4.3" not in cpu
+    assert "3 seeds per configuration, so" in snippets.statistics_markdown(3, preset="cpu",
+                                                                          max_steps=20)
     t = train_config("cpu")
     assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
             f"gradient-norm clip {t.grad_clip}") in snippets.recipe_markdown()
