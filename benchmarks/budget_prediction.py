@@ -90,8 +90,8 @@ def markdown(rows: list[dict]) -> str:
             f"{r['total_s'] / r['predicted_total_s']:.2f} | {r['load_before'][0]} / "
             f"{r['load_after'][0]} |")
     lines += ["", f"Versions: torch {rows[-1]['torch']}, Lightning {rows[-1]['lightning']}. The "
-              "default book's own prediction from a fresh clone (34 runs, 53 min predicted, "
-              "45.9 min measured): `benchmarks/book_wall_time.md`.", ""]
+              "default book's own predictions from fresh clones, beside the measured times: "
+              "`benchmarks/book_wall_time.md`.", ""]
     return "\n".join(lines)
 
 

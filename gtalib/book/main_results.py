@@ -93,12 +93,18 @@ def entropy_gap(runs: pd.DataFrame, entropy: float, column: str = "val_loss") ->
                          "unigram entropy": entropy, "gap": entropy - g["mean"]})
 
 
+def seeds_shown(entropy: pd.DataFrame) -> str:
+    """The seeds behind the table, counted in its runs (``entropy``: :func:`entropy_gap`'s
+    frame): ``"5 seeds"``, or a range where configurations differ (``"3–5 seeds"``)."""
+    n = sorted(set(entropy["seeds"]))
+    return plural(n[0], "seed") if len(n) == 1 else f"{n[0]}–{n[-1]} seeds"
+
+
 @dataclass
 class MainResult:
     """Everything the main-results page shows. Built by :func:`main_result`."""
 
     preset: str
-    seeds: int
     confidence: float
     collected: Collected
     ppl: pd.DataFrame
@@ -124,7 +130,7 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
         gap = entropy_gap(runs, corpus_entropy(preset))
     else:
         ppl = ppl_ci = loss = gap = pd.DataFrame()
-    return MainResult(preset, seeds, confidence, col, ppl, ppl_ci, loss, gap)
+    return MainResult(preset, confidence, col, ppl, ppl_ci, loss, gap)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,7 +185,7 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
     display(Markdown(sources_notice(main.collected)))
     if not main.ppl.empty:
         display(Markdown(
-            f"**Ours** (preset `{main.preset}`, {plural(main.seeds, 'seed')}, mean over seeds): final "
+            f"**Ours** (preset `{main.preset}`, {seeds_shown(main.entropy)}, mean over seeds): final "
             f"validation perplexity on each held-out source of our corpus and their average "
             f"(the paper's layout); best of each column **bold**, second underlined. "
             f"{main.confidence:.0%} Student-t half-widths over seeds of the average: "

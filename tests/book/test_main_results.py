@@ -33,3 +33,12 @@ def test_main_table_perplexity_and_avg():
     assert loss.loc["mla main", "bible"] == pytest.approx(lb)
     with pytest.raises(ValueError, match="metric"):
         M.main_table(runs_frame(spec), metric="acc")
+
+
+def test_the_caption_counts_the_seeds_in_the_table():
+    runs = runs_frame({("mla", "main", 0): metrics([0, 5], [5.0, 2.0]),
+                       ("mla", "main", 1): metrics([0, 5], [5.0, 2.5]),
+                       ("gqa", "main", 0): metrics([0, 5], [5.0, 2.2])})
+    assert M.seeds_shown(M.entropy_gap(runs, entropy=3.0)) == "1–2 seeds"
+    one = runs[runs["variant"] == "mla"]
+    assert M.seeds_shown(M.entropy_gap(one, entropy=3.0)) == "2 seeds"
