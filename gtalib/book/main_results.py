@@ -185,8 +185,8 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
     display(Markdown(sources_notice(main.collected)))
     if not main.ppl.empty:
         display(Markdown(
-            f"**Ours** (preset `{main.preset}`, {seeds_shown(main.entropy)}, mean over seeds): final "
-            f"validation perplexity on each held-out source of our corpus and their average "
+            f"**Ours** (preset `{main.preset}`, {seeds_shown(main.entropy)}, mean over seeds): "
+            f"final validation perplexity on each held-out source of our corpus and their average "
             f"(the paper's layout); best of each column **bold**, second underlined. "
             f"{main.confidence:.0%} Student-t half-widths over seeds of the average: "
             + ", ".join(f"{k} ±{v:.3f}" for k, v in main.ppl_ci["avg"].items()) + "."))

@@ -228,9 +228,18 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
 
     pkgs = ("torch", "lightning", "numpy", "pandas", "matplotlib", "seaborn", "papermill",
             "jupyter-book", "triton")
+    from gtalib.book import figures
+    from gtalib.book.style import plural, range_text
+
+    counts = set(figures.seed_counts(plan.preset, plan.seeds, plan.max_steps).values())
+    seeds = plural(plan.seeds, "seed") + (
+        "" if counts == {plan.seeds} else
+        f" asked (the figures and the main table run {range_text(counts, '.0f')})")
+    length = ("each chapter's own training length" if plan.max_steps is None
+              else f"every run {plan.max_steps:,} steps (`--max-steps`)")
     lines = [
-        f"- preset `{summary['preset']}`, {summary['seeds']} seed(s), max_steps override "
-        f"`{summary['max_steps']}`, {summary['jobs']} training job(s)",
+        f"- preset `{summary['preset']}`, {seeds}, {length}, "
+        f"{plural(summary['jobs'], 'training job')}",
         f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python "
         f"{platform.python_version()}, torch {torch.__version__}",
         "- versions: " + ", ".join(f"{p} {ver(p)}" for p in pkgs),

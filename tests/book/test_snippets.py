@@ -3,6 +3,7 @@
 
 from pathlib import Path
 
+from gtalib.book import figures as F
 from gtalib.book import job as book
 from gtalib.book import snippets
 from gtalib.book.plan import make_plan
@@ -92,6 +93,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     info = snippets.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
                                      "total_s": 1.0}, plan, tmp_path / "runs")
     rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
+    assert "- preset `ci`, 2 seeds, each chapter's own training length, 1 training job" in info
     assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
     labels = {r.label for r in plan.runs}
     assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
@@ -110,3 +112,6 @@ def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
     rows = [ln.split(" | ")[0].strip("| ") for ln in info.splitlines() if ln.startswith("| ")]
     assert "MLRA-4 + gate" in rows and "MLRA-4 + gate (1,000 steps)" in rows
     assert len(rows) == len(set(rows))
+    # the settings line says what the preset makes of the book's count, in words, not None
+    assert (f"- preset `cpu`, 3 seeds asked (the figures and the main table run "
+            f"{F.CPU_SEEDS}), each chapter's own training length, 2 training jobs") in info
