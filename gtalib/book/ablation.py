@@ -372,9 +372,9 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
                             final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
         "seed sd": final["seed sd"].map("{:.4f}".format),
         "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
-        "verdict": [verdict_text(v, n, x, p) for v, n, x, p in
+        "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
                     zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
-                        final["p (Holm)"])],
+                        final["p (Holm)"], final["ΔL"])],
         "one run shows it?": final["one run shows it?"],
     })
     out.index = [F.display_name(v) for v in final.index]

@@ -65,7 +65,7 @@ def _resolution(name: str, r) -> str:
     pairs = pairs_text(n, r["pairs to resolve"])
     return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
             f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
-            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'])})"
+            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'], r['ΔL'])})"
                if r["verdict"] == "within noise" else "")
             + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
 
@@ -98,40 +98,35 @@ def ranking_claim(values: pd.DataFrame, named: str, lower: bool, confidence: flo
             f"(positive = the claim)", verdict_)
 
 
-def main_claim_verdict(avg_ppl: pd.Series, half_width: pd.Series) -> tuple[str, str]:
-    """Verdict and resolution of claim 8 (MLRA-4 lowest of the eleven; the gate lowers it
-    further) from the mean average perplexity per configuration (``avg_ppl``, label → PPL)
-    and its Student-t half-width over seeds (``half_width``, same labels). Two configurations
-    are *apart* when their means differ by more than the sum of their half-widths (unpaired,
-    so conservative). *agrees*: both halves hold and are apart; *differs*: a half fails and
-    is apart; else *within noise*."""
-    plain = avg_ppl.drop("MLRA-4 + gate", errors="ignore").sort_values()
-    if "MLRA-4" not in plain.index:
+def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[str, str]:
+    """Verdict and resolution of claim 8 (MLRA-4 has the lowest average perplexity of the
+    eleven; the gate lowers it further), each half one test of a difference paired by seed
+    (:func:`gtalib.book.stats.ranking_test`): MLRA-4 against its closest rival among the plain
+    configurations (:func:`ranking_claim`), and MLRA-4 against gated MLRA-4. *agrees*: both
+    halves agree; *differs*: either differs; else *within noise*.
+
+    Args:
+        values: frame ``[key, seed, value]``, the average perplexity of each main-table
+            configuration (label) and seed, gated MLRA-4 (``"MLRA-4 + gate"``) included.
+    """
+    keys = set(values["key"])
+    if "MLRA-4" not in keys:
         return "not measured (MLRA-4 not in this preset's run set)", ""
-
-    def apart(a, b):
-        return abs(avg_ppl[a] - avg_ppl[b]) > half_width[a] + half_width[b]
-
-    def show(k):
-        return f"{k} {avg_ppl[k]:.3f} ± {half_width[k]:.3f}"
-
-    halves = []  # (holds, apart, text)
-    rival = plain.index[1] if plain.index[0] == "MLRA-4" else plain.index[0]
-    lowest = plain.index[0] == "MLRA-4"
-    halves.append((lowest, apart("MLRA-4", rival),
-                   f"MLRA-4 lowest of the eleven: {'yes' if lowest else 'no'} "
-                   f"({show('MLRA-4')} vs {show(rival)})"))
-    if "MLRA-4 + gate" in avg_ppl.index:
-        gated = avg_ppl["MLRA-4 + gate"] < avg_ppl["MLRA-4"]
-        halves.append((gated, apart("MLRA-4 + gate", "MLRA-4"),
-                       f"gate lowers it further: {'yes' if gated else 'no'} "
-                       f"({show('MLRA-4 + gate')})"))
-    seen = "; ".join(f"{t}, {'apart' if a else 'intervals overlap'}" for _, a, t in halves)
-    if all(h and a for h, a, _ in halves):
+    plain = values[values["key"] != "MLRA-4 + gate"]
+    lowest, v_low = ranking_claim(plain, "MLRA-4", lower=True, confidence=confidence)
+    halves = [(v_low, f"MLRA-4 lowest of the eleven: {lowest}, {v_low}")]
+    if "MLRA-4 + gate" in keys:
+        wide = values.pivot(index="seed", columns="key", values="value")  # seed × config
+        st, v_gate = ranking_test((wide["MLRA-4"] - wide["MLRA-4 + gate"]).dropna(), confidence)
+        interval = "no interval" if st.n < 2 else f"[{st.low:+.3f}, {st.high:+.3f}]"
+        halves.append((v_gate, f"gate lowers it further: MLRA-4 − MLRA-4 + gate, paired by "
+                               f"seed: {st.mean:+.3f} {interval} over {st.n} pairs (positive = "
+                               f"the claim), {v_gate}"))
+    verdicts = [v for v, _ in halves]
+    seen = "; ".join(t for _, t in halves)
+    if all(v == "agrees" for v in verdicts):
         return "agrees", seen
-    if any(a and not h for h, a, _ in halves):
-        return "differs", seen
-    return "within noise", seen
+    return ("differs" if "differs" in verdicts else "within noise"), seen
 
 
 def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_head: int = 24,
@@ -260,7 +255,7 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                 order = m.ppl["avg"].sort_values()
                 ours = "lowest avg PPL: " + ", ".join(
                     f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
-                v, seen = main_claim_verdict(order, m.ppl_ci["avg"])
+                v, seen = main_claim_verdict(_main_values(m), confidence)
         elif c.source == "tables":
             ours, v = _table_claim(c.number)
         elif c.source == "fresh-layers":
@@ -280,6 +275,18 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                                        "resolution"]).set_index("claim")
 
 
+def _main_values(main: MainResult) -> pd.DataFrame:
+    """``[key, seed, value]``: each main-table configuration's average perplexity per seed, for
+    the configurations whose runs are all complete (as in the page's table)."""
+    runs = main.collected.runs
+    complete = runs[~runs["label"].isin(set(main.collected.incomplete["label"]))] \
+        if not runs.empty else runs
+    if complete.empty:
+        return pd.DataFrame(columns=["key", "seed", "value"])
+    values = per_seed_table(complete)
+    return values.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]]
+
+
 def _ranking_values(result) -> tuple[pd.DataFrame, object]:
     """``([key, seed, value], display name)`` of a ranking claim: per seed, each variant's final
     ΔL of an ablation result, or each plain main-table configuration's average perplexity (only
@@ -290,12 +297,8 @@ def _ranking_values(result) -> tuple[pd.DataFrame, object]:
     if runs.empty:
         return pd.DataFrame(), str
     if isinstance(result, MainResult):
-        complete = runs[~runs["label"].isin(set(result.collected.incomplete["label"]))]
-        if complete.empty:
-            return pd.DataFrame(), str
-        values = per_seed_table(complete)
-        values = values[values["label"] != "MLRA-4 + gate"]
-        return values.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]], str
+        values = _main_values(result)
+        return (values if values.empty else values[values["key"] != "MLRA-4 + gate"]), str
     values = final_deltas(runs[runs["variant"].isin(result.complete)], result.final_column)
     return values.rename(columns={"variant": "key", "delta": "value"}), figures.display_name
 

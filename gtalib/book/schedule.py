@@ -194,7 +194,7 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         except OSError as exc:  # nothing listens there, or not in time
             raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
     raise ValueError(f"cluster {cluster!r}: allowed: tcp://HOST:PORT, "
-                     f"{', '.join(BATCH_SYSTEMS)}, or none (an embedded LocalCluster)")
+                     f"{', '.join(BATCH_SYSTEMS)}; leave it out for an embedded LocalCluster")
 
 
 @contextlib.contextmanager
@@ -319,7 +319,8 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     name = {s.run_id: f"{label} seed={s.seed} steps={s.train.max_steps}"
             for label, s in unique.values()}
     if not todo:
-        log(f"runs: {len(unique)} needed, all cached in {run_dir}")
+        log(f"runs: {len(unique)} to train, all already done in {run_dir}" if unique
+            else "runs: none to train")
         return []
     jobs = jobs or default_jobs()
     run_dir = Path(run_dir)

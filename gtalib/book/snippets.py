@@ -21,11 +21,15 @@ from gtalib.training import records
 
 
 def _md_table(df) -> str:
-    """A pandas frame as a Markdown pipe table (no extra dependency)."""
-    cols = [df.index.name or "", *map(str, df.columns)]
+    """A pandas frame as a Markdown pipe table (no extra dependency); a ``|`` inside a cell
+    (``|ΔL|``) is escaped so that it does not end the cell."""
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|")
+
+    cols = [cell(df.index.name or ""), *map(cell, df.columns)]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for idx, row in df.iterrows():
-        lines.append("| " + " | ".join([str(idx), *map(str, row.tolist())]) + " |")
+        lines.append("| " + " | ".join([cell(idx), *map(cell, row.tolist())]) + " |")
     return "\n".join(lines)
 
 
@@ -109,7 +113,9 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     def factor(n):
         t = t_critical(confidence, n - 1)
         return (f"factor is $t_{{{q:g},\\,{n - 1}}} = {t:.3g}$: an effect is resolved only when it "
-                f"exceeds {t / n ** 0.5:.3g} times the standard deviation of ΔL over seeds")
+                f"exceeds {t / n ** 0.5:.3g} times the standard deviation of ΔL over seeds (before "
+                f"the Holm adjustment above, which asks more where a figure has several "
+                f"variants)")
 
     one_n = set(counts.values())
     if len(one_n) == 1 and (n := one_n.pop()) > seeds:

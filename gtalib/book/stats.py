@@ -250,17 +250,24 @@ def visible_text(mean: float, seed_sd: float) -> str:
     return "yes" if abs(mean) > seed_sd else "no"
 
 
-def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float) -> str:
+def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float,
+                 mean: float = math.nan) -> str:
     """A verdict as the tables print it, saying how much the design could see: *within noise*
     gives the Holm-adjusted p-value and the interval's half-width ``resolvable`` (a smaller
     |ΔL| could hide at this n), e.g. ``"within noise (p = 0.21 adjusted): |ΔL| < 0.054 nats
-    could hide here"``; with one pair (``n`` < 2) it says there is no interval; any other
-    verdict is returned with its adjusted p-value."""
+    could hide here"``. When the mean ΔL ``mean`` is larger than that half-width, its own
+    (unadjusted) interval excludes zero and only the adjustment for the figure's other
+    variants holds it back; the text says so instead of naming a size the mean already
+    exceeds. With one pair (``n`` < 2) it says there is no interval; any other verdict is
+    returned with its adjusted p-value."""
     if n < 2:
         return f"{verdict_}: one pair, no interval"
     if verdict_ == "within noise":
-        return (f"within noise (p = {p_holm:.2g} adjusted): |ΔL| < {resolvable:.3f} nats could "
-                f"hide here")
+        head = f"within noise (p = {p_holm:.2g} adjusted)"
+        if abs(mean) > resolvable:
+            return (f"{head}: its own interval excludes zero, not after the adjustment for the "
+                    f"other variants")
+        return f"{head}: |ΔL| < {resolvable:.3f} nats could hide here"
     return f"{verdict_} (p = {p_holm:.2g} adjusted)"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -58,10 +59,11 @@ def _cli_add(args) -> int:
         try:
             print(record_run(r, args.record_dir, replace=args.replace))
         except (store.RunIncompleteError, FileNotFoundError, FileExistsError) as exc:
-            # unfinished, corrupt or absent; or a record with other metrics, kept
-            print(f"not recorded: {exc}")
+            # unfinished, corrupt or absent; or a record with other metrics, kept. The other
+            # runs given are still recorded.
+            print(f"gtalib record add: error: not recorded: {exc}", file=sys.stderr)
             bad += 1
-    return 1 if bad else 0
+    return 2 if bad else 0
 
 
 def _record_dir(args) -> Path:

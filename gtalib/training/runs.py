@@ -380,9 +380,14 @@ def load_metrics(path):
 
     path = Path(path)
     if not is_done(path):
+        if not path.is_dir():
+            raise RunIncompleteError(f"run folder {path}: no such folder")
+        if not (path / "spec.json").is_file():
+            raise RunIncompleteError(f"{path} is not a run folder (no spec.json); a run is "
+                                     f"<run_dir>/<run_id>, listed by `gtalib runs`")
         raise RunIncompleteError(
-            f"run {path} is not finished (no DONE file); finish it with gtalib.training.train.ensure_run"
-        )
+            f"run {path} is not finished (no DONE file): `gtalib train` or `gtalib book` "
+            f"resumes it from its last checkpoint")
     return read_metrics(path)
 
 

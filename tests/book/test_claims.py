@@ -83,25 +83,39 @@ def test_aggregate_verdicts_refuses_unknown_or_empty():
         C.aggregate_verdicts(["agrees", "maybe"])
 
 
-def test_main_claim_verdict_needs_the_ranking_resolved():
+def test_main_claim_verdict_tests_both_halves_as_paired_differences():
+    """Claim 8 from per-seed perplexities with known paired differences: MHA − MLRA-4 is
+    1.0 + 0.01·s and MLRA-4 − gated is 0.5 ± 0.01 per seed (tight: agrees); a gate that
+    costs 0.3 in every seed is resolved against the claim (differs); differences whose sign
+    changes by seed are within noise, however far apart the means' own intervals would be."""
     import pandas as pd
 
     from gtalib.book.claims import main_claim_verdict
+    from gtalib.book.stats import delta_stats
 
-    ppl = pd.Series({"MHA": 10.0, "MLRA-4": 9.0, "MLRA-4 + gate": 8.0})
-    tight = pd.Series({"MHA": 0.1, "MLRA-4": 0.1, "MLRA-4 + gate": 0.1})
-    wide = pd.Series({"MHA": 0.6, "MLRA-4": 0.6, "MLRA-4 + gate": 0.6})
-    assert main_claim_verdict(ppl, tight)[0] == "agrees"
-    v, seen = main_claim_verdict(ppl, wide)
-    assert v == "within noise" and "intervals overlap" in seen
-    worse = ppl.copy()
-    worse["MLRA-4 + gate"] = 9.5  # the gate makes it worse, resolved at tight intervals
-    assert main_claim_verdict(worse, tight)[0] == "differs"
-    assert main_claim_verdict(worse, wide)[0] == "within noise"
-    v, seen = main_claim_verdict(pd.Series({"MHA": 9.0, "MLRA-4": 9.05}),
-                                 pd.Series({"MHA": 0.3, "MLRA-4": 0.3}))
-    assert v == "within noise" and "MLRA-4 lowest of the eleven: no (MLRA-4 9.050" in seen
-    assert main_claim_verdict(pd.Series({"MHA": 9.0}), pd.Series({"MHA": 0.1}))[0].startswith(
+    def frame(mha, mlra4, gated=None):
+        rows = [("MHA", s, v) for s, v in enumerate(mha)]
+        rows += [("MLRA-4", s, v) for s, v in enumerate(mlra4)]
+        rows += [("MLRA-4 + gate", s, v) for s, v in enumerate(gated or [])]
+        return pd.DataFrame(rows, columns=["key", "seed", "value"])
+
+    mlra4 = [9.0, 9.2, 8.9]
+    mha = [m + 1.0 + 0.01 * s for s, m in enumerate(mlra4)]
+    gated = [m - 0.5 + d for m, d in zip(mlra4, (0.01, -0.01, 0.0))]
+    v, seen = main_claim_verdict(frame(mha, mlra4, gated))
+    assert v == "agrees"
+    st = delta_stats(pd.Series([0.5 - d for d in (0.01, -0.01, 0.0)]))
+    assert (f"gate lowers it further: MLRA-4 − MLRA-4 + gate, paired by seed: {st.mean:+.3f} "
+            f"[{st.low:+.3f}, {st.high:+.3f}] over 3 pairs (positive = the claim), agrees") in seen
+    assert "MLRA-4 lowest of the eleven: MHA − MLRA-4, paired by seed: +1.010" in seen
+    worse = [m + 0.3 + d for m, d in zip(mlra4, (0.01, -0.01, 0.0))]
+    assert main_claim_verdict(frame(mha, mlra4, worse))[0] == "differs"
+    noisy = [m + d for m, d in zip(mlra4, (0.4, -0.5, 0.3))]
+    v, seen = main_claim_verdict(frame(mha, mlra4, noisy))
+    assert v == "within noise" and seen.endswith("within noise")
+    # MLRA-4 behind MHA in every seed: the first half differs whatever the gate does
+    assert main_claim_verdict(frame([m - 0.2 for m in mlra4], mlra4, gated))[0] == "differs"
+    assert main_claim_verdict(frame(mha, [])[lambda f: f["key"] == "MHA"])[0].startswith(
         "not measured")
 
 

@@ -90,6 +90,12 @@ def test_verdict_text_says_what_could_hide():
     # within noise: the adjusted p-value and the half-width that could hide at this n
     assert S.verdict_text("within noise", 3, 0.031, 0.2134) == (
         "within noise (p = 0.21 adjusted): |ΔL| < 0.031 nats could hide here")
+    assert S.verdict_text("within noise", 3, 0.031, 0.2134, mean=-0.02) == (
+        "within noise (p = 0.21 adjusted): |ΔL| < 0.031 nats could hide here")
+    # a mean beyond the half-width: its own interval excludes zero, only Holm holds it back
+    assert S.verdict_text("within noise", 5, 0.020, 0.07, mean=0.0306) == (
+        "within noise (p = 0.07 adjusted): its own interval excludes zero, not after the "
+        "adjustment for the other variants")
     assert S.verdict_text("agrees", 3, 0.01, 0.0123) == "agrees (p = 0.012 adjusted)"
     assert S.pairs_text(3, 7.0) == "7" and S.resolvable_text(3, 0.03125) == "0.0312"
 

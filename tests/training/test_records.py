@@ -183,9 +183,27 @@ def test_unfinished_run_is_not_recorded(finished_run, tmp_path):
     half = tmp_path / "half"
     shutil.copytree(path, half)
     (half / "DONE").unlink()
-    with pytest.raises(runs.RunIncompleteError):
+    with pytest.raises(runs.RunIncompleteError, match="not finished.*gtalib train"):
         records.record_run(half, tmp_path / "rec")
     assert not (tmp_path / "rec").exists()
+    with pytest.raises(runs.RunIncompleteError, match="no such folder"):
+        records.record_run(tmp_path / "nowhere", tmp_path / "rec")
+    with pytest.raises(runs.RunIncompleteError, match="not a run folder.*gtalib runs"):
+        records.record_run(tmp_path, tmp_path / "rec")  # a store, not a run
+
+
+def test_record_add_reports_each_run_it_cannot_record_as_an_error(finished_run, tmp_path, capsys):
+    from gtalib.cli import main
+
+    _, spec, path = finished_run
+    rec = tmp_path / "rec"
+    # the missing run is an error; the finished one beside it is still recorded
+    assert main(["record", "add", str(tmp_path / "nowhere"), str(path),
+                 "--record-dir", str(rec)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gtalib record add: error: not recorded: run folder {tmp_path / 'nowhere'}: "
+                   "no such folder"]
+    assert (rec / spec.run_id / "metrics.csv").is_file()
 
 
 def _edit_cell(folder, step, column, delta):
