@@ -78,7 +78,13 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
 
 def budget_minutes(text: str) -> float | None:
     """``--budget``: a positive number of minutes, or ``none``."""
-    return None if text.strip().lower() == "none" else positive_float(text)
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of minutes or 'none', got {text!r}") from None
 
 
 def _run_cli(args) -> int:

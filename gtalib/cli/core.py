@@ -62,7 +62,7 @@ def positive_float(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return v
 
 
