@@ -25,16 +25,18 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def _cli_probe(args) -> int:
-    print(f"{'run_id':16}  {'gate_mean':>9}  {'first_token':>11}  {'max|h|':>9}  run")
-    bad = 0
+    bad, header = 0, f"{'run_id':16}  {'gate_mean':>9}  {'first_token':>11}  {'max|h|':>9}  run"
     for folder in args.runs:
         try:
             pr = probe_run(folder, args.data_dir)
         except (RunIncompleteError, FileNotFoundError) as exc:  # unfinished, no checkpoint, absent
-            print(f"gtalib probe: not probed: {exc}", file=sys.stderr)
+            print(f"gtalib probe: error: not probed: {exc}", file=sys.stderr)
             bad += 1
             continue
+        if header:  # printed above the first run probed, never above errors alone
+            print(header)
+            header = ""
         gate = "-" if pr["gate_mean"] is None else f"{fmean(pr['gate_mean']):.3f}"
         print(f"{pr['run_id']:16}  {gate:>9}  {fmean(pr['first_token_share']):>11.3f}  "
               f"{pr['max_abs_residual_overall']:>9.2f}  {load_spec(folder).describe()}")
-    return 1 if bad else 0
+    return 2 if bad else 0

@@ -88,6 +88,9 @@ def _cli_list(args) -> int:
 
 def _cli_check(args) -> int:
     record_dir = _record_dir(args)
+    if any(not rid.strip() or "/" in rid for rid in args.run_ids):
+        raise ValueError(f"run ids {args.run_ids}: each must be a run id as `gtalib record "
+                         f"list` prints it (16 hex digits), not empty or a path")
     folders = [record_dir / rid for rid in args.run_ids] if args.run_ids else list_records(record_dir)
     if not folders:
         raise ValueError(f"--record-dir {record_dir}: no recorded run there")

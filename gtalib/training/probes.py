@@ -198,10 +198,12 @@ def probe_run(run_folder, data_dir=None) -> dict:
 
     Raises:
         RunIncompleteError: the run has no ``DONE`` (its checkpoint is not the final weights).
-        FileNotFoundError: no ``spec.json``, or no single-file ``checkpoints/last.ckpt`` (the run
-            must be trained with its checkpoint kept).
+        FileNotFoundError: no such folder, no ``spec.json``, or no single-file
+            ``checkpoints/last.ckpt`` (the run must be trained with its checkpoint kept).
     """
     path = Path(run_folder)
+    if not path.is_dir():
+        raise FileNotFoundError(f"run folder {path}: no such folder")
     spec = load_spec(path)
     if not is_done(path):
         raise RunIncompleteError(f"run {path} is not finished (no DONE file): its checkpoint does "

@@ -202,8 +202,13 @@ def test_cli_prints_a_row_per_run_and_says_why_a_run_is_not_probed(kept_run, tmp
     assert row.split()[0] == spec.run_id and spec.describe() in row
     bare = tmp_path / spec.run_id
     shutil.copytree(path, bare, ignore=shutil.ignore_patterns("checkpoints"))
-    assert cli.main(["probe", str(bare)]) == 1
-    assert "trained with its checkpoint kept" in capsys.readouterr().err
+    assert cli.main(["probe", str(bare)]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""  # no table header above errors alone
+    assert out.err.startswith("gtalib probe: error: not probed: ")
+    assert "trained with its checkpoint kept" in out.err
     (bare / "DONE").unlink()
-    assert cli.main(["probe", str(bare)]) == 1
+    assert cli.main(["probe", str(bare)]) == 2
     assert "not finished" in capsys.readouterr().err
+    assert cli.main(["probe", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err

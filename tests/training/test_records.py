@@ -307,6 +307,10 @@ def test_record_check_cli_counts_outcomes_and_fails_on_a_mismatch(finished_run, 
         assert main(["record", *action, "--record-dir", str(tmp_path / "nowhere")]) == 2
         assert capsys.readouterr().err == (f"gtalib record {action[0]}: error: --record-dir "
                                            f"{tmp_path / 'nowhere'}: no such folder\n")
+    for bad in ("", "a/b"):  # not a run id: refused before the record folder is looked at
+        assert main(["record", "check", bad, "--record-dir", str(tmp_path)]) == 2
+        assert "each must be a run id as `gtalib record list` prints it" in \
+            capsys.readouterr().err
     # --keep: the re-training stays in the given store, where record add can take it
     keep = tmp_path / "kept"
     shutil.copy(path / "metrics.csv", folder / "metrics.csv")
