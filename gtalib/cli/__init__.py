@@ -35,9 +35,18 @@ from gtalib.cli.core import run_reporting_errors
 SUBCOMMANDS = (train, data, record, probe, tables, book, decode)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other error of the command
+    (``gtalib book: error: argument --seeds: …``, exit 2), pointing to ``--help`` instead of
+    printing the usage block. Its subparsers are of the same class (argparse's default)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``gtalib`` parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gtalib",
         description="Attention variants of Multi-Head Low-Rank Attention (MLRA, arXiv 2603.02188): "
                     "train them, build the corpora, print the tables, build the book.",

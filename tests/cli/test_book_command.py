@@ -32,3 +32,16 @@ def test_bad_numbers_are_refused_by_flag_before_anything_runs(capsys):
             cli.main(["book", "--budget", bad, "--predict"])
         assert (f"argument --budget: expected a positive number of minutes or 'none', got "
                 f"'{bad}'") in capsys.readouterr().err
+
+
+def test_an_argument_error_is_one_line_naming_the_command_and_its_help(capsys):
+    import pytest
+
+    for argv, head in ((["book", "--seeds", "0"], "gtalib book: error: argument --seeds: "),
+                       (["record", "chek"], "gtalib record: error: argument ACTION: invalid "),
+                       (["tables", "kv", "--nope"], "gtalib: error: unrecognized arguments: --nope")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith(head)
+        assert "usage:" not in err and err.rstrip().endswith("--help`)")
