@@ -1,11 +1,14 @@
 """The scale ladder chapter: the paired final ΔL of every ladder point (depth, training length,
-arm) with its interval and verdict, the parameter matching per rung, the sentences that say where
-a series changes sign, and the page's figure and table.
+arm) with its interval and verdict, the parameter matching per rung and per width (the width
+axis' table, :mod:`gtalib.book.width`), the sentences that say where a series changes sign, the
+paragraph on its seeds and its family of tests beside the ablation pages', and the page's figure
+and table.
 
 Reads :mod:`gtalib.book.figures` (the ladder, its runs, the paper's perplexities),
 :mod:`gtalib.book.plan`, :mod:`gtalib.book.collect` (runs and pair sources),
 :mod:`gtalib.book.stats` (interval, verdict, table columns) and :mod:`gtalib.book.style`;
-:mod:`gtalib.model` for the parameter counts per rung.
+:mod:`gtalib.model` for the parameter counts per rung and width, and
+:mod:`gtalib.training.config` for the ablation pages' training lengths.
 ΔL = L(arm) − L(rec), final validation loss in nats; depths in layers, lengths in steps.
 """
 
@@ -22,8 +25,9 @@ from gtalib.book import figures as F
 from gtalib.book.collect import (Collected, collect_runs, missing_notice, pair_source_lines,
                                  pair_source_summary, sources_notice)
 from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
-                               verdict_text)
-from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, set_style
+                               verdict_text, visible_text)
+from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, curve_limits, plural,
+                               set_style)
 from gtalib.model.presets import PRESETS
 
 
@@ -44,6 +48,8 @@ class LadderResult:
             at 2.9 B parameters, ``ln PPL(alt) − ln PPL(rec)``, NaN where the paper has no such
             arm; ``pair_source``: :func:`pair_source_summary` of the point's pairs).
         params: parameter matching per rung: ``n_layer, config, n_params, vs_mha_pct``.
+        seeds: seeds per point of the depth and length axes; width_seeds: per variant and
+            width on the width axis (:mod:`gtalib.book.width`; 0 without one).
     """
 
     preset: str
@@ -53,6 +59,7 @@ class LadderResult:
     per_seed: pd.DataFrame
     points: pd.DataFrame
     params: pd.DataFrame
+    width_seeds: int = 0
 
 
 def paper_delta(key: str, variant: str) -> float:
@@ -75,7 +82,7 @@ def ladder_params(preset: str) -> pd.DataFrame:
     """Total parameters of every configuration of ``preset``'s depth and token axes at every
     depth, and its deviation from MHA's at the same depth in percent (the FFN width is solved
     per depth by :func:`gtalib.model.presets.model_config`; the width axis':
-    :func:`gtalib.book.width.width_params`)."""
+    :func:`width_params`)."""
     from gtalib.book import figures
     from gtalib.model.params import count_params
     from gtalib.model.presets import model_config
@@ -94,13 +101,61 @@ def ladder_params(preset: str) -> pd.DataFrame:
                                        "vs_mha_pct"])
 
 
+def width_params(preset: str) -> pd.DataFrame:
+    """Every width-axis configuration of ``preset``: ``d_model, n_head, head_dim, config,
+    intermediate_size, kv_lora_rank, block_width`` (the latent's width per block, ``d_c`` over
+    the blocks; both ``<NA>`` without a latent, "—" as printed, :func:`format_width_params`),
+    ``n_params`` and ``vs_mha_pct``, the deviation from MHA at the same width in percent (the
+    SwiGLU width solved against the MHA model of that width,
+    :func:`gtalib.model.presets.model_config`).
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+    from gtalib.model.params import count_params
+    from gtalib.model.presets import model_config
+
+    from gtalib.book.ladders import WIDTH_FIELDS
+
+    lad = F.ladder(preset)
+    rows = []
+    for size in lad.widths:
+        opts = {**dict(zip(WIDTH_FIELDS, size)), "n_layer": lad.token_depth}
+        mha = count_params(model_config(preset, "mha", **opts))["total"]
+        for v in lad.width_variants:
+            cfg = model_config(preset, v, **opts)
+            n = count_params(cfg)["total"]
+            block = cfg.kv_lora_rank // cfg.latent_blocks if cfg.latent_blocks else None
+            rows.append((*size, F.display_name(v), cfg.intermediate_size, cfg.kv_lora_rank,
+                         block, n, 100 * (n - mha) / mha))
+    out = pd.DataFrame(rows, columns=["d_model", "n_head", "head_dim", "config",
+                                      "intermediate_size", "kv_lora_rank", "block_width",
+                                      "n_params", "vs_mha_pct"])
+    return out.astype({"kv_lora_rank": "Int64", "block_width": "Int64"})
+
+
+def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
+    """:func:`width_params` as printed: the columns named as on the page, "—" where a variant
+    has no latent (``d_c``, latent block), parameters with thousands separators and the
+    deviation from MHA in percent to three decimals."""
+    out = params.rename(columns={"intermediate_size": "F", "kv_lora_rank": "d_c",
+                                 "block_width": "latent block", "n_params": "parameters",
+                                 "vs_mha_pct": "vs MHA (%)"})
+    for col in ("d_c", "latent block"):
+        out[col] = ["—" if pd.isna(x) else str(int(x)) for x in out[col]]
+    out["parameters"] = [f"{int(x):,}" for x in out["parameters"]]
+    out["vs MHA (%)"] = [f"{x:+.3f}" for x in out["vs MHA (%)"]]
+    return out.reset_index(drop=True)
+
+
 def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bool = False,
                   confidence: float = 0.95, record_dir=None) -> LadderResult:
     """Collect the ladder's runs (local store, else recorded runs, else trained if ``train``)
     and compute the paired final ΔL of every point with its Student-t interval and verdict
     (:func:`gtalib.book.stats.family_verdicts`, the ladder's points one family; the seed sd is
     the larger of the two arms' standard deviations of the final loss).
-    ``seeds=None``: the seeds the ladder was recorded with (:attr:`figures.Ladder.seeds`).
+    ``seeds=None``: the seeds the ladder was recorded with (:attr:`figures.Ladder.seeds`, and
+    :attr:`~figures.Ladder.width_seeds` on the width axis); else ``seeds`` on every axis.
 
     Raises:
         KeyError: ``preset`` has no ladder. ValueError: ``seeds`` < 1.
@@ -108,7 +163,9 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
     from gtalib.book import figures
     from gtalib.book.plan import make_plan
 
-    seeds = figures.ladder(preset).seeds if seeds is None else seeds
+    lad = figures.ladder(preset)
+    width_seeds = (lad.width_seeds if seeds is None else seeds) if lad.width_variants else 0
+    seeds = lad.seeds if seeds is None else seeds
     refs = depth_runs(preset, seeds)
     collected = collect_runs(refs, make_plan(preset, 1), run_dir, train=train,
                              record_dir=record_dir)
@@ -153,7 +210,7 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
                          ("zero init better" if m > 0 else f"{arm} init better")
                          for v, arm, m in zip(verdicts, points["arm"], points["mean"])]
     return LadderResult(preset, seeds, confidence, collected, per_seed, points,
-                        ladder_params(preset))
+                        ladder_params(preset), width_seeds)
 
 
 def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max_steps: int) -> str:
@@ -385,7 +442,9 @@ def plot_ladder(result) -> plt.Figure:
 
 def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The ladder's points as printed: one row per (series, depth, length), with the columns of
-    :func:`format_final_table` (the pair source under it: :func:`ladder_pair_sources`)."""
+    :func:`gtalib.book.ablation.format_final_table`, "one run shows it?" included
+    (:func:`gtalib.book.stats.visible_text` of the mean ΔL and the seed sd; the pair source
+    under it: :func:`ladder_pair_sources`)."""
     if points.empty:
         return points
     out = pd.DataFrame({
@@ -398,8 +457,11 @@ def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.Da
                             points["resolvable"], points["pairs_needed"], confidence),
         "seed sd": points["seed_sd"].map("{:.4f}".format),
         "paper ΔL (≈)": points["paper"].map(lambda x: "—" if math.isnan(x) else f"{x:+.4f}"),
-        "verdict": [verdict_text(v, n, x, p) for v, n, x, p in
-                    zip(points["verdict"], points["n"], points["resolvable"], points["p_holm"])],
+        "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
+                    zip(points["verdict"], points["n"], points["resolvable"], points["p_holm"],
+                        points["mean"])],
+        "one run shows it?": [visible_text(m, sd) for m, sd in
+                              zip(points["mean"], points["seed_sd"])],
     })
     return out.reset_index(drop=True)
 
@@ -421,14 +483,75 @@ def ladder_lines(result) -> list[str]:
              for part, variant, arm, steps, _ in _ladder_series(_depth_points(result.points, lad))]
     lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
               + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
-    lines += [f"- *gate against training length* — "
+    lines += ["- *gate against training length* — "
               + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
     return lines
 
 
+def shared_rungs(result) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """The rungs that are an ablation page's own configuration (the preset's depth, the page's
+    training length, the ``alt`` arm of a variant that page shows): ``(ablation key, variants,
+    depth, steps)`` per page with such a rung; the runs are the same (same specification, same
+    run id) on both pages."""
+    from gtalib.training.config import train_config
+
+    depth = PRESETS[result.preset]["n_layer"]
+    out = []
+    for key in ("init", "gate"):
+        steps = dict(F.ablation(key).train.get(result.preset, ())).get(
+            "max_steps", train_config(result.preset).max_steps)
+        pts = result.points
+        on = pts[(pts["part"] == key) & (pts["arm"] == "alt") & (pts["n_layer"] == depth)
+                 & (pts["max_steps"] == steps)
+                 & pts["variant"].isin(F.figure_variants(key, result.preset))]
+        if not on.empty:
+            out.append((key, tuple(on["variant"]), depth, steps))
+    return out
+
+
+#: How :func:`seeds_words` names an ablation page.
+_PAGE = {"init": "initialisation", "gate": "gating"}
+
+
+def seeds_words(result) -> str:
+    """The Markdown above the ladder's table: how many seeds each axis pairs, that the verdicts
+    are Holm-adjusted across every point of the ladder, and, for the rungs an ablation page
+    shares (:func:`shared_rungs`), that the page uses its own number of seeds of the same runs
+    and adjusts across its own variants only, so that its interval and verdict can differ."""
+    n, family = result.seeds, int(result.points["p_holm"].notna().sum())
+    text = (f"**Seeds and verdicts on this page.** Every point of the depth and training-length "
+            f"axes pairs {plural(n, 'seed')} (seeds 0 to {n - 1}: the ladder's own count, "
+            f"whatever the book's)")
+    if result.width_seeds:
+        text += (f"; the width axis, at the end of the page, compares "
+                 f"{plural(result.width_seeds, 'seed')} of each variant at each width")
+    text += (f". Each verdict's p-value is Holm-adjusted across all {family} points of the table "
+             f"below as one family, not per series, so a point needs a smaller p-value here than "
+             f"on a page that adjusts across fewer tests.")
+    rungs, more = [], False
+    for key, variants, depth, steps in shared_rungs(result):
+        own = F.ablation(key).seeds.get(result.preset)
+        more |= own is not None and own > n
+        names = [F.display_name(v) for v in variants]
+        names = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        rungs.append(f"{names}, {_LADDER_DELTA[(key, 'alt')]}, at {depth} layers and "
+                     f"{steps:,} steps (the {_PAGE[key]} page, "
+                     + ("the book's seed count)" if own is None else f"{plural(own, 'seed')})"))
+    if rungs:
+        text += (f" Some rungs are the same runs (same specification, same run id) as an "
+                 f"ablation page's: {'; '.join(rungs)}. Each of those pages adjusts its "
+                 f"p-values only across its own variants"
+                 + (f" and reads more seeds of these runs than this page's {n}, so its "
+                    f"intervals are usually narrower" if more else "")
+                 + "; for the same configuration, an interval or a verdict there can differ "
+                   "from the one here (an effect *within noise* here can *agree* there).")
+    return text
+
+
 def show_ladder(result) -> None:
     """Display the ladder page: incomplete-runs notice, where the runs come from, the figure,
-    the sentence per series, the table of points and the parameter matching per rung."""
+    the sentence per series, the seeds and family of tests (:func:`seeds_words`), the table of
+    points and the parameter matching per rung (tables without a row index)."""
     from IPython.display import Markdown, display
 
     notice = missing_notice(result.collected)
@@ -441,11 +564,15 @@ def show_ladder(result) -> None:
     plt.show()
     lines = ladder_lines(result)
     display(Markdown("\n".join(lines)))
+    display(Markdown(seeds_words(result)))
     display(Markdown(final_table_words(result.confidence)))
-    display(format_ladder_table(result.points, result.confidence))
+    table = format_ladder_table(result.points, result.confidence)
+    display(_table_style(table.style.hide(axis="index")))
     display(Markdown(ladder_pair_sources(result.points)))
     display(Markdown(
         "**Parameter matching per rung:** total parameters of each configuration and its "
         "difference from MHA at the same depth; the SwiGLU width is solved at every depth."))
-    display(result.params.rename(columns={"n_layer": "layers", "intermediate_size": "F",
-                                          "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"}))
+    params = result.params.rename(columns={"n_layer": "layers", "intermediate_size": "F",
+                                           "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"})
+    display(_table_style(params.style.hide(axis="index").format(
+        {"parameters": "{:,}", "vs MHA (%)": "{:+.3f}"})))

@@ -258,15 +258,15 @@ def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float,
     could hide here"``. When the mean ΔL ``mean`` is larger than that half-width, its own
     (unadjusted) interval excludes zero and only the adjustment for the figure's other
     variants holds it back; the text says so instead of naming a size the mean already
-    exceeds. With one pair (``n`` < 2) it says there is no interval; any other verdict is
+    exceeds (the adjustment across the table's rows: a figure's variants, the ladder's
+    points). With one pair (``n`` < 2) it says there is no interval; any other verdict is
     returned with its adjusted p-value."""
     if n < 2:
         return f"{verdict_}: one pair, no interval"
     if verdict_ == "within noise":
         head = f"within noise (p = {p_holm:.2g} adjusted)"
         if abs(mean) > resolvable:
-            return (f"{head}: its own interval excludes zero, not after the adjustment for the "
-                    f"other variants")
+            return f"{head}: its own interval excludes zero, not after the adjustment"
         return f"{head}: |ΔL| < {resolvable:.3f} nats could hide here"
     return f"{verdict_} (p = {p_holm:.2g} adjusted)"
 
@@ -309,8 +309,8 @@ def final_table_words(confidence: float = 0.95) -> str:
         f"half-width t·s/√n, from the measured spread s of the paired ΔL; a mean at least that "
         f"large would exclude zero at this n. *Pairs to resolve*: the smallest n whose "
         f"half-width at the same s is below the measured |ΔL| (— : none up to {MAX_PAIRS}). "
-        f"Verdict: each variant's paired t-test of ΔL = 0, its p-value adjusted across the "
-        f"table's variants (Holm's step-down procedure, so that the chance of any false effect "
+        f"Verdict: each row's paired t-test of ΔL = 0, its p-value adjusted across the "
+        f"table's rows (Holm's step-down procedure, so that the chance of any false effect "
         f"in the table stays at or below {1 - confidence:.0%}); *agrees* / *differs* by the sign "
         f"of the paper's ΔL when the adjusted p-value is at most {1 - confidence:.2g}, else "
         f"*within noise*, naming the |ΔL| that could hide at this n (or, where its own interval "

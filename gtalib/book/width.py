@@ -1,12 +1,14 @@
 """The scale ladder's width axis: MLRA-4's gap to the best of the other variants at each width of
 the ladder and against training length, paired by seed with its Student-t interval; the sentence
-that states the trend; the parameter matching per width and the cost of a width's runs; the table
-the ladder and main-results pages show.
+that states the trend; the cost of a width's runs; the section the ladder and main-results pages
+show.
 
-Reads :mod:`gtalib.book.figures` (the ladder, its runs, names), :mod:`gtalib.book.plan`,
-:mod:`gtalib.book.collect` (runs, where they come from), :mod:`gtalib.book.stats` (the paired
-interval and the ranking test) and :mod:`gtalib.book.style`; :mod:`gtalib.model` for parameter
-counts and :mod:`gtalib.training.record_costs` for recorded costs.
+Reads :mod:`gtalib.book.figures` (the ladder, its runs, names), :mod:`gtalib.book.plan` (the
+runs the book plans, which the length axis draws on), :mod:`gtalib.book.collect` (runs, where
+they come from), :mod:`gtalib.book.stats` (the paired interval and the ranking test),
+:mod:`gtalib.book.style` and :mod:`gtalib.book.ladder` (the parameter matching per width);
+:mod:`gtalib.model` for parameter counts and :mod:`gtalib.training.record_costs` for recorded
+costs.
 
 Definitions (losses in nats per token; the named variant is MLRA-4 at ``cpu``,
 :attr:`gtalib.book.ladders.Ladder.width_named`):
@@ -23,7 +25,9 @@ Definitions (losses in nats per token; the named variant is MLRA-4 at ``cpu``,
   ``g_last(s) − g_first(s)``, over the seeds both points have, with its Student-t interval (the
   same paired interval: each seed's change is one value). The gap *falls* when that interval
   lies below zero, *rises* when above, else it does not change beyond noise. The best other may
-  differ between points; the table names it.
+  differ between points; the table names it. The ends may plan different seeds (the length
+  axis: 5 at ``cpu``'s 250 and 1,000 steps, 3 at 2,000, :func:`length_refs`): each gap uses all
+  of its point's, the change only those both ends have.
 
 Cost of a width's runs (:func:`width_cost`): each run's recorded core-seconds at the preset's
 width (the median over its bundles, ``gtalib record costs``, ``docs/recorded_runs.md``) × the
@@ -38,12 +42,14 @@ core-minutes for one seed of the five variants, 4.5 core-hours for the 25 runs o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from gtalib.book import figures as F
 from gtalib.book.collect import Collected, collect_runs, sources_notice
+from gtalib.book.ladder import format_width_params, width_params
 from gtalib.book.stats import delta_stats, ranking_test
 from gtalib.book.style import _table_style, plural
 
@@ -126,6 +132,12 @@ def _interval(mean: float, low: float, high: float, n: int) -> str:
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
+def _and(names) -> str:
+    """``"GQA, MLA and MLRA-2"``: names joined by commas and a final "and"."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def point_text(axis: str, point) -> str:
     """A point as the pages name it: ``"d_model 256"`` on the width axis, ``"1,000 steps"`` on
     the length axis.
@@ -143,18 +155,21 @@ def point_text(axis: str, point) -> str:
 def trend_sentence(points: pd.DataFrame, per_seed: pd.DataFrame, named: str, axis: str,
                    confidence: float = 0.95) -> str:
     """One sentence on how the named variant's gap to the best other variant changes along an
-    axis (:func:`gap_points`' ``points`` and ``per_seed``), with every gap's interval and the
-    change's (:func:`gap_trend`), whatever its sign; where a point lacks runs it says how many
-    and states no trend beyond the points that have a gap."""
+    axis (:func:`gap_points`' ``points`` and ``per_seed``), with every gap's interval, the
+    variants it compares and its pairs, and the change's (:func:`gap_trend`), whatever its sign,
+    saying when it is paired over fewer seeds than an end has; where a point lacks runs it says
+    how many and states no trend beyond the points that have a gap."""
     name = F.display_name(named)
     head = f"{name}'s gap to the best other variant (final validation loss, {name} − best)"
     have = points[points["best"].notna()]
     lacking = points[points["best"].isna()]
 
     def at(r):
+        best = F.display_name(r["best"])
+        vs = (f"vs {best}, the only other variant there" if len(r["others"]) == 1 else
+              f"vs {best}, the best of {_and(map(F.display_name, r['others']))}")
         return (f"{_interval(r['mean'], r['low'], r['high'], r['n'])} at "
-                f"{point_text(axis, r['point'])} (vs {F.display_name(r['best'])}, "
-                f"{plural(r['n'], 'pair')})")
+                f"{point_text(axis, r['point'])} ({vs}; {plural(r['n'], 'pair')})")
 
     def why(r):
         lack = r["needed"] - r["done"]
@@ -175,8 +190,12 @@ def trend_sentence(points: pd.DataFrame, per_seed: pd.DataFrame, named: str, axi
     path = (f"from {gaps[0]}" + "".join(f" through {g}" for g in gaps[1:-1]) + f" to {gaps[-1]}")
     if ch is None:
         return f"{head} goes {path}; no seed has both ends, so no paired change{tail}."
-    change = (f"a change of {_interval(ch.mean, ch.low, ch.high, ch.n)} over "
-              f"{plural(ch.n, 'seed')} paired by seed")
+    # the trend pairs seeds across the two ends; an end with more seeds than the other shows
+    # its gap over all of them, so the change is not the difference of the two gaps shown
+    over = (plural(ch.n, "seed") if ch.n >= max(first["n"], last["n"]) else
+            f"the {plural(ch.n, 'seed')} that both {point_text(axis, first['point'])} and "
+            f"{point_text(axis, last['point'])} have")
+    change = f"a change of {_interval(ch.mean, ch.low, ch.high, ch.n)} over {over}, paired by seed"
     if ch.n < 2:
         sentence = f"{head} {'falls' if ch.mean < 0 else 'rises'} {path}: {change}"
     elif ch.high < 0:
@@ -207,10 +226,13 @@ class WidthGap:
         collected: the runs of both axes (:func:`gtalib.book.collect.collect_runs`).
         width, length: :func:`gap_points` tables of the width axis (``point`` = ``d_model``)
             and of training length at the width axis' depth and the preset's width (``point`` =
-            steps); ``width_per_seed``, ``length_per_seed``: their per-seed gaps.
+            steps, :func:`length_refs`); ``width_per_seed``, ``length_per_seed``: their
+            per-seed gaps.
         width_sentence, length_sentence: :func:`trend_sentence` of each axis.
         params: :func:`width_params`.
         note: why there is no width axis at ``preset`` (then every frame is empty), else ``""``.
+        width_seeds: seeds per variant and width the width axis plans.
+        length_runs: :func:`length_refs`, the runs the length axis plans and their sources.
     """
 
     preset: str
@@ -225,31 +247,79 @@ class WidthGap:
     length_sentence: str
     params: pd.DataFrame
     note: str = ""
+    width_seeds: int = 0
+    length_runs: list = field(default_factory=list)
 
 
 def width_refs(preset: str, seeds: int | None = None) -> list[tuple[str, object, object]]:
     """``(axis, point, RunRef)`` of every run the width section reads: the width axis
-    (:func:`gtalib.book.figures.ladder_runs` ``part="width"``; point ``d_model``) and, on the
-    length axis, the width axis' runs at the preset's width (the base length) plus the token
-    axis' runs without the gate at its other lengths (point: steps). ``seeds=None``: each axis
-    its own count.
+    (:func:`gtalib.book.figures.ladder_runs` ``part="width"``; point ``d_model``) and the length
+    axis (point: steps, :func:`length_refs`). ``seeds=None``: each source its own count.
 
     Raises:
         KeyError: no ladder at ``preset``.
     """
+    out = [("width", ref_width(r, preset)[0], r) for r in F.ladder_runs(preset, seeds, "width")]
+    return out + [("steps", steps, r) for steps, r, _ in length_refs(preset, seeds)]
+
+
+#: Where a length point's runs come from (:func:`length_refs`), in the order that breaks a tie
+#: between two that plan a run: the width axis' own, the main table's, an ablation page's (its
+#: key), the ladder's gate runs.
+_SOURCE_ORDER = ("width", "main", *F.ABLATIONS, "ladder")
+
+
+def length_refs(preset: str, seeds: int | None = None) -> list[tuple[int, object, str]]:
+    """``(steps, RunRef, source)`` of every run of the length axis, in length, variant and
+    seed order: the width axis' variants at the main results' configuration (zero init, no
+    gate, latent scale on, 1× heads), the ladder's token depth and the preset's width, at each
+    length of the ladder's token axis (``base_steps`` × ``token_factors``). At ``base_steps``
+    they are the width axis' runs (source ``"width"``), so that point is the width table's
+    first; at a longer length, every run of that configuration and length the book plans: the
+    main table's (``"main"``), an ablation page's arm that is this configuration (its key: at
+    ``cpu``'s 1,000 steps the gating page's runs without the gate) and the ladder's gate runs
+    without the gate (``"ladder"``); a run two of them plan (same specification, same run id)
+    is read once, from the source that plans the most seeds of that variant at that length
+    (then the first in :data:`_SOURCE_ORDER`). A variant has the seeds its sources
+    plan: ``seeds=None``: each source its own count (:func:`gtalib.book.plan.make_plan` at the
+    book's smallest count, 1, which every plan of the book holds); else seeds ``0..seeds-1``.
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+    from gtalib.book.plan import make_plan
+    from gtalib.model.presets import PRESETS
+    from gtalib.training.config import train_config
+
     lad = F.ladder(preset)
-    out = []
-    for r in F.ladder_runs(preset, seeds, "width"):
-        d_model = ref_width(r, preset)[0]
-        out.append(("width", d_model, r))
-        if d_model == lad.widths[0][0]:
-            out.append(("steps", lad.base_steps, r))
-    for r in F.ladder_runs(preset, seeds, "gate"):
-        steps = dict(r.train)["max_steps"]
-        if (r.variant in lad.token_variants and r.arm == "alt" and steps != lad.base_steps
-                and dict(r.options)["n_layer"] == lad.token_depth):
-            out.append(("steps", steps, r))
-    return out
+    lengths = [lad.base_steps * f for f in lad.token_factors]
+    default_steps, depth = train_config(preset).max_steps, PRESETS[preset]["n_layer"]
+    plan = make_plan(preset, seeds or 1)
+    found = [("width", r) for r in F.ladder_runs(preset, seeds, "width")]
+    found += [(key, r) for key, refs in plan.figure_refs.items() for r in refs]
+    found += [("ladder", r) for r in F.ladder_runs(preset, seeds, "gate")]
+    on_axis = []
+    for source, r in found:
+        opts = dict(F.canonical_options(r.options))
+        steps = dict(r.train).get("max_steps", default_steps)
+        # the main configuration (no option left once the defaults and the token depth are
+        # dropped), a width variant, a token length; the base length is the width axis' own
+        if (opts.pop("n_layer", depth) == lad.token_depth and not opts
+                and r.variant in lad.width_variants and steps in lengths
+                and (steps == lad.base_steps) == (source == "width")
+                and (seeds is None or r.seed < seeds)):
+            on_axis.append((steps, r, source))
+    # a run two sources plan is read from the one planning the most seeds of its variant at
+    # that length (then the first in _SOURCE_ORDER), so a page's runs are named as that page's
+    count = Counter((steps, r.variant, source) for steps, r, source in on_axis)
+    seen, out = set(), []
+    for steps, r, source in sorted(on_axis, key=lambda t: (-count[(t[0], t[1].variant, t[2])],
+                                                           _SOURCE_ORDER.index(t[2]))):
+        if (r.variant, steps, r.seed) not in seen:
+            seen.add((r.variant, steps, r.seed))
+            out.append((steps, r, source))
+    order = {v: i for i, v in enumerate(lad.width_variants)}
+    return sorted(out, key=lambda t: (lengths.index(t[0]), order[t[1].variant], t[1].seed))
 
 
 def ref_width(ref, preset: str) -> tuple[int, int, int]:
@@ -297,22 +367,26 @@ def width_gap(preset: str, seeds: int | None = None, run_dir=None, train: bool =
     finals = _final_losses(collected)
     tables = {}
     for axis in ("width", "steps"):
-        rows = [(p, r) for a, p, r in refs if a == axis]
-        needed = pd.DataFrame([(p, r.variant, r.seed) for p, r in rows],
+        rows = [(p, r, _key(r, p if axis == "steps" else lad.base_steps))
+                for a, p, r in refs if a == axis]
+        needed = pd.DataFrame([(p, r.variant, r.seed) for p, r, _ in rows],
                               columns=["point", "variant", "seed"])
-        final = pd.DataFrame([(p, r.variant, r.seed, finals[_key(r)]) for p, r in rows
-                              if _key(r) in finals], columns=["point", "variant", "seed", "loss"])
+        final = pd.DataFrame([(p, r.variant, r.seed, finals[k]) for p, r, k in rows
+                              if k in finals], columns=["point", "variant", "seed", "loss"])
         pts, per_seed = gap_points(final, needed, lad.width_named, confidence)
         tables[axis] = (pts, per_seed, trend_sentence(pts, per_seed, lad.width_named, axis,
                                                       confidence))
     return WidthGap(preset, lad.width_named, confidence, collected, tables["width"][0],
                     tables["width"][1], tables["steps"][0], tables["steps"][1],
-                    tables["width"][2], tables["steps"][2], width_params(preset))
+                    tables["width"][2], tables["steps"][2], width_params(preset),
+                    width_seeds=lad.width_seeds if seeds is None else seeds,
+                    length_runs=length_refs(preset, seeds))
 
 
-def _key(ref) -> tuple:
-    """A run's key in :func:`_final_losses`: its label (which names its sizes) and length."""
-    return ref.label, dict(ref.train)["max_steps"], ref.seed
+def _key(ref, steps: int) -> tuple:
+    """A run's key in :func:`_final_losses`: its label (which names its sizes), its length in
+    steps, its seed."""
+    return ref.label, steps, ref.seed
 
 
 def _final_losses(collected: Collected) -> dict:
@@ -327,40 +401,8 @@ def _final_losses(collected: Collected) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Parameter matching and cost per width
+# Cost per width (the parameter matching per width: gtalib.book.ladder.width_params)
 # ---------------------------------------------------------------------------------------------
-
-def width_params(preset: str) -> pd.DataFrame:
-    """Every width-axis configuration of ``preset``: ``d_model, n_head, head_dim, config,
-    intermediate_size, kv_lora_rank, block_width`` (the latent's width per block, ``d_c`` over
-    the blocks; both ``<NA>`` without a latent), ``n_params`` and ``vs_mha_pct``, the deviation from MHA
-    at the same width in percent (the SwiGLU width solved against the MHA model of that width,
-    :func:`gtalib.model.presets.model_config`).
-
-    Raises:
-        KeyError: no ladder at ``preset``.
-    """
-    from gtalib.model.params import count_params
-    from gtalib.model.presets import model_config
-
-    from gtalib.book.ladders import WIDTH_FIELDS
-
-    lad = F.ladder(preset)
-    rows = []
-    for size in lad.widths:
-        opts = {**dict(zip(WIDTH_FIELDS, size)), "n_layer": lad.token_depth}
-        mha = count_params(model_config(preset, "mha", **opts))["total"]
-        for v in lad.width_variants:
-            cfg = model_config(preset, v, **opts)
-            n = count_params(cfg)["total"]
-            block = cfg.kv_lora_rank // cfg.latent_blocks if cfg.latent_blocks else None
-            rows.append((*size, F.display_name(v), cfg.intermediate_size, cfg.kv_lora_rank,
-                         block, n, 100 * (n - mha) / mha))
-    out = pd.DataFrame(rows, columns=["d_model", "n_head", "head_dim", "config",
-                                      "intermediate_size", "kv_lora_rank", "block_width",
-                                      "n_params", "vs_mha_pct"])
-    return out.astype({"kv_lora_rank": "Int64", "block_width": "Int64"})
-
 
 def width_cost(preset: str, costs=None) -> pd.DataFrame:
     """Estimated core-seconds of every width-axis run beyond the preset's width, from the
@@ -458,34 +500,74 @@ def _width_cell(d_model, named: str, preset: str | None) -> str:
     return f"{d_model} ({size[1]} × {size[2]}{block})"
 
 
+#: How :func:`width_words` names a length point's source (:func:`length_refs`); an ablation
+#: page's by its title and the arm that is the main configuration.
+_SOURCE_WORDS = {"width": "the width axis' runs at d_model {d_model} (the width table's first row)",
+                 "main": "the main table's runs",
+                 "ladder": "the scale ladder's gate runs without the gate"}
+
+
+def _source_words(source: str, preset: str) -> str:
+    """A :func:`length_refs` source as :func:`width_words` names it."""
+    if source in _SOURCE_WORDS:
+        return _SOURCE_WORDS[source].format(d_model=F.ladder(preset).widths[0][0])
+    fig = F.ablation(source)
+    arm = next(opts for opts in (fig.alt, fig.rec) if not F.canonical_options(opts.items()))
+    label = F.config_label("mha", arm).removeprefix("MHA").strip()
+    return f"the {fig.title.split(':')[0].lower()} page's runs" + (f" ({label})" if label else "")
+
+
+def length_plan_words(result: WidthGap) -> list[str]:
+    """Per length of :attr:`WidthGap.length_runs`: where its runs come from (per source, the
+    variants with each seed count) and which of the width axis' variants have none there."""
+    lad = F.ladder(result.preset)
+    seeds: dict = {}
+    for steps, r, source in result.length_runs:
+        seeds.setdefault(steps, {}).setdefault(source, {}).setdefault(r.variant, set()).add(
+            r.seed)
+    out = []
+    for steps, by_source in seeds.items():
+        parts = []
+        for source in sorted(by_source, key=_SOURCE_ORDER.index):
+            per_variant = by_source[source]
+            counts: dict = {}
+            for v, ss in per_variant.items():
+                counts.setdefault(len(ss), []).append(F.display_name(v))
+            parts += [f"{_source_words(source, result.preset)}, {plural(n, 'seed')} of "
+                      f"{_and(vs)}" for n, vs in sorted(counts.items(), reverse=True)]
+        absent = [F.display_name(v) for v in lad.width_variants
+                  if not any(v in pv for pv in by_source.values())]
+        out.append(f"at {steps:,} steps " + "; ".join(parts) + (
+            f" ({_and(absent)} {'has' if len(absent) == 1 else 'have'} no run of that length)"
+            if absent else ""))
+    return out
+
+
 def width_words(result: WidthGap) -> str:
-    """The Markdown above the width section's tables: what the gap is, where the runs are, and
-    which other variants each length has."""
+    """The Markdown above the width section's tables: what the gap is, how many seeds, where
+    each length's runs come from and which variants it compares."""
     lad = F.ladder(result.preset)
     name = F.display_name(result.named)
     others = ", ".join(F.display_name(v) for v in lad.width_variants if v != result.named)
-    long_others = sorted({v for p, others in zip(result.length["point"], result.length["others"])
-                          if p != lad.base_steps for v in others})
-    lengths = [f"{p:,}" for p in result.length["point"] if p != lad.base_steps]
     claim = ("the paper's ranking claim (MLRA-4 lowest)" if result.named == "mlra-4" else
              f"“{name} lowest” (the paper's ranking claim is MLRA-4's)")
-    only = (f" At {' and '.join(lengths)} steps the runs are the gate's token axis without the "
-            f"gate, whose only other variant is "
-            f"{', '.join(map(F.display_name, long_others)) or 'none complete'}, so there the best "
-            f"other is that one." if lengths else "")
+    lengths = length_plan_words(result)
     return (
         f"**{name}'s gap to the best other variant.** {name} and {others} at the main results' "
         f"configuration (zero init, no gate, latent scale on, 1× heads), {lad.token_depth} "
-        f"layers, {lad.base_steps:,} steps, at each width below, every variant parameter-matched "
+        f"layers, {lad.base_steps:,} steps, at each width below, "
+        f"{plural(result.width_seeds, 'seed')} each, every variant parameter-matched "
         f"to the MHA model of that width by its SwiGLU width. Per seed, {name}'s final "
         f"validation loss minus that of the best other variant (the lowest mean over seeds of "
         f"the variants whose runs are all complete), paired by seed, with its "
         f"{result.confidence:.0%} Student-t interval; > 0: {name} is behind. *{name} lowest?*: "
         f"the paired test of {claim} on the same pairs, *agrees* when the interval of the best "
         f"other's loss minus {name}'s lies above zero, *differs* when below, else *within "
-        f"noise*. The same gap against "
-        f"training length at {lad.token_depth} layers and the narrowest width: the first row "
-        f"is the width table's first.{only}")
+        f"noise*. The same gap against training length at {lad.token_depth} layers and the "
+        f"narrowest width, from every run of these variants the book has at each length: "
+        + "; ".join(lengths) + ". Each length compares the variants it has, over all of its "
+        "seeds; the change from the first length to the last is paired over the seeds both "
+        "have.")
 
 
 def incomplete_notice(collected: Collected) -> str | None:
@@ -528,6 +610,4 @@ def show_width_gap(result: WidthGap, parameters: bool = True) -> None:
     if parameters:
         display(Markdown("**Parameter matching per width:** total parameters of each width-axis "
                          "configuration and its difference from MHA at the same width."))
-        display(result.params.rename(columns={
-            "intermediate_size": "F", "kv_lora_rank": "d_c", "block_width": "latent block",
-            "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"}))
+        display(_table_style(format_width_params(result.params).style.hide(axis="index")))

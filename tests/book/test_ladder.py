@@ -161,9 +161,21 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     assert "does not take the paper's sign at the longest rung" in L.token_sentence(
         never, "mla", 2)
     assert L.token_sentence(r.points, "mla", 1) == "MLA at 1 layer: no complete point."
+    # the ci ladder's 10 points (MHA normal and scaled at 1 and 2 layers; GQA at 1 and 2 layers,
+    # 10 and 30 steps; MLA's token axis at 2 layers, 10 and 30 steps) are one Holm family
+    assert len(r.points) == 10 and r.width_seeds == 2
+    words = L.seeds_words(r)
+    assert "pairs 2 seeds (seeds 0 to 1" in words and "compares 2 seeds of each variant" in words
+    assert "Holm-adjusted across all 10 points" in words
+    # one run shows a point when |ΔL| exceeds the larger arm's seed sd: here the alt arm's,
+    # std(offset, offset + 0.002) = 0.002/√2 (the rec arm is constant)
+    assert pts["seed_sd"].tolist() == pytest.approx([0.002 / math.sqrt(2)] * 10)
+    assert L.format_ladder_table(r.points)["one run shows it?"].tolist() == [
+        "yes" if abs(m) > 0.002 / math.sqrt(2) else "no" for m in r.points["mean"]]
     import matplotlib
     matplotlib.use("Agg")
     fig = L.plot_ladder(r)
+    L.show_ladder(r)  # displays without error outside a notebook too
     # the depth panels hold the depth axis only; the token panel holds MLA and GQA at 2 layers
     assert not any("MLA" in t.get_text() for t in fig.axes[1].get_legend().get_texts())
     assert {t.get_text() for t in fig.axes[2].get_legend().get_texts()} == {
@@ -232,3 +244,56 @@ def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, mon
     assert not any("60 steps" in t for t in depth_labels)
     assert any("30 steps" in t for t in depth_labels)
     assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == ["10", "30", "60"]
+
+
+def test_the_ladder_table_says_whether_one_run_shows_each_point():
+    """|mean ΔL| against the seed sd of one arm's final loss, as on the ablation pages: 0.03 > 0.02
+    yes, |-0.01| < 0.02 no, one pair (no sd) n/a."""
+    pts = pd.DataFrame({
+        "part": ["init", "gate", "init"], "variant": ["mha", "gqa", "tpa"],
+        "arm": ["alt", "alt", "scaled"], "n_layer": [2, 8, 4], "max_steps": [250, 1000, 250],
+        "n": [3, 3, 1], "mean": [0.03, -0.01, 0.5], "low": [0.01, -0.02, math.nan],
+        "high": [0.05, 0.0, math.nan], "resolvable": [0.02, 0.01, math.nan],
+        "pairs_needed": [3.0, math.nan, math.nan], "seed_sd": [0.02, 0.02, math.nan],
+        "paper": [0.017, 0.024, math.nan], "p_holm": [0.04, 0.6, math.nan],
+        "verdict": ["agrees", "within noise", "undetermined (1 seed)"]})
+    t = L.format_ladder_table(pts)
+    assert t["one run shows it?"].tolist() == ["yes", "no", "n/a"]
+    assert list(t.index) == [0, 1, 2] and t.columns[-1] == "one run shows it?"
+
+
+def _result(preset, seeds, width_seeds, rows):
+    """A LadderResult whose points are ``rows`` of (part, variant, arm, n_layer, max_steps)."""
+    pts = pd.DataFrame(rows, columns=["part", "variant", "arm", "n_layer", "max_steps"])
+    pts["p_holm"] = 0.5
+    return L.LadderResult(preset, seeds, 0.95, None, pd.DataFrame(), pts, pd.DataFrame(),
+                          width_seeds)
+
+
+def test_the_page_states_its_seeds_its_family_and_where_the_ablation_pages_differ():
+    """cpu: the rungs at the book's depth (8 layers) and each ablation page's length (init 250,
+    gate 1000 steps) are those pages' runs; the pages read CPU_SEEDS (5) of them, the ladder its 3,
+    and the page says so with the family size (here 7 points, one of them not shared)."""
+    lad = F.ladder("cpu")
+    rows = [("init", v, "alt", 8, 250) for v in ("mha", "mla", "tpa")]
+    rows += [("init", "mha", "scaled", 8, 250), ("init", "mha", "alt", 2, 250)]
+    rows += [("gate", v, "alt", 8, 1000) for v in ("gqa", "mlra-4")]
+    r = _result("cpu", lad.seeds, lad.width_seeds, rows)
+    assert L.shared_rungs(r) == [("init", ("mha", "mla", "tpa"), 8, 250),
+                                 ("gate", ("gqa", "mlra-4"), 8, 1000)]
+    words = L.seeds_words(r)
+    assert F.CPU_SEEDS == 5 and (lad.seeds, lad.width_seeds) == (3, 5)
+    assert "axes pairs 3 seeds (seeds 0 to 2: the ladder's own count, whatever the book's); the " \
+           "width axis, at the end of the page, compares 5 seeds of each variant at each width" \
+        in words
+    assert "Holm-adjusted across all 7 points of the table below as one family" in words
+    assert ("MHA, MLA and TPA, normal − zero, at 8 layers and 250 steps (the initialisation page, "
+            "5 seeds); GQA and MLRA-4, no gate − gate, at 8 layers and 1,000 steps (the gating "
+            "page, 5 seeds)") in words
+    assert "reads more seeds of these runs than this page's 3" in words
+    # at the pages' own count there are no more seeds to read, only the family differs
+    same = L.seeds_words(_result("cpu", 5, 5, rows))
+    assert "more seeds" not in same and "adjusts its p-values only across its own variants" in same
+    # ci: no rung at the book's depth and an ablation page's length, no width text without one
+    ci = L.seeds_words(_result("ci", 2, 0, [("init", "mha", "alt", 2, 10)]))
+    assert "Some rungs" not in ci and "width axis" not in ci and "pairs 2 seeds" in ci

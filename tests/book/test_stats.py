@@ -95,7 +95,7 @@ def test_verdict_text_says_what_could_hide():
     # a mean beyond the half-width: its own interval excludes zero, only Holm holds it back
     assert S.verdict_text("within noise", 5, 0.020, 0.07, mean=0.0306) == (
         "within noise (p = 0.07 adjusted): its own interval excludes zero, not after the "
-        "adjustment for the other variants")
+        "adjustment")
     assert S.verdict_text("agrees", 3, 0.01, 0.0123) == "agrees (p = 0.012 adjusted)"
     assert S.pairs_text(3, 7.0) == "7" and S.resolvable_text(3, 0.03125) == "0.0312"
 

@@ -162,8 +162,8 @@ def test_the_trend_sentence_says_falls_rises_or_no_change_from_the_paired_change
     lo, hi = stats.t.interval(0.95, 2, loc=change.mean(), scale=stats.sem(change))
     assert s.startswith("MLRA-4's gap to the best other variant (final validation loss, "
                         "MLRA-4 − best) falls from +0.100 [")
-    assert "at d_model 128 (vs GQA, 3 pairs) to +0.043 [" in s
-    assert f"a change of {change.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] over 3 seeds paired by " \
+    assert "at d_model 128 (vs GQA, the only other variant there; 3 pairs) to +0.043 [" in s
+    assert f"a change of {change.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] over 3 seeds, paired by " \
            f"seed, its interval below zero" in s
     assert s.endswith("; at d_model 256 MLRA-4 is still behind the best other variant.")
     # the other sign: the gap rises (-0.18 → -0.10), the named variant still ahead at d 256
@@ -184,8 +184,8 @@ def test_the_sentence_counts_missing_runs_and_states_no_trend_without_two_points
     pts, per = _two_widths([2.10, 2.12, 2.08], None)
     s = W.trend_sentence(pts, per, "mlra-4", "width")
     assert " is +0.100 [" in s and s.endswith(
-        "] at d_model 128 (vs GQA, 3 pairs); at d_model 256, 3 of 6 runs are missing, so no trend "
-        "can be stated yet.")
+        "] at d_model 128 (vs GQA, the only other variant there; 3 pairs); at d_model 256, 3 of 6 "
+        "runs are missing, so no trend can be stated yet.")
     final, needed = _frames({(128, "mlra-4"): None, (128, "gqa"): None,
                              (256, "mlra-4"): None, (256, "gqa"): None})
     none, per = W.gap_points(final, needed, "mlra-4")
@@ -206,6 +206,72 @@ def test_the_sentence_counts_missing_runs_and_states_no_trend_without_two_points
         W.format_gap_table(pts, "mlra-4", "depth")
     with pytest.raises(KeyError, match="allowed"):
         W.ref_width(F.RunRef("gqa", "main", (), 0), "laptop")
+
+
+def test_the_sentence_names_every_variant_compared_and_pairs_the_trend_over_shared_seeds():
+    """Five seeds and three variants at 250 steps, three seeds and two variants at 2000: each gap
+    uses all of its point's seeds and names the variants it compares; the change pairs the three
+    seeds both ends have, so it is not the difference of the two gaps shown."""
+    rows = {(250, "gqa"): [2.00, 2.01, 2.02, 2.00, 2.03], (250, "mla"): [2.05] * 5,
+            (250, "mlra-4"): [2.10, 2.12, 2.11, 2.09, 2.13],
+            (2000, "gqa"): [1.50, 1.51, 1.49], (2000, "mlra-4"): [1.53, 1.545, 1.515]}
+    final = pd.DataFrame([(p, v, i, x) for (p, v), xs in rows.items() for i, x in enumerate(xs)],
+                         columns=["point", "variant", "seed", "loss"])
+    pts, per = W.gap_points(final, final.drop(columns="loss"), "mlra-4")
+    first = np.array([0.10, 0.11, 0.09, 0.09, 0.10])
+    last = np.array([0.03, 0.035, 0.025])
+    change = last - first[:3]  # seeds 0-2 only
+    s = W.trend_sentence(pts, per, "mlra-4", "steps")
+
+    def iv(x):
+        lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+        return f"{x.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    assert s == ("MLRA-4's gap to the best other variant (final validation loss, MLRA-4 − best) "
+                 f"falls from {iv(first)} at 250 steps (vs GQA, the best of GQA and MLA; 5 pairs) "
+                 f"to {iv(last)} at 2,000 steps (vs GQA, the only other variant there; 3 pairs): "
+                 f"a change of {iv(change)} over the 3 seeds that both 250 steps and 2,000 steps "
+                 f"have, paired by seed, its interval below zero; at 2,000 steps MLRA-4 is still "
+                 f"behind the best other variant.")
+    assert change.mean() != pytest.approx(last.mean() - first.mean())
+
+
+# --- the runs of the length axis ---------------------------------------------------------------
+
+
+def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
+    """cpu: 250 steps = the width axis' d-128 runs (5 variants x 5 seeds); 1000 steps = the gating
+    page's runs without the gate of the width variants it has (GQA, MLA, MLRA-2, MLRA-4 x 5 seeds;
+    its GLA-2 is not a width variant), which include the ladder's own 1000-step runs (same run
+    ids); 2000 steps = the ladder's GQA and MLRA-4 without the gate, 3 seeds. Every run is one
+    the default book plans."""
+    from gtalib.book.job import DEFAULT_SEEDS
+    from gtalib.book.plan import make_plan
+
+    data = synthetic.synthetic_identity("cpu")
+
+    def rid(r):
+        return specs.run_spec(r, "cpu", None, data).run_id
+
+    refs = W.length_refs("cpu")
+    got = {steps: {(r.variant, r.seed, src) for s, r, src in refs if s == steps}
+           for steps in (250, 1000, 2000)}
+    assert got[250] == {(v, i, "width") for v in WIDTH_VARIANTS for i in range(5)}
+    assert got[1000] == {(v, i, "gate") for v in ("gqa", "mla", "mlra-2", "mlra-4")
+                         for i in range(5)}
+    assert got[2000] == {(v, i, "ladder") for v in ("gqa", "mlra-4") for i in range(3)}
+    assert len(refs) == 25 + 20 + 6 == len({rid(r) for _, r, _ in refs})
+    plan = make_plan("cpu", DEFAULT_SEEDS)
+    planned = {rid(r) for r in (*plan.runs, *plan.ladder_refs)}
+    assert {rid(r) for _, r, _ in refs} <= planned
+    ladder_1000 = {rid(r) for r in F.ladder_runs("cpu", part="gate") if r.arm == "alt"
+                   and dict(r.train)["max_steps"] == 1000 and dict(r.options)["n_layer"] == 8}
+    assert ladder_1000 <= {rid(r) for s, r, _ in refs if s == 1000}
+    assert [s for s, _, _ in refs] == sorted(s for s, _, _ in refs)
+    # an explicit seed count takes seeds 0..n-1 of every source
+    two = W.length_refs("cpu", 2)
+    assert [sum(s == n for s, _, _ in two) for n in (250, 1000, 2000)] == [10, 8, 4]
+    assert {r.seed for _, r, _ in two} == {0, 1}
 
 
 # --- the whole section on a synthetic store ------------------------------------------------------
@@ -252,8 +318,9 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
     assert table["best other (mean loss)"].tolist()[0].startswith("GQA (")
     assert table["runs done"].tolist() == ["4 of 4", "4 of 4"]
     words = W.width_words(g)
-    assert "At 30 steps the runs are the gate's token axis without the gate, whose only other " \
-           "variant is GQA" in words
+    assert "at 10 steps the width axis' runs at d_model 128 (the width table's first row), 2 " \
+           "seeds of GQA and MLA; at 30 steps the scale ladder's gate runs without the gate, 2 " \
+           "seeds of GQA and MLA." in words and "only other" not in words
     # the wide runs missing: counted in the table, the notice and the sentence; nothing fails
     for rid in g.collected.status[g.collected.status["label"].str.contains("d_model=256")]["run_id"]:
         shutil.rmtree(tmp_path / rid)
@@ -269,6 +336,66 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
     none = W.width_gap("gpu")
     assert none.note.startswith("The `gpu` preset has no width axis") and none.width.empty
     W.show_width_gap(none)
+
+
+def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkeypatch):
+    """ci with a 20-step token rung (the gating page's own length there) and a gating page of 4
+    seeds: 10 steps = the width axis' runs (2 seeds), 20 = the gating page's runs without the gate
+    (4 seeds; the ladder's 2 are among them), 30 = the ladder's (2 seeds). Each gap is over its
+    point's seeds, the change 10 → 30 over seeds 0 and 1; a missing run leaves MLA out of 20."""
+    import shutil
+    from dataclasses import replace
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setitem(ladders.LADDERS, "ci", replace(F.ladder("ci"), token_factors=(1, 2, 3)))
+    monkeypatch.setitem(F.ABLATIONS, "gate", replace(F.ablation("gate"), seeds={"ci": 4}))
+    gaps = {10: lambda s: 0.1 + 0.002 * s, 20: lambda s: 0.05 + 0.01 * s,
+            30: lambda s: 0.02 + 0.005 * s * s}
+
+    def loss(ref):  # MLA (the named variant at ci) behind GQA by gaps[steps](seed) at d 128
+        steps = dict(ref.train).get("max_steps", 20)
+        wide = W.ref_width(ref, "ci")[0] == 256
+        behind = (0.04 if wide else gaps[steps](ref.seed)) if ref.variant == "mla" else 0.0
+        return 3.0 - 0.001 * steps + behind
+
+    _write_width_store(tmp_path, "ci", loss)
+    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    assert {s: {src for p, _, src in g.length_runs if p == s} for s in (10, 20, 30)} == {
+        10: {"width"}, 20: {"gate"}, 30: {"ladder"}}
+    pts = g.length.set_index("point")
+    assert pts["n"].to_dict() == {10: 2, 20: 4, 30: 2}
+    assert pts["needed"].to_dict() == {10: 4, 20: 8, 30: 4}
+    at20 = np.array([gaps[20](s) for s in range(4)])
+    lo, hi = stats.t.interval(0.95, 3, loc=at20.mean(), scale=stats.sem(at20))
+    assert pts.loc[20, "mean"] == pytest.approx(0.065)
+    assert (pts.loc[20, "low"], pts.loc[20, "high"]) == (pytest.approx(lo), pytest.approx(hi))
+    change = np.array([gaps[30](s) - gaps[10](s) for s in range(2)])  # -0.080, -0.077
+    ch = W.gap_trend(g.length_per_seed, 10, 30)
+    assert (ch.n, ch.mean) == (2, pytest.approx(change.mean()))
+    assert (f"a change of {change.mean():+.3f} [{ch.low:+.3f}, {ch.high:+.3f}] over 2 seeds, "
+            f"paired by seed") in g.length_sentence
+    assert "at 20 steps (vs GQA, the only other variant there; 4 pairs)" in g.length_sentence
+    assert "at 20 steps the gating ablation page's runs (no gate), 4 seeds of GQA and MLA" in \
+        W.width_words(g)
+    gone = [r for p, r, _ in g.length_runs if p == 20 and r.variant == "mla" and r.seed == 3]
+    shutil.rmtree(tmp_path / specs.run_spec(gone[0], "ci", None,
+                                             synthetic.synthetic_identity("ci")).run_id)
+    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    r20 = g.length.set_index("point").loc[20]
+    assert pd.isna(r20["best"]) and r20["left_out"] == (("mla", 3, 4),)
+    assert "at 20 steps, 1 of 8 runs is missing" in g.length_sentence
+    assert "over 2 seeds, paired by seed" in g.length_sentence  # 10 → 30 still paired
+
+
+def test_the_parameter_table_prints_a_dash_where_a_variant_has_no_latent():
+    from gtalib.book.ladder import format_width_params
+
+    t = format_width_params(W.width_params("cpu")).set_index(["d_model", "config"])
+    assert t.loc[(128, "MHA"), "d_c"] == t.loc[(256, "GQA"), "latent block"] == "—"
+    assert t.loc[(256, "MLRA-4"), ["d_c", "latent block"]].tolist() == ["256", "64"]
+    mha = count_params(model_config("cpu", "mha", d_model=256, head_dim=64, n_layer=8))["total"]
+    assert t.loc[(256, "MHA"), "parameters"] == f"{mha:,}" and "," in f"{mha:,}"
+    assert t.loc[(128, "MHA"), "vs MHA (%)"] == "+0.000"
 
 
 def test_width_cost_scales_the_recorded_narrow_run_by_the_flops_ratio(monkeypatch):
