@@ -34,7 +34,8 @@ from gtalib.book.curves import (auto_smoothing, delta_curves, final_deltas, fina
                                 plateau_escape, seed_band)
 from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
                                spread_rule_verdict, verdict_text, visible_text)
-from gtalib.book.style import MIN_BAND_SEEDS, _variant_style, curve_limits, plural, set_style
+from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, curve_limits, plural,
+                               set_style)
 from gtalib.model.presets import PRESETS
 
 # ---------------------------------------------------------------------------------------------
@@ -396,7 +397,7 @@ def show_ablation(result) -> None:
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence)))
-        display(format_final_table(result.final, result.confidence))
+        display(_table_style(format_final_table(result.final, result.confidence).style))
         if "pair source" in result.final:
             display(Markdown(pair_source_lines(dict(zip(
                 map(F.display_name, result.final.index), result.final["pair source"])))))

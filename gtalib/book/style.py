@@ -69,7 +69,12 @@ def _table_style(styler):
     if text:
         styler = styler.format(escape="html", subset=text)
     styler = styler.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
-    return styler.set_table_styles(_TABLE_CSS, overwrite=False)
+    styler = styler.set_table_styles(_TABLE_CSS, overwrite=False)
+    # a verdict is a sentence: give it room and read it left to right, so that its row does
+    # not grow to eight lines in the text column
+    wide = {c: [{"selector": "td", "props": "min-width: 14em; text-align: left;"}]
+            for c in data.columns if c == "verdict"}
+    return styler.set_table_styles(wide, overwrite=False) if wide else styler
 
 
 def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f}"):

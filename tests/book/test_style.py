@@ -24,3 +24,13 @@ def test_every_table_escapes_html_in_its_cells_and_labels():
     html = style._table_style(df.style.format("{:.2f}", subset=["ppl"])).to_html()
     assert "ΔL &lt; 0 for &lt;b&gt;all&lt;/b&gt;" in html and "&lt;i&gt;8&lt;/i&gt;" in html
     assert "<b>" not in html and "<i>" not in html and "13.67" in html
+
+
+def test_a_verdict_column_gets_room_for_its_sentence():
+    import pandas as pd
+
+    df = pd.DataFrame({"ΔL": ["+0.02"], "verdict": ["within noise (p = 0.13 adjusted): …"]})
+    html = style._table_style(df.style).to_html()
+    # the rule is keyed to the verdict column (its position, col1), not to every cell
+    assert "min-width: 14em" in html and html.count("min-width") == 1
+    assert "min-width" not in style._table_style(df[["ΔL"]].style).to_html()
