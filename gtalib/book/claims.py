@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gtalib.book.ablation import ablation_result
-from gtalib.book.main_results import MainResult, main_result, per_seed_table
+from gtalib.book.main_results import MainResult, complete_runs, main_result, per_seed_table
 from gtalib.book.curves import final_deltas
 from gtalib.book.stats import VERDICTS, pairs_text, ranking_test, verdict_text
 from gtalib.book.style import _table_style
@@ -278,12 +278,10 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
 def _main_values(main: MainResult) -> pd.DataFrame:
     """``[key, seed, value]``: each main-table configuration's average perplexity per seed, for
     the configurations whose runs are all complete (as in the page's table)."""
-    runs = main.collected.runs
-    complete = runs[~runs["label"].isin(set(main.collected.incomplete["label"]))] \
-        if not runs.empty else runs
-    if complete.empty:
+    runs = complete_runs(main.collected)
+    if runs.empty:
         return pd.DataFrame(columns=["key", "seed", "value"])
-    values = per_seed_table(complete)
+    values = per_seed_table(runs)
     return values.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]]
 
 

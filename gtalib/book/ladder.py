@@ -26,8 +26,8 @@ from gtalib.book.collect import (Collected, collect_runs, missing_notice, pair_s
                                  pair_source_summary, sources_notice)
 from gtalib.book.stats import (_interval_columns, delta_stats, family_verdicts, final_table_words,
                                verdict_text, visible_text)
-from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, curve_limits, plural,
-                               set_style)
+from gtalib.book.style import (MIN_BAND_SEEDS, _table_style, _variant_style, and_join,
+                               curve_limits, plural, set_style)
 from gtalib.model.presets import PRESETS
 
 
@@ -532,8 +532,7 @@ def seeds_words(result) -> str:
     for key, variants, depth, steps in shared_rungs(result):
         own = F.ablation(key).seeds.get(result.preset)
         more |= own is not None and own > n
-        names = [F.display_name(v) for v in variants]
-        names = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        names = and_join(F.display_name(v) for v in variants)
         rungs.append(f"{names}, {_LADDER_DELTA[(key, 'alt')]}, at {depth} layers and "
                      f"{steps:,} steps (the {_PAGE[key]} page, "
                      + ("the book's seed count)" if own is None else f"{plural(own, 'seed')})"))

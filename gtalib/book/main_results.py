@@ -100,6 +100,14 @@ def seeds_shown(entropy: pd.DataFrame) -> str:
     return plural(n[0], "seed") if len(n) == 1 else f"{n[0]}–{n[-1]} seeds"
 
 
+def complete_runs(collected: Collected) -> pd.DataFrame:
+    """The collected runs of the configurations whose runs are all complete: the ones the
+    page's tables show (a configuration with a missing seed is left out, never averaged over
+    fewer seeds)."""
+    runs = collected.runs
+    return runs[~runs["label"].isin(set(collected.incomplete["label"]))] if len(runs) else runs
+
+
 @dataclass
 class MainResult:
     """Everything the main-results page shows. Built by :func:`main_result`."""
@@ -122,8 +130,7 @@ def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = 
 
     plan = make_plan(preset, seeds, max_steps)
     col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train)
-    bad = set(col.incomplete["label"])
-    runs = col.runs[~col.runs["label"].isin(bad)] if len(col.runs) else col.runs
+    runs = complete_runs(col)
     if len(runs):
         ppl, ppl_ci = main_table(runs, "ppl", confidence)
         loss, _ = main_table(runs, "loss", confidence)

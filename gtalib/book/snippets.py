@@ -94,7 +94,7 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     are those of that count."""
     from gtalib.book import figures
     from gtalib.book.stats import MAX_PAIRS, t_critical
-    from gtalib.book.style import MIN_BAND_SEEDS, plural
+    from gtalib.book.style import MIN_BAND_SEEDS, and_join, plural
 
     q = 0.5 + confidence / 2
     cap = f"*Pairs to resolve* is sought up to {MAX_PAIRS} pairs."
@@ -113,9 +113,9 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     def factor(n):
         t = t_critical(confidence, n - 1)
         return (f"factor is $t_{{{q:g},\\,{n - 1}}} = {t:.3g}$: an effect is resolved only when it "
-                f"exceeds {t / n ** 0.5:.3g} times the standard deviation of ΔL over seeds (before "
-                f"the Holm adjustment above, which asks more where a figure has several "
-                f"variants)")
+                f"exceeds {t / n ** 0.5:.3g} times the standard deviation of ΔL over seeds "
+                f"(before the Holm adjustment above, which asks more where a figure has "
+                f"several variants)")
 
     one_n = set(counts.values())
     if len(one_n) == 1 and (n := one_n.pop()) > seeds:
@@ -127,10 +127,10 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     else:
         n = seeds
         by_n = {}
-        for name, k in counts.items():
+        for figure, k in counts.items():
             if k > seeds:
-                by_n.setdefault(k, []).append(name)
-        more = [f"{', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]} "
+                by_n.setdefault(k, []).append(figure)
+        more = [f"{and_join(names)} "
                 f"{'run' if len(names) > 1 else 'runs'} {k} "
                 f"(factor {t_critical(confidence, k - 1):.3g}: "
                 f"{t_critical(confidence, k - 1) / k ** 0.5:.3g} standard deviations)"

@@ -89,6 +89,12 @@ def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f
     return _table_style(df.style.apply(mark, axis=0).format(fmt))
 
 
+def and_join(names) -> str:
+    """``"GQA, MLA and MLRA-2"``: names joined by commas and a final "and"."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def plural(n, word: str) -> str:
     """``"1 thread"``, ``"2 threads"``: ``n`` followed by ``word``, pluralised with an ``s``."""
     return f"{n} {word}" + ("" if str(n) == "1" else "s")

@@ -51,7 +51,7 @@ from gtalib.book import figures as F
 from gtalib.book.collect import Collected, collect_runs, sources_notice
 from gtalib.book.ladder import format_width_params, width_params
 from gtalib.book.stats import delta_stats, ranking_test
-from gtalib.book.style import _table_style, plural
+from gtalib.book.style import _table_style, and_join, plural
 
 #: Columns of :func:`gap_points`' table.
 POINT_COLUMNS = ["point", "needed", "done", "others", "left_out", "best", "named_loss",
@@ -132,12 +132,6 @@ def _interval(mean: float, low: float, high: float, n: int) -> str:
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def _and(names) -> str:
-    """``"GQA, MLA and MLRA-2"``: names joined by commas and a final "and"."""
-    names = list(names)
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
 def point_text(axis: str, point) -> str:
     """A point as the pages name it: ``"d_model 256"`` on the width axis, ``"1,000 steps"`` on
     the length axis.
@@ -167,7 +161,7 @@ def trend_sentence(points: pd.DataFrame, per_seed: pd.DataFrame, named: str, axi
     def at(r):
         best = F.display_name(r["best"])
         vs = (f"vs {best}, the only other variant there" if len(r["others"]) == 1 else
-              f"vs {best}, the best of {_and(map(F.display_name, r['others']))}")
+              f"vs {best}, the best of {and_join(map(F.display_name, r['others']))}")
         return (f"{_interval(r['mean'], r['low'], r['high'], r['n'])} at "
                 f"{point_text(axis, r['point'])} ({vs}; {plural(r['n'], 'pair')})")
 
@@ -534,11 +528,11 @@ def length_plan_words(result: WidthGap) -> list[str]:
             for v, ss in per_variant.items():
                 counts.setdefault(len(ss), []).append(F.display_name(v))
             parts += [f"{_source_words(source, result.preset)}, {plural(n, 'seed')} of "
-                      f"{_and(vs)}" for n, vs in sorted(counts.items(), reverse=True)]
+                      f"{and_join(vs)}" for n, vs in sorted(counts.items(), reverse=True)]
         absent = [F.display_name(v) for v in lad.width_variants
                   if not any(v in pv for pv in by_source.values())]
         out.append(f"at {steps:,} steps " + "; ".join(parts) + (
-            f" ({_and(absent)} {'has' if len(absent) == 1 else 'have'} no run of that length)"
+            f" ({and_join(absent)} {'has' if len(absent) == 1 else 'have'} no run of that length)"
             if absent else ""))
     return out
 
