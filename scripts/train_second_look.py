@@ -14,7 +14,6 @@ Usage: .venv/bin/python scripts/train_second_look.py STORE [--jobs N] [--first S
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from gtalib.book import job, plan as plan_mod, schedule
@@ -37,11 +36,16 @@ def main() -> None:
         return
     job.ensure_corpus(plan)
     for keys in ORDER:
-        refs = [r for k in keys for r in plan.figure_refs[k] if a.first <= r.seed <= a.last]
+        refs = [r for k in keys for r in look_refs(plan, k, a.first, a.last)]
         print(f"{', '.join(keys)}: {len(refs)} run references, seeds {a.first}-{a.last}", flush=True)
         failed = schedule.train_all(plan.specs(refs), a.store, jobs=a.jobs, accelerator="cpu")
         for msg in failed:
             print("FAILED:", msg, flush=True)
+
+
+def look_refs(plan, key: str, first: int, last: int) -> list:
+    """The run references of figure ``key`` in ``plan`` at seeds ``first..last``."""
+    return [r for r in plan.figure_refs[key] if first <= r.seed <= last]
 
 
 def record_pairs(plan, store: Path, first: int, last: int) -> None:
@@ -49,7 +53,7 @@ def record_pairs(plan, store: Path, first: int, last: int) -> None:
     (both arms) and not yet both in ``book/recorded/``."""
     for keys in ORDER:
         for key in keys:
-            refs = [r for r in plan.figure_refs[key] if first <= r.seed <= last]
+            refs = look_refs(plan, key, first, last)
             by_pair: dict = {}
             for ref, (_, spec) in zip(refs, plan.specs(refs)):
                 by_pair.setdefault((ref.variant, ref.seed), []).append(spec)
@@ -61,7 +65,7 @@ def record_pairs(plan, store: Path, first: int, last: int) -> None:
                     continue
                 for f in folders:
                     records.record_run(f)
-                secs = [json.loads((f / "card.json").read_text())["train_wall_s"] for f in folders]
+                secs = [runs.load_card(f)["train_wall_s"] for f in folders]
                 print(f"{key} {variant} seed {seed}: " + ", ".join(
                     f"{s.run_id} {t:.0f} s" for s, t in zip(pair, secs)), flush=True)
 
