@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from gtalib.book import job, plan as plan_mod, schedule
-from gtalib.training import records, runs
+from gtalib.training import machine, records, runs
 
 ORDER = (("init", "latent_scale", "double_heads"), ("gate",))
 
@@ -35,12 +35,24 @@ def main() -> None:
         record_pairs(plan, Path(a.store), a.first, a.last)
         return
     job.ensure_corpus(plan)
+    here = machine.machine_kind(threads=1)
     for keys in ORDER:
         refs = [r for k in keys for r in look_refs(plan, k, a.first, a.last)]
-        print(f"{', '.join(keys)}: {len(refs)} run references, seeds {a.first}-{a.last}", flush=True)
-        failed = schedule.train_all(plan.specs(refs), a.store, jobs=a.jobs, accelerator="cpu")
+        specs = [(label, s) for label, s in plan.specs(refs) if not recorded_here(s, here)]
+        print(f"{', '.join(keys)}: {len(refs)} run references, seeds {a.first}-{a.last}, "
+              f"{len(specs)} not yet recorded on this machine kind", flush=True)
+        failed = schedule.train_all(specs, a.store, jobs=a.jobs, accelerator="cpu")
         for msg in failed:
             print("FAILED:", msg, flush=True)
+
+
+def recorded_here(spec, kind: dict) -> bool:
+    """Whether ``spec`` has a bundle known bit-identical on machine ``kind``: training it again
+    here (a fresh run store, say) would only reproduce it, and its pair partner trained here
+    still forms a one-kind pair."""
+    folder = records.find_record(spec)
+    return folder is not None and any(machine.same_kind(k, kind)
+                                      for k in records.bit_identical_kinds(folder))
 
 
 def look_refs(plan, key: str, first: int, last: int) -> list:
