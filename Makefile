@@ -1,7 +1,7 @@
 # The README's two commands are `make book` (the main job) and `make test` (the tests).
 # Both install into .venv first (idempotent; see scripts/install.sh).
 PRESET ?= cpu
-SEEDS ?= 3
+SEEDS ?=
 JOBS ?=
 # minutes the main job may take on this machine (runs that would not fit are read from records)
 BUDGET ?=
@@ -13,7 +13,7 @@ install:
 	bash scripts/install.sh
 
 book: install
-	$(GTALIB) book --preset $(PRESET) --seeds $(SEEDS) $(if $(JOBS),--jobs $(JOBS)) $(if $(BUDGET),--budget $(BUDGET))
+	$(GTALIB) book --preset $(PRESET) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(JOBS),--jobs $(JOBS)) $(if $(BUDGET),--budget $(BUDGET))
 
 test: install
 	bash scripts/test.sh

@@ -6,10 +6,10 @@ Usage (from the repo root):
     .venv/bin/python benchmarks/budget_prediction.py --preset ci              # about 3 minutes
     .venv/bin/python benchmarks/budget_prediction.py --preset cpu --budget 15  # about 15 minutes
 
-Builds the book at ``--preset`` end to end (``gtalib.book.job.build_book``: corpus, training
+Builds the book at ``--preset`` end to end (``gtalib.book.pipeline.job.build_book``: corpus, training
 through the embedded Dask cluster, notebooks, HTML) into a temporary copy of ``book/`` and an
 empty temporary run store, with the budget given, and records what the job predicted before it
-trained (:mod:`gtalib.book.budget`: a short timed calibration, then each run's recorded
+trained (:mod:`gtalib.book.pipeline.budget`: a short timed calibration, then each run's recorded
 core-seconds scaled to this machine, or its FLOPs at the calibrated rate) against what it then
 measured, for the training and for the whole job. Each call adds one row to
 ``budget_prediction.json`` (date, machine kind, commit, versions, load average) and rewrites
@@ -36,7 +36,7 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
     import lightning
     import torch
 
-    from gtalib.book.job import build_book
+    from gtalib.book.pipeline.job import build_book
     from gtalib.training.machine import cpu_info
 
     with tempfile.TemporaryDirectory(prefix="gtalib-budget-") as tmp:
@@ -69,7 +69,7 @@ def markdown(rows: list[dict]) -> str:
         "Each row: one `gtalib book` from an empty run store (`benchmarks/budget_prediction.py"
         " --preset P [--budget M]`), its prediction printed before it trained (a short timed "
         "calibration; each run's recorded core-seconds scaled to this machine, or its FLOPs at "
-        "the calibrated rate where none is recorded: `gtalib/book/budget.py`) against what it "
+        "the calibrated rate where none is recorded: `gtalib/book/pipeline/budget.py`) against what it "
         "measured. *ratio* = measured / predicted: above 1, the job took longer than it said. "
         "Load average (1 min) before and after: the machine may be shared.",
         "",

@@ -11,8 +11,8 @@ Each run costs its configuration's recorded core-seconds (median over its bundle
 ``gtalib record costs``, as measured on the recording machines; one thread per run), or, at the
 ``gpu`` preset, where nothing is recorded, ``6 · parameters · tokens`` FLOPs (Kaplan et al. 2020)
 at a sustained rate stated in the table. Runs form the tasks that
-:func:`gtalib.book.schedule.train_all` submits (both arms of every ΔL pair together), and the wall
-time on N workers is the longest-first schedule's makespan (:func:`gtalib.book.budget.makespan`),
+:func:`gtalib.book.pipeline.schedule.train_all` submits (both arms of every ΔL pair together), and the wall
+time on N workers is the longest-first schedule's makespan (:func:`gtalib.book.pipeline.budget.makespan`),
 the scheduler's own cost aside (milliseconds per run: ``benchmarks/jobs_speedup.md``).
 """
 
@@ -22,6 +22,7 @@ import datetime as dt
 import subprocess
 import sys
 from pathlib import Path
+from gtalib.book.design.ladder import ladder_runs
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -35,7 +36,7 @@ GPU_RATES = (0.1 * 989e12, 0.4 * 989e12)
 def _specs(plan, refs, data=None):
     """Unique RunSpecs of ``refs``; ``data``: a stand-in data identity for a preset whose corpus
     is not built (its runs are costed by FLOPs, which the data does not change)."""
-    from gtalib.book.specs import run_spec
+    from gtalib.book.design.run_specs import run_spec
 
     specs = (plan.spec(r) if data is None else run_spec(r, plan.preset, None, data) for r in refs)
     return list({s.run_id: s for s in specs}.values())
@@ -46,7 +47,7 @@ def _hours(seconds: float) -> str:
 
 
 def _row(what: str, specs, seconds) -> str:
-    from gtalib.book.budget import groups, makespan
+    from gtalib.book.pipeline.budget import groups, makespan
 
     tasks = [sum(seconds(s) for s in g) for g in groups(specs)]
     cells = [_hours(makespan(tasks, n)) for n in WORKERS]
@@ -57,15 +58,15 @@ def _row(what: str, specs, seconds) -> str:
 def markdown() -> str:
     import torch
 
-    from gtalib.book import figures, width
-    from gtalib.book.budget import training_flops
-    from gtalib.book.plan import make_plan
+    from gtalib.book.chapters import ladder_width as width
+    from gtalib.book.pipeline.budget import training_flops
+    from gtalib.book.design.plan import make_plan
     from gtalib.training import record_costs
 
     costs = record_costs.cost_table()
     median = dict(zip(costs["key"], costs["core_s_median"]))
     # a width-axis run without a record: the recorded run of the same variant at the preset's
-    # width × the FLOPs ratio (gtalib.book.width.width_cost)
+    # width × the FLOPs ratio (gtalib.book.chapters.ladder_width.width_cost)
     wider = {(r.d_model, r.variant): r.core_s for r in width.width_cost("cpu", costs).itertuples()}
 
     def recorded(spec) -> float:
@@ -74,7 +75,7 @@ def markdown() -> str:
 
     cpu = make_plan("cpu", 3)
     book = _specs(cpu, cpu.runs)
-    everything = _specs(cpu, list(cpu.runs) + list(figures.ladder_runs("cpu")))
+    everything = _specs(cpu, list(cpu.runs) + list(ladder_runs("cpu")))
     missing = [s.describe() for s in everything if record_costs.config_key(s) not in median
                and (s.model.d_model, s.model.variant) not in wider]
     if missing:
@@ -98,7 +99,7 @@ def markdown() -> str:
         + ("" if not estimated else
            f" The {estimated} runs of the width axis at d 256 not recorded yet are costed at the "
            "recorded run of the same variant at d 128 × their FLOPs ratio "
-           "(`gtalib/book/width.py::width_cost`)."),
+           "(`gtalib/book/chapters/ladder_width.py::width_cost`)."),
         "",
         f"| what | runs | tasks | core time | {head} | longest task |",
         "|---|---|---|---|" + "---|" * len(WORKERS) + "---|",

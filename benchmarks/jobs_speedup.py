@@ -7,7 +7,7 @@ Usage (from the repo root, on an otherwise idle machine; about 8 minutes on 2 co
     .venv/bin/python benchmarks/jobs_speedup.py            # writes jobs_speedup.{json,md}
 
 The same runs (four ``cpu``-preset configurations, seed 0, shortened to ``--steps`` steps) are
-trained three times through ``gtalib.book.schedule.train_all``, each time into a fresh temporary run
+trained three times through ``gtalib.book.pipeline.schedule.train_all``, each time into a fresh temporary run
 store: ``jobs=1`` with as many torch threads as cores (intra-op threads over every core), ``jobs=1``
 with one thread, and ``jobs=2`` with one thread per worker process (what ``make book`` uses), each
 through a fresh embedded ``LocalCluster`` (started and closed inside the timing). The scheduler's
@@ -37,8 +37,8 @@ from pathlib import Path
 
 from gtalib.training import records, runs
 from gtalib.training.machine import cpu_info
-from gtalib.book.schedule import train_all
-from gtalib.book.plan import make_plan
+from gtalib.book.pipeline.schedule import train_all
+from gtalib.book.design.plan import make_plan
 
 HERE = Path(__file__).resolve().parent
 LABELS = ("MHA zero init", "GQA zero init", "MLA zero init", "TPA zero init")
@@ -81,7 +81,7 @@ def scheduler_overhead() -> dict:
     """Seconds to start and close a 2-worker LocalCluster, and ms per no-op task round trip."""
     from distributed import as_completed
 
-    from gtalib.book.schedule import open_cluster
+    from gtalib.book.pipeline.schedule import open_cluster
 
     t0 = time.perf_counter()
     with open_cluster(None, None, 2, None) as (client, _):
@@ -176,7 +176,7 @@ measured {POOL_2026_11_30['speedup']}× on {POOL_2026_11_30['cpu']} at commit
 {POOL_2026_11_30['commit']}.)
 
 The workers run without Dask's statistical profiler and with slower event-loop ticks and memory
-polls (`gtalib.book.schedule.QUIET_WORKERS`). With Dask's defaults (commit {d['commit']}, same
+polls (`gtalib.book.pipeline.schedule.QUIET_WORKERS`). With Dask's defaults (commit {d['commit']}, same
 benchmark, {d['cpu']}) two workers took {d['dask_2_jobs']} s against the pool's
 {d['pool_2_jobs']} s, a speed-up of {d['dask_1_job'] / d['dask_2_jobs']:.2f}× against
 {d['pool_1_job'] / d['pool_2_jobs']:.2f}×. Dask's profiler samples each worker's stack every

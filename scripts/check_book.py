@@ -24,8 +24,9 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 import yaml
 
-from gtalib.book.job import FIGURE_NOTEBOOKS, NOTEBOOKS, html_error_outputs
-from gtalib.book.layout import BOOK_DIR
+from gtalib.book.design.chapters import figure_notebooks, notebooks
+from gtalib.book.pipeline.job import html_error_outputs
+from gtalib.book.pipeline.paths import BOOK_DIR
 
 PROSE_PAGES = ("intro", "methods", "reproduction")
 #: A screenshot whose grey levels vary less than this (std, 0..1 scale) is taken as blank.
@@ -36,7 +37,7 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 
 def page_path(html_dir: Path, name: str) -> Path:
-    return html_dir / ("generated" if name in NOTEBOOKS else "") / f"{name}.html"
+    return html_dir / ("generated" if name in notebooks() else "") / f"{name}.html"
 
 
 def image_is_blank(png: Path) -> bool:
@@ -53,10 +54,10 @@ def image_is_blank(png: Path) -> bool:
 def check_static(html_dir: Path) -> list[str]:
     """Checks that need no browser."""
     problems = []
-    for name in (*PROSE_PAGES, *NOTEBOOKS):
+    for name in (*PROSE_PAGES, *notebooks()):
         if not page_path(html_dir, name).exists():
             problems.append(f"missing page {page_path(html_dir, name)}")
-    for name in FIGURE_NOTEBOOKS:
+    for name in figure_notebooks():
         page = page_path(html_dir, name)
         if not page.exists():
             continue
@@ -167,7 +168,7 @@ def check_rendered(html_dir: Path, out_dir: Path, browser: str) -> list[str]:
     """Screenshot every figure page (fail if blank) and check MathJax typeset the methods page."""
     problems = []
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in FIGURE_NOTEBOOKS:
+    for name in figure_notebooks():
         page = page_path(html_dir, name)
         png = out_dir / f"{name}.png"
         with tempfile.TemporaryDirectory() as profile:

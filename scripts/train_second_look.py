@@ -1,5 +1,5 @@
 """Train the second look's runs (seeds 5-9 of the four ablation figures at the ``cpu`` preset)
-into a run store, through the book's own Dask path (:func:`gtalib.book.schedule.train_all`).
+into a run store, through the book's own Dask path (:func:`gtalib.book.pipeline.schedule.train_all`).
 
 The initialisation, latent-scaling and double-heads figures go first (250 steps), then the gating
 figure (1000 steps). Both arms of each pair form one task, so a pair is trained on one worker.
@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gtalib.book import job, plan as plan_mod, schedule
+from gtalib.book.design import plan as plan_mod
+from gtalib.book.pipeline import job, schedule
 from gtalib.training import machine, records, runs
 
 ORDER = (("init", "latent_scale", "double_heads"), ("gate",))

@@ -147,6 +147,40 @@ def test_no_circles_between_modules():
     assert not circles, f"modules that import each other: {circles}"
 
 
+#: The book layer's folders, bottom to top: each may import only those before it.
+BOOK_FOLDERS = ("design", "analysis", "chapters", "pipeline")
+
+
+def book_folder_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["gtalib", "book"] else None
+
+
+def test_the_book_folders_declare_what_they_may_import_and_keep_to_it():
+    """Inside ``gtalib.book``: design → analysis → chapters → pipeline, as each folder's
+    ``__init__`` declares ("May import: gtalib.book.<folder>, ..."), and no module loose at the
+    layer's root."""
+    book = PKG / "book"
+    assert sorted(f.name for f in book.glob("*.py")) == ["__init__.py"]
+    assert sorted(d.name for d in book.iterdir() if (d / "__init__.py").exists()) == \
+        sorted(BOOK_FOLDERS)
+    bad = []
+    for rank, folder in enumerate(BOOK_FOLDERS):
+        doc = ast.get_docstring(ast.parse((book / folder / "__init__.py").read_text())) or ""
+        m = re.search(r"May import:(.*?)(?:\.\s|\.$)", doc, re.S)
+        assert m, f"gtalib/book/{folder}/__init__.py: no 'May import: ...' line"
+        allowed = set(re.findall(r"gtalib\.book\.(\w+)", m.group(1))) | {folder}
+        assert allowed <= set(BOOK_FOLDERS[: rank + 1]), f"{folder} declares {allowed}"
+        for module, file in MODULES.items():
+            if book_folder_of(module) != folder:
+                continue
+            for target in imports_of(module, file):
+                t = book_folder_of(target)
+                if target.startswith("gtalib.book") and t not in allowed:
+                    bad.append(f"{file.relative_to(REPO)} ({folder}) imports {target}")
+    assert not bad, "imports that climb inside the book layer:\n" + "\n".join(bad)
+
+
 def test_the_root_holds_only_the_layers():
     loose = sorted(f.name for f in PKG.glob("*.py") if f.name not in ("__init__.py", "__main__.py"))
     assert not loose, f"modules at gtalib/'s root, outside every layer: {loose}"
@@ -163,5 +197,5 @@ def test_no_module_is_over_about_600_lines(module):
 def test_the_checker_sees_a_climbing_import(tmp_path):
     """The reader of imports finds an import inside a function and a relative one."""
     f = tmp_path / "x.py"
-    f.write_text("def f():\n    from gtalib.book import job\n    from ..training import runs\n")
-    assert imports_of("gtalib.model.x", f) == {"gtalib.book.job", "gtalib.training.runs"}
+    f.write_text("def f():\n    from gtalib.book.pipeline import job\n    from ..training import runs\n")
+    assert imports_of("gtalib.model.x", f) == {"gtalib.book.pipeline.job", "gtalib.training.runs"}

@@ -1,16 +1,22 @@
-"""``gtalib book``: the main job (:func:`gtalib.book.job.build_book`)."""
+"""``gtalib book``: the main job (:func:`gtalib.book.pipeline.job.build_book`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from gtalib.cli.core import (CliError, add_cluster_args, batch_options, positive_float,
-                             positive_int)
-
-from gtalib.book.job import DEFAULT_BUDGET_MIN, DEFAULT_SEEDS, NOTEBOOKS, build_book
-from gtalib.book.layout import BookError
-from gtalib.book.notebooks import CELL_TIMEOUT_S
-from gtalib.book.schedule import ACCELERATORS
+from gtalib.book.design.chapters import notebooks
+from gtalib.book.design.seeds import DEFAULT_SEEDS
+from gtalib.book.pipeline.execute import CELL_TIMEOUT_S
+from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN, build_book
+from gtalib.book.pipeline.paths import BookError
+from gtalib.book.pipeline.schedule import ACCELERATORS
+from gtalib.cli.core import (
+    CliError,
+    add_cluster_args,
+    batch_options,
+    positive_float,
+    positive_int,
+)
 
 CLI_DESCRIPTION = """\
 Build the Jupyter Book end to end:
@@ -62,8 +68,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--accelerator", default="auto", choices=ACCELERATORS,
                    help="Lightning accelerator for training (default auto: a GPU if present)")
     p.add_argument("--only", default=None,
-                   help="comma-separated notebooks to execute (default: all of "
-                        + ", ".join(NOTEBOOKS) + ")")
+                   help="comma-separated notebooks to execute; only the runs they read are "
+                        "trained (default: all of " + ", ".join(notebooks()) + ")")
     p.add_argument("--cell-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="time limit per notebook cell (default by preset: " + ", ".join(
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
@@ -88,7 +94,7 @@ def budget_minutes(text: str) -> float | None:
 
 
 def _run_cli(args) -> int:
-    names = NOTEBOOKS if args.only is None else tuple(n.strip() for n in args.only.split(","))
+    names = notebooks() if args.only is None else tuple(n.strip() for n in args.only.split(","))
     if args.predict:
         return _predict(args, names)
     try:
@@ -104,9 +110,13 @@ def _run_cli(args) -> int:
 
 
 def _predict(args, names) -> int:
-    from gtalib.book.job import ensure_corpus, runs_to_train
-    from gtalib.book.plan import make_plan
-    from gtalib.book.schedule import default_jobs, open_cluster, resolve_accelerator
+    from gtalib.book.design.plan import make_plan
+    from gtalib.book.pipeline.job import ensure_corpus, runs_to_train
+    from gtalib.book.pipeline.schedule import (
+        default_jobs,
+        open_cluster,
+        resolve_accelerator,
+    )
     from gtalib.training.runs import resolve_run_dir
 
     plan = make_plan(args.preset, args.seeds, args.max_steps, names)

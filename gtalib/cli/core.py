@@ -69,7 +69,7 @@ def positive_float(text: str) -> float:
 def add_cluster_args(parser, what: str) -> None:
     """The options that say where runs are trained (Dask distributed; default an embedded
     LocalCluster): ``--jobs``, ``--cluster``, ``--scheduler-file`` and the ``--batch-*`` flags of
-    :func:`gtalib.book.schedule.batch_cluster`. ``what`` completes the group's title."""
+    :func:`gtalib.book.pipeline.schedule.batch_cluster`. ``what`` completes the group's title."""
     c = parser.add_argument_group(f"where {what} (Dask distributed; default: an embedded "
                                   "LocalCluster on this machine)")
     c.add_argument("--jobs", type=positive_int, default=None,
@@ -88,7 +88,7 @@ def add_cluster_args(parser, what: str) -> None:
 
 
 def batch_options(args) -> dict:
-    """The ``--batch-*`` flags as options of :func:`gtalib.book.schedule.batch_cluster`."""
+    """The ``--batch-*`` flags as options of :func:`gtalib.book.pipeline.schedule.batch_cluster`."""
     return {"cores": args.batch_cores, "memory": args.batch_memory, "gpus": args.batch_gpus,
             "walltime": args.batch_walltime, "account": args.batch_account,
             "queue": args.batch_queue}

@@ -43,8 +43,14 @@ def _decode_and_report(a: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from gtalib.decode.tp import (_device, allowed_tp_degrees, allreduce_bytes_per_token,
-                                  decode_on_rank, reference_decode, spawn_decode)
+    from gtalib.decode.tp import (
+        _device,
+        allowed_tp_degrees,
+        allreduce_bytes_per_token,
+        decode_on_rank,
+        reference_decode,
+        spawn_decode,
+    )
     from gtalib.model.gpt import GPT
     from gtalib.model.kvcache import kv_elems_per_device
     from gtalib.model.presets import model_config

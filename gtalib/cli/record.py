@@ -10,14 +10,20 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from gtalib.book.schedule import train_all
+from gtalib.book.pipeline.schedule import train_all
 from gtalib.cli.core import add_cluster_args, batch_options
-
 from gtalib.training import records
 from gtalib.training import runs as store
 from gtalib.training.record_costs import costs_markdown
-from gtalib.training.records import (OUTCOMES, check_record, default_record_dir,
-                                     list_records, load_record_info, record_label, record_run)
+from gtalib.training.records import (
+    OUTCOMES,
+    check_record,
+    default_record_dir,
+    list_records,
+    load_record_info,
+    record_label,
+    record_run,
+)
 
 
 def add_cli(subparsers) -> argparse.ArgumentParser:

@@ -1,10 +1,10 @@
-"""``gtalib tables params|kv``: the parameter and KV-cache tables (:mod:`gtalib.book.tables`)."""
+"""``gtalib tables params|kv``: the parameter and KV-cache tables (:mod:`gtalib.book.chapters.kv_cache`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from gtalib.book.tables import kv_table, params_table
+from gtalib.book.chapters.kv_cache import kv_table, params_table
 
 
 def add_cli(subparsers) -> argparse.ArgumentParser:

@@ -6,8 +6,15 @@ import json
 import sys
 from pathlib import Path
 
-from gtalib.cli.core import (CliError, DefaultsFormatter, devices, non_negative_int, positive_float,
-                             positive_int, variant_name)
+from gtalib.cli.core import (
+    CliError,
+    DefaultsFormatter,
+    devices,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    variant_name,
+)
 
 ACCELERATORS = ("cpu", "gpu", "cuda", "auto")
 STRATEGIES = ("auto", "ddp", "fsdp")  # not ddp_spawn: the history must stay in this process
@@ -166,9 +173,15 @@ def cmd_train(args) -> int:
     import torch
 
     from gtalib.model.presets import model_config
-
     from gtalib.training.config import train_config
-    from gtalib.training.runs import RunSpec, is_done, load_metrics, make_datamodule, resolve_run_dir, run_path
+    from gtalib.training.runs import (
+        RunSpec,
+        is_done,
+        load_metrics,
+        make_datamodule,
+        resolve_run_dir,
+        run_path,
+    )
     from gtalib.training.train import ensure_run
 
     args.run_dir = str(resolve_run_dir(args.run_dir))

@@ -164,7 +164,7 @@ def untrim_malloc() -> bool:
     every step: measured on a cpu-preset GLA-2 step, 0.94 s with the variable at Dask's 65536
     against 0.51 s without it and 0.49 s after this call, most of the difference system time
     (docs/cluster.md). A book task on a Dask worker started by ``dask worker`` or dask-jobqueue
-    (whose nanny sets the variable) calls it first (:mod:`gtalib.book.schedule`); the embedded
+    (whose nanny sets the variable) calls it first (:mod:`gtalib.book.pipeline.schedule`); the embedded
     cluster does not set the variable. Returns whether it changed anything (``False`` without the variable, or off glibc).
     """
     import ctypes

@@ -1,6 +1,6 @@
 """What the recorded runs cost: one row per recorded configuration, in core-seconds and on which
 CPU, and the Markdown page ``docs/recorded_runs.md`` (``gtalib record costs``). The budget of
-``gtalib book`` scales these costs to the reader's machine (:mod:`gtalib.book.budget`).
+``gtalib book`` scales these costs to the reader's machine (:mod:`gtalib.book.pipeline.budget`).
 """
 
 from __future__ import annotations

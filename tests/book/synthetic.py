@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gtalib.book import figures, specs
-from gtalib.book.plan import make_plan
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design.names import canonical_options
+from gtalib.book.design.plan import make_plan
 
 SOURCES = ("news", "bible")
 #: ΔL offsets of the alternative arm per option: positive = the paper's recommendation wins.
@@ -26,7 +27,7 @@ def synthetic_identity(preset: str, max_steps=None) -> dict:
 
 
 def effect_of(options) -> float:
-    d = dict(figures.canonical_options(options))
+    d = dict(canonical_options(options))
     return sum(EFFECT[k] for k in d if k in EFFECT)
 
 
@@ -78,9 +79,9 @@ def runs_frame(spec):
 
 STARTUP = '''
 # IPython startup for synthetic book tests: a fixed data identity and entropy, no corpus needed.
-import gtalib.book.specs, gtalib.book.curves
-gtalib.book.specs.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
-gtalib.book.curves.corpus_entropy = lambda preset: 3.0
+import gtalib.book.design.run_specs, gtalib.book.analysis.curves
+gtalib.book.design.run_specs.data_spec = lambda preset, max_steps=None: {"synthetic": True, "preset": preset}
+gtalib.book.analysis.curves.corpus_entropy = lambda preset: 3.0
 '''
 
 

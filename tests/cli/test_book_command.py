@@ -1,7 +1,7 @@
 """``gtalib book`` reports a failed build as every command reports its errors."""
 
 from gtalib import cli
-from gtalib.book.layout import BookError
+from gtalib.book.pipeline.paths import BookError
 from gtalib.cli import book as book_cli
 
 

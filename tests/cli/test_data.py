@@ -3,8 +3,8 @@ import argparse
 
 import pytest
 
-from gtalib.data.build import SourceDocs, build_from_documents, corpus_dir
 from gtalib.cli.data import add_cli
+from gtalib.data.build import SourceDocs, build_from_documents, corpus_dir
 from gtalib.data.tokenizers import get_tokenizer
 
 

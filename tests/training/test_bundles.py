@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from gtalib.book.plan import make_plan
+from gtalib.book.design.plan import make_plan
 from gtalib.training import bundles
 from gtalib.training.runs import RunCorruptError, RunIncompleteError, is_done, load_metrics
 from gtalib.training.train import ensure_run

@@ -17,8 +17,8 @@ from gtalib import cli
 from gtalib.training import probes, runs
 from gtalib.training.train import ensure_run
 from gtalib.model.attention import REGISTRY, functional
-from gtalib.book import figures
-from gtalib.book.plan import make_plan
+from gtalib.book.design.run_specs import RunRef
+from gtalib.book.design.plan import make_plan
 from gtalib.data.shards import open_shard
 from gtalib.model.gpt import GPT
 from gtalib.model.presets import model_config
@@ -155,8 +155,8 @@ def test_probe_leaves_the_model_as_it_was(training):
 
 # ------------------------------------------------------------------ a real run, its checkpoint kept
 
-def ci_ref(gate: bool) -> figures.RunRef:
-    return figures.RunRef("mha", "rec" if gate else "alt", (("gate", gate),), 0,
+def ci_ref(gate: bool) -> RunRef:
+    return RunRef("mha", "rec" if gate else "alt", (("gate", gate),), 0,
                           train=(("checkpoint_every", 3), ("eval_every", 3), ("max_steps", 6)))
 
 

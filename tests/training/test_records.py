@@ -11,15 +11,15 @@ import pytest
 
 from gtalib.training import machine, record_costs, records, runs
 from gtalib.training.train import ensure_run
-from gtalib.book import figures
-from gtalib.book.plan import make_plan
+from gtalib.book.design.run_specs import RunRef
+from gtalib.book.design.plan import make_plan
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     """A real, tiny finished run (ci preset, 6 steps) in a temporary store."""
     store = tmp_path_factory.mktemp("store")
-    ref = figures.RunRef("gqa", "rec", (), 0, train=(("max_steps", 6), ("eval_every", 3),
+    ref = RunRef("gqa", "rec", (), 0, train=(("max_steps", 6), ("eval_every", 3),
                                                     ("checkpoint_every", 3)))
     spec = make_plan("ci", 1).spec(ref)
     return ref, spec, ensure_run(spec, store, accelerator="cpu")
@@ -487,7 +487,7 @@ def test_an_emulated_other_cpu_kind_stays_within_the_envelope(finished_run, tmp_
 
 
 def test_book_reads_the_record_when_the_local_store_lacks_the_run(finished_run, tmp_path):
-    from gtalib.book import collect
+    from gtalib.book.analysis import collect
 
     ref, spec, path = finished_run
     rec_dir = tmp_path / "recorded"

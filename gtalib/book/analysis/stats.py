@@ -1,0 +1,325 @@
+"""The book's statistics and its verdict rule: Student-t critical values, the paired interval of
+a mean ΔL and what its pairs could resolve, the verdict against the paper's claim, and how the
+tables print them. The one place to change the verdict rule of the ablations and the scale ladder
+(and the words that state it); the claims chapter's claims that are computed rather than
+measured over seeds (the tables, the variance ratio, the decode ranking) state their own rules in
+:mod:`gtalib.book.chapters.claims`.
+
+Reads no other book module (scipy for the t quantiles). Units: ΔL values in nats, one per seed
+pair; ``confidence`` a two-sided level in (0, 1).
+
+Conventions (stated in every caption the book prints):
+
+- Band: mean over seeds ± the two-sided Student-t confidence interval, ``t_{c, n−1} · s / √n``
+  with ``s`` the sample standard deviation over the ``n`` seeds (none for one seed; the figures
+  draw it from :data:`gtalib.book.analysis.style.MIN_BAND_SEEDS` seeds).
+- Final ΔL: validation loss on the fixed held-out windows, unsmoothed, at the last step all
+  seeds of the variant logged, with what its ``n`` pairs could resolve (:func:`delta_stats`):
+  the interval's half-width (the smallest |mean ΔL| that would exclude zero at the measured
+  spread) and the number of pairs that would resolve the measured mean at that spread.
+- Verdict against the paper's claim (sign of the paper's ΔL), one figure at a time: each
+  variant's paired t-test of "mean ΔL = 0" (two-sided, ``n − 1`` degrees of freedom), its
+  p-values adjusted across the figure's variants by Holm's step-down procedure (Holm 1979,
+  "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6:65–70), so the
+  chance that a figure shows any effect where none exists stays at or below ``1 − confidence``
+  (5 %). "agrees" / "differs" when the adjusted p-value is at or below that level and the mean's
+  sign matches / opposes the paper's, else "within noise"; "undetermined (1 seed)" with a single
+  seed. More pairs can only sharpen such a verdict: the test's power rises with ``n``.
+  :func:`verdict_text` says, for "within noise", how large an |ΔL| could hide.
+- Visible in one run: whether |ΔL| exceeds the seed-to-seed standard deviation of one arm's
+  final loss (the larger of the two arms, ``ddof=1``), i.e. whether a single-seed comparison such
+  as the paper's could have told the effect from the seed's own variation. Reported beside the
+  verdict, not part of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------------------------
+
+def t_cdf(t: float, dof: int) -> float:
+    """Student-t cumulative distribution function with ``dof`` degrees of freedom
+    (``scipy.stats.t.cdf``).
+
+    Raises:
+        ValueError: ``dof`` < 1.
+    """
+    if not dof >= 1:
+        raise ValueError(f"dof must be >= 1, got {dof!r}")
+    return float(stats.t.cdf(t, dof))
+
+
+def t_critical(confidence: float, dof: int) -> float:
+    """Two-sided Student-t critical value: ``t`` with ``P(|T| ≤ t) = confidence`` for ``dof``
+    degrees of freedom (e.g. 12.706 for 95 % and dof 1; 1.960 as dof → ∞), from
+    ``scipy.stats.t.ppf``.
+
+    Raises:
+        ValueError: ``confidence`` not in (0, 1) or ``dof`` < 1.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if not dof >= 1:
+        raise ValueError(f"dof must be >= 1, got {dof!r}")
+    return float(stats.t.ppf(0.5 + confidence / 2, dof))
+
+
+#: Largest number of pairs :func:`delta_stats` tries when it asks how many pairs would resolve
+#: the measured mean ΔL (beyond it the tables print "—").
+MAX_PAIRS = 20
+
+
+@dataclass(frozen=True)
+class DeltaStats:
+    """What ``n`` paired ΔL values (one per seed) can say, in nats. Built by :func:`delta_stats`.
+
+    Attributes:
+        n: number of finite values (pairs). mean: their mean. sd: sample standard deviation
+            (``ddof=1``; NaN for one value).
+        low, high: the two-sided Student-t interval ``mean ∓ t_{c, n−1} · sd / √n`` (NaN for
+            one value: no interval).
+        resolvable: its half-width ``t_{c, n−1} · sd / √n``, the smallest |mean ΔL| whose
+            interval excludes zero at this ``n`` and this spread (NaN for one value).
+        pairs_needed: the smallest ``n'`` in ``2..max_pairs`` with ``t_{c, n'−1} · sd / √n' <
+            |mean|``, i.e. how many pairs would resolve the measured mean if the spread stayed
+            the measured one; NaN when none up to ``max_pairs`` does, or for one value.
+        max_pairs: the cap used for ``pairs_needed``.
+    """
+
+    n: int
+    mean: float
+    sd: float
+    low: float
+    high: float
+    resolvable: float
+    pairs_needed: float
+    max_pairs: int
+
+
+def delta_stats(values, confidence: float = 0.95, max_pairs: int = MAX_PAIRS) -> DeltaStats:
+    """Mean, Student-t interval and resolution of paired ΔL ``values`` (see :class:`DeltaStats`;
+    t quantiles from :func:`t_critical`, i.e. ``scipy.stats.t.ppf``).
+
+    Raises:
+        ValueError: no finite value, ``confidence`` outside (0, 1), or ``max_pairs`` < 2.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if not max_pairs >= 2:
+        raise ValueError(f"max_pairs must be at least 2, got {max_pairs!r}")
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        raise ValueError("delta_stats needs at least one finite value")
+    m = float(x.mean())
+    if x.size < 2:
+        return DeltaStats(1, m, math.nan, math.nan, math.nan, math.nan, math.nan, max_pairs)
+    sd = float(x.std(ddof=1))
+    h = t_critical(confidence, x.size - 1) * sd / math.sqrt(x.size)
+    ns = np.arange(2, max_pairs + 1)
+    resolves = stats.t.ppf(0.5 + confidence / 2, ns - 1) * sd / np.sqrt(ns) < abs(m)
+    needed = float(ns[resolves][0]) if resolves.any() else math.nan
+    return DeltaStats(int(x.size), m, sd, m - h, m + h, h, needed, max_pairs)
+
+
+def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]:
+    """Mean of ``values`` (one per seed) with its two-sided Student-t confidence interval
+    (:func:`delta_stats`).
+
+    Returns:
+        ``(mean, low, high, n)``; ``low``/``high`` are NaN when fewer than two finite values.
+    Raises:
+        ValueError: no finite value, or ``confidence`` outside (0, 1).
+    """
+    s = delta_stats(values, confidence)
+    return s.mean, s.low, s.high, s.n
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts
+# ---------------------------------------------------------------------------------------------
+
+def paired_p_value(mean: float, sd: float, n: int) -> float:
+    """Two-sided p-value of the paired t-test of "mean ΔL = 0" from ``n`` pairs with sample
+    standard deviation ``sd`` (``2 · (1 − F_{n−1}(|t|))``, ``t = mean / (sd / √n)``). NaN for
+    ``n`` < 2; with ``sd`` = 0 it is 0 for a nonzero mean (every pair agrees exactly) and 1 for a
+    zero mean."""
+    if not n >= 2 or not math.isfinite(mean):
+        return math.nan
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    return float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+
+
+def holm_adjusted(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values of one family of tests (Holm 1979): sorted ascending,
+    the ``i``-th (from 0) of ``m`` is multiplied by ``m − i``, made non-decreasing and capped at
+    1. Rejecting every test whose adjusted p-value is at most ``α`` holds the family-wise error
+    rate at ``α`` under any dependence between the tests. NaN entries (a variant with one pair)
+    are left out of the family and stay NaN."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    running = 0.0
+    for i, k in enumerate(order):
+        running = max(running, min(1.0, (m - i) * p[k]))
+        out[k] = running
+    return out
+
+
+def verdict(p_holm: float, mean: float, expected: float, n: int, confidence: float = 0.95) -> str:
+    """Verdict of a measured ΔL against the paper's (see module docstring for the rule).
+
+    Args:
+        p_holm: the variant's Holm-adjusted p-value within its figure (:func:`holm_adjusted`);
+        mean: mean ΔL over seeds; expected: the paper's ΔL (its sign is the claim); n: number of
+        pairs; confidence: 1 − the family-wise error rate.
+    """
+    if n < 2:
+        return "undetermined (1 seed)"
+    if not p_holm <= 1 - confidence:
+        return "within noise"
+    return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
+
+
+def family_verdicts(mean, sd, n, expected, confidence: float = 0.95) -> tuple:
+    """The verdicts of one figure's variants (one family of tests): per variant the paired
+    p-value, its Holm adjustment across the family and the verdict.
+
+    Args:
+        mean, sd, n, expected: per variant (sequences of equal length): mean paired ΔL, its
+            sample standard deviation, the number of pairs, the paper's ΔL.
+    Returns:
+        ``(p, p_holm, verdicts)``: two arrays and a list, in the order given.
+    """
+    p = np.array([paired_p_value(m, s, k) for m, s, k in zip(mean, sd, n)], dtype=float)
+    adj = holm_adjusted(p)
+    return p, adj, [verdict(a, m, e, k, confidence) for a, m, e, k in zip(adj, mean, expected, n)]
+
+
+def spread_rule_verdict(low: float, high: float, mean: float, spread: float, expected: float,
+                        n: int) -> str:
+    """The verdict under a rule this book does not use, for the methods chapter's comparison:
+    *within noise* when the unadjusted interval ``[low, high]`` covers zero or |``mean``| is not
+    above ``spread`` (max − min of one arm's final loss over seeds, the larger arm), else by the
+    sign of ``expected``. Its second test grows with n (the expected range of n normal draws is
+    about 1.13 σ for 2, 1.69 σ for 3, 2.33 σ for 5), ignores the pairing that the paired interval
+    uses, and, like the unadjusted interval, makes no allowance for testing several variants."""
+    if n < 2:
+        return "undetermined (1 seed)"
+    if (low <= 0 <= high) or abs(mean) <= spread:
+        return "within noise"
+    return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
+
+
+def ranking_test(differences, confidence: float = 0.95) -> tuple[DeltaStats, str]:
+    """A ranking claim ("A has the largest ΔL", "A has the lowest perplexity") as one paired
+    test: ``differences`` holds, per seed, A's value minus its closest rival's, signed so that a
+    positive difference is the claim. *agrees* when the two-sided interval lies above zero,
+    *differs* when below, else *within noise*; *undetermined (1 seed)* with one pair.
+
+    Returns:
+        ``(stats, verdict)`` (:func:`delta_stats`).
+    """
+    st = delta_stats(differences, confidence)
+    if st.n < 2:
+        return st, "undetermined (1 seed)"
+    if st.low > 0:
+        return st, "agrees"
+    return st, "differs" if st.high < 0 else "within noise"
+
+
+def visible_text(mean: float, seed_sd: float) -> str:
+    """Whether a single run could have shown the effect: ``"yes"`` when |mean ΔL| exceeds the
+    seed-to-seed standard deviation of one arm's final loss, ``"no"`` otherwise, ``"n/a"``
+    without one (fewer than two seeds)."""
+    if not math.isfinite(seed_sd):
+        return "n/a"
+    return "yes" if abs(mean) > seed_sd else "no"
+
+
+def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float,
+                 mean: float = math.nan) -> str:
+    """A verdict as the tables print it, saying how much the design could see: *within noise*
+    gives the Holm-adjusted p-value and the interval's half-width ``resolvable`` (a smaller
+    |ΔL| could hide at this n), e.g. ``"within noise (p = 0.21 adjusted): |ΔL| < 0.054 nats
+    could hide here"``. When the mean ΔL ``mean`` is larger than that half-width, its own
+    (unadjusted) interval excludes zero and only the adjustment for the figure's other
+    variants holds it back; the text says so instead of naming a size the mean already
+    exceeds (the adjustment across the table's rows: a figure's variants, the ladder's
+    points). With one pair (``n`` < 2) it says there is no interval; any other verdict is
+    returned with its adjusted p-value."""
+    if n < 2:
+        return f"{verdict_}: one pair, no interval"
+    if verdict_ == "within noise":
+        head = f"within noise (p = {p_holm:.2g} adjusted)"
+        if abs(mean) > resolvable:
+            return f"{head}: its own interval excludes zero, not after the adjustment"
+        return f"{head}: |ΔL| < {resolvable:.3f} nats could hide here"
+    return f"{verdict_} (p = {p_holm:.2g} adjusted)"
+
+
+def resolvable_text(n: int, resolvable: float) -> str:
+    """The smallest resolvable |ΔL| as printed (nats, 4 decimals), ``"n/a (1 pair)"`` for one."""
+    return "n/a (1 pair)" if n < 2 else f"{resolvable:.4f}"
+
+
+def pairs_text(n: int, pairs_needed: float) -> str:
+    """:attr:`DeltaStats.pairs_needed` as printed: the count, ``"—"`` when no number of pairs up
+    to :data:`MAX_PAIRS` resolves the mean, ``"n/a (1 pair)"`` with one pair."""
+    if n < 2:
+        return "n/a (1 pair)"
+    return "—" if math.isnan(pairs_needed) else f"{int(pairs_needed)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The columns and words of a final-ΔL table (ablation pages and the ladder)
+# ---------------------------------------------------------------------------------------------
+
+def interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: float) -> dict:
+    """The columns a final-ΔL table and the ladder's table share, as printed: mean ΔL, its
+    interval, the smallest resolvable |ΔL| and the pairs to resolve
+    (:func:`resolvable_text`, :func:`pairs_text`)."""
+    return {
+        "ΔL (mean)": [f"{m:+.4f}" for m in mean],
+        f"{confidence:.0%} CI": ["n/a (1 pair)" if math.isnan(lo) else f"[{lo:+.4f}, {hi:+.4f}]"
+                                 for lo, hi in zip(low, high)],
+        "resolvable |ΔL|": [resolvable_text(k, x) for k, x in zip(n, resolvable)],
+        "pairs to resolve": [pairs_text(k, x) for k, x in zip(n, pairs_needed)],
+    }
+
+
+def final_table_words(confidence: float = 0.95) -> str:
+    """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is."""
+    return (
+        f"Final ΔL: validation loss at the last step (unsmoothed), mean over the n seed pairs "
+        f"with its {confidence:.0%} Student-t interval. *Resolvable |ΔL|*: the interval's "
+        f"half-width t·s/√n, from the measured spread s of the paired ΔL; a mean at least that "
+        f"large would exclude zero at this n. *Pairs to resolve*: the smallest n whose "
+        f"half-width at the same s is below the measured |ΔL| (— : none up to {MAX_PAIRS}). "
+        f"Verdict: each row's paired t-test of ΔL = 0, its p-value adjusted across the "
+        f"table's rows (Holm's step-down procedure, so that the chance of any false effect "
+        f"in the table stays at or below {1 - confidence:.0%}); *agrees* / *differs* by the sign "
+        f"of the paper's ΔL when the adjusted p-value is at most {1 - confidence:.2g}, else "
+        f"*within noise*, naming the |ΔL| that could hide at this n (or, where its own interval "
+        f"excludes zero, that only the adjustment holds it back). *Paper ΔL (≈)*: ln of the "
+        f"ratio of the paper's average validation perplexities of the two arms where its tables "
+        f"give them, else the last point of its curve read by eye; its curves, read off its "
+        f"figures, can end above or below that ratio. *Seed sd*: the standard "
+        f"deviation of one arm's final validation loss over seeds (the larger of the two arms); "
+        f"*one run shows it?*: whether |ΔL| exceeds it, i.e. whether a single-seed comparison "
+        f"like the paper's could have told the effect from seed noise. *Pair source*, under the "
+        f"table: where both arms of each pair come from; MIXED marks a pair whose arms differ in "
+        f"source or machine.")

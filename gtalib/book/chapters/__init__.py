@@ -1,0 +1,18 @@
+"""One module per page of the book: its analysis, its figure, its tables and its words.
+
+=================  ============================================================================
+module             what
+=================  ============================================================================
+``ablation``       the four ablation pages: curves, final-ΔL table and verdicts, figure, caption
+``gate_probes``    the gating page's gate probes: read, summarised, explained, shown
+``main_results``   the main table per held-out source, the entropy gap, the figure
+``scale_ladder``   the scale ladder's depth and length axes: points, sentences, figure, table
+``ladder_width``   the ladder's width axis: MLRA-4's gap to the best other variant, its table
+``kv_cache``       the paper's parameter and per-device KV tables (also ``gtalib tables``)
+``decode_speed``   the decode-speed page's figure and tables
+``claims``         the claims table (one aggregation rule for every claim) and its page
+=================  ============================================================================
+
+May import: ``gtalib.book.design``, ``gtalib.book.analysis``, ``gtalib.training``,
+``gtalib.decode``, ``gtalib.model``, ``gtalib.data``, ``gtalib.kernels``.
+"""

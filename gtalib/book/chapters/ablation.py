@@ -1,0 +1,476 @@
+"""The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
+paired ΔL curves, their band over seeds and the final-ΔL table with its verdicts, and the page's
+figure, caption, tables and sentences.
+
+Reads :mod:`gtalib.book.design.figures` (the ablation, its runs, the paper's curves and colours),
+:mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs, pairs, notices),
+:mod:`gtalib.book.analysis.curves`, :mod:`gtalib.book.analysis.stats` (interval, verdict, table columns),
+:mod:`gtalib.book.analysis.style` and the preset sizes (:data:`gtalib.model.presets.PRESETS`). ΔL in nats
+(conventions: :mod:`gtalib.book.analysis.curves`, :mod:`gtalib.book.analysis.stats`), tokens per run.
+
+Layout of an ablation figure: two panels (stacked), because the scales differ by three orders
+of magnitude and sharing one axis would hide one of them. Top, **ours**: ΔL against our training
+tokens, every seed as a thin light line, the mean over seeds as a bold line, its Student-t band
+shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range follows the curves, not the band.
+Below, **paper (≈)**: the paper's curves, dashed, against the paper's 0–100 B tokens, read off its
+figure (``gtalib.book.design.figures``); where the paper gives only final perplexities, a marker at 100 B.
+Legends sit outside the axes, to the right, so that they hide no curve or marker. Each variant
+keeps the paper's colour and also gets its own marker and (paper panel) dash pattern, because
+some of the paper's colours are close (GQA teal, MLA blue).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import Markdown, display
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from gtalib.book.analysis.collect import (
+    Collected,
+    collect_runs,
+    complete_variants,
+    missing_notice,
+    pair_source_lines,
+    pair_source_summary,
+    sources_notice,
+)
+from gtalib.book.analysis.curves import (
+    auto_smoothing,
+    delta_curves,
+    final_deltas,
+    final_values,
+    plateau_escape,
+    seed_band,
+)
+from gtalib.book.analysis.stats import (
+    delta_stats,
+    family_verdicts,
+    final_table_words,
+    interval_columns,
+    spread_rule_verdict,
+    verdict_text,
+    visible_text,
+)
+from gtalib.book.analysis.style import (
+    MIN_BAND_SEEDS,
+    curve_limits,
+    plural,
+    set_style,
+    table_style,
+    variant_style,
+)
+from gtalib.book.design.figures import ablation
+from gtalib.book.design.names import display_name
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.run_specs import figure_runs
+from gtalib.book.design.seeds import figure_seeds
+from gtalib.model.presets import PRESETS
+
+# ---------------------------------------------------------------------------------------------
+# The ablation result: curves, band and the final-ΔL table
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class AblationResult:
+    """Everything an ablation page shows. Built by :func:`ablation_result`."""
+
+    key: str
+    preset: str
+    seeds: int
+    smoothing: int
+    confidence: float
+    collected: Collected
+    complete: list
+    incomplete: list
+    curves: pd.DataFrame
+    band: pd.DataFrame
+    final: pd.DataFrame
+    curve_column: str = "train_loss"
+    final_column: str = "val_loss"
+    #: the variants the page asked for (complete or not), in the figure's order
+    variants: tuple = ()
+    #: variant → seeds (pairs) the figure asked for (:func:`gtalib.book.design.seeds.figure_seeds`)
+    seed_counts: dict = field(default_factory=dict)
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.collected.runs
+
+
+def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, max_steps=None,
+                    train: bool = False, smoothing=None, confidence: float = 0.95,
+                    curve_column: str = "train_loss", final_column: str = "val_loss"
+                    ) -> AblationResult:
+    """Collect the runs of ablation ``key`` and compute its curves, band and final table.
+
+    Curves use ``curve_column`` (default the training loss: paired runs see the same batch at
+    every step, so its per-step ΔL is dense and the batch difficulty cancels), smoothed per seed
+    by a trailing mean over ``smoothing`` steps (``None``: :func:`auto_smoothing` of the
+    number of logged steps). The final table uses ``final_column`` (default the validation
+    loss on the fixed held-out windows), unsmoothed, at the last step. See :mod:`gtalib.book.analysis.stats`
+    for the band and verdict conventions.
+    """
+
+    fig = ablation(key)
+    refs = figure_runs(key, preset, seeds, variants, max_steps)
+    col = collect_runs(refs, make_plan(preset, seeds, max_steps), run_dir, train=train)
+    ok, bad = complete_variants(col)
+    runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
+    if smoothing is None:
+        logged = runs.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
+        smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
+    curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
+    band = seed_band(curves, confidence)
+    final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
+                              final_column) if len(runs) else pd.DataFrame()
+    if len(final):
+        pairs = col.pairs
+        final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
+                                for v in final.index]
+    counts = figure_seeds(key, preset, seeds, variants, max_steps)
+    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
+                          final, curve_column, final_column, tuple(counts), counts)
+
+
+def final_delta_table(
+    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
+) -> pd.DataFrame:
+    """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
+    resolve (:func:`delta_stats`), the seed sd of one arm, the paper's ΔL and a verdict (the
+    figure's variants are one family: :func:`gtalib.book.analysis.stats.family_verdicts`).
+
+    Args:
+        runs: runs frame with ``alt`` and ``rec`` arms.
+        paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
+    Returns:
+        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, ΔL sd, CI low, CI
+        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), p, p (Holm), verdict,
+        one run shows it?`` (nats; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
+        standard deviation of the paired ΔL; ``resolvable |ΔL|`` = the interval's half-width,
+        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`; ``seed sd`` = the larger of the
+        two arms' standard deviations of the final loss over seeds).
+    """
+    finals = final_values(runs, column)
+    rows = []
+    for variant, at in final_deltas(runs, column).groupby("variant", sort=False):
+        last = at["step"].iloc[0]
+        st = delta_stats(at["delta"], confidence)
+        f = finals[finals["variant"] == variant]
+        seed_sd = float(f.groupby("arm")["value"].std(ddof=1).max())
+        expected = paper_final.get(variant, math.nan)
+        rows.append((
+            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.sd, st.low, st.high,
+            st.resolvable, st.pairs_needed, seed_sd, expected,
+        ))
+    cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
+            "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
+    table = pd.DataFrame(rows, columns=cols).set_index("variant")
+    table["p"], table["p (Holm)"], table["verdict"] = family_verdicts(
+        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+    table["one run shows it?"] = [visible_text(m, s) for m, s in
+                                  zip(table["ΔL"], table["seed sd"])]
+    return table
+
+
+def rule_comparison(result) -> pd.DataFrame:
+    """The variants of an ablation whose verdict under the seed-spread rule
+    (:func:`gtalib.book.analysis.stats.spread_rule_verdict`) differs from this book's, and why.
+
+    Returns:
+        DataFrame ``[figure, variant, n, ΔL, CI, seed spread, p, p (Holm), spread rule,
+        verdict, why]`` (nats; one row per variant whose verdicts differ).
+    """
+    final, rows = result.final, []
+    if final.empty:
+        return pd.DataFrame(rows)
+    finals = final_values(result.runs, result.final_column)
+    m = int(final["p"].notna().sum())
+    for v, r in final.iterrows():
+        f = finals[finals["variant"] == v]
+        spread = float(f.groupby("arm")["value"].agg(lambda x: x.max() - x.min()).max())
+        old = spread_rule_verdict(r["CI low"], r["CI high"], r["ΔL"], spread, r["paper ΔL (≈)"],
+                                  int(r["seeds"]))
+        if old == r["verdict"]:
+            continue
+        why = (f"the interval excludes zero (p = {r['p']:.2g}), but not once adjusted for "
+               f"{plural(m, 'variant')} (p = {r['p (Holm)']:.2g})" if r["verdict"] == "within noise"
+               else f"|ΔL| {abs(r['ΔL']):.3f} ≤ seed spread {spread:.3f}: the spread test, not "
+                    f"the paired test, held it back")
+        rows.append({"figure": ablation(result.key).title.split(":")[0], "variant":
+                     display_name(v), "n": int(r["seeds"]), "ΔL": f"{r['ΔL']:+.3f}",
+                     "CI": f"[{r['CI low']:+.3f}, {r['CI high']:+.3f}]",
+                     "seed spread": f"{spread:.3f}", "p (Holm)": f"{r['p (Holm)']:.2g}",
+                     "spread rule": old, "verdict": r["verdict"], "why": why})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# The ablation page: figure, caption and tables
+# ---------------------------------------------------------------------------------------------
+
+_UNITS = ((1e9, "B"), (1e6, "M"), (1e3, "K"), (1, ""))
+
+
+def _outside_legend(ax, **kw) -> None:
+    """Legend outside the axes, right of them, top-aligned (hides nothing)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kw)
+
+
+def token_unit(max_tokens: float) -> tuple[float, str]:
+    """``(divisor, suffix)`` that prints ``max_tokens`` with at most three integer digits."""
+    for div, suffix in _UNITS:
+        if max_tokens >= div:
+            return div, suffix
+    return 1, ""
+
+
+def seeds_text(counts: dict) -> str:
+    """The seeds of an ablation figure, e.g. ``"5 seeds"`` (``counts``: variant → seeds,
+    :attr:`AblationResult.seed_counts`, one n for every variant: :func:`figure_seeds`)."""
+    return plural(max(counts.values()), "seed") if counts else "no seeds"
+
+
+def drawn_text(counts: dict, confidence: float) -> str:
+    """What an ablation figure draws, as its caption says it: ``"thin lines: each seed's ΔL;
+    bold: mean over 3 seeds; shaded: 95% t-interval of the mean, shown from 3 seeds; the
+    y-range follows the curves, the shading is cut at the frame"`` (``counts``: variant →
+    seeds; below :data:`MIN_BAND_SEEDS` nothing is shaded, and the text says why)."""
+    n = max(counts.values(), default=0)
+    if n < MIN_BAND_SEEDS:
+        band = (f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
+                f"{MIN_BAND_SEEDS} seeds, this figure has {n}; the y-range follows the curves")
+    else:
+        band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
+                f"seeds; the y-range follows the curves, the shading is cut at the frame")
+    return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
+
+
+def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
+    """The ablation figure of an :class:`gtalib.book.chapters.ablation.AblationResult` (see module
+    docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
+    of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
+    curves (seeds and means, with a margin), never by the interval, which is clipped to it.
+
+    Returns:
+        the matplotlib figure (two axes: ours, paper).
+    """
+
+    set_style()
+    fig_spec = ablation(result.key)
+    if ax_ours is None:
+        # stacked, not side by side: the book's text column is narrow
+        fig, (ax_ours, ax_paper) = plt.subplots(
+            2, 1, figsize=(10, 7.5), gridspec_kw={"height_ratios": [3, 2]}
+        )
+    else:
+        fig = ax_ours.figure
+    curves, band = result.curves, result.band
+    div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
+    shown, banded = [], False
+    for v in result.complete:
+        color = fig_spec.colors[v]
+        for _, g in curves[curves["variant"] == v].groupby("seed"):
+            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.7, alpha=0.4)
+            shown += list(g["delta"])
+        b = band[band["variant"] == v]
+        x = b["tokens"] / div
+        marker, _ = variant_style(fig_spec, v)
+        ax_ours.plot(x, b["mean"], color=color, lw=2.2, marker=marker, ms=5,
+                     markevery=max(1, len(b) // 8), label=display_name(v))
+        shown += list(b["mean"])
+        if len(b) and b["n"].min() >= MIN_BAND_SEEDS:
+            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.08, lw=0)
+            banded = True
+    ax_ours.set_ylim(*curve_limits(shown))  # the band is clipped to the curves' range
+    ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
+    ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
+    ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
+    ax_ours.set_title(f"ours: {result.preset} preset, {seeds_text(result.seed_counts)}, "
+                      f"{result.curve_column.replace('_', ' ')}", fontsize=10)
+    if result.complete:
+        handles, _ = ax_ours.get_legend_handles_labels()
+        handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
+                    Line2D([], [], color="0.4", lw=2.2,
+                           label=f"mean over {seeds_text(result.seed_counts)}")]
+        if banded:
+            handles.append(Patch(color="0.4", alpha=0.2, lw=0,
+                                 label=f"{result.confidence:.0%} t-interval of the mean"))
+        _outside_legend(ax_ours, handles=handles)
+    else:
+        ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
+                     va="center", transform=ax_ours.transAxes, color="crimson")
+    plot_paper_reference(fig_spec, ax_paper, result.variants or None)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paper_reference(fig_spec, ax, variants=None) -> None:
+    """The paper's curves of ``fig_spec`` (dashed, ≈) on its 0–100 B token axis; markers at
+    100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities.
+
+    Args:
+        variants: the variants to draw (those the page asked for; default all of the paper's),
+            in the paper's legend order.
+
+    The y-range covers every plotted paper value, 0 and the figure's ``paper_ylim``, plus a 10 %
+    margin, so that no curve start or marker touches the frame."""
+    curves = fig_spec.paper_curve_frame()
+    values = [0.0, *(fig_spec.paper_ylim or ())]
+    shown = fig_spec.variants if variants is None else [
+        v for v in fig_spec.variants if v in set(variants)]
+    for v in shown:
+        color = fig_spec.colors[v]
+        marker, dash = variant_style(fig_spec, v)
+        c = curves[curves["variant"] == v]
+        if len(c):
+            ax.plot(c["tokens_B"], c["delta"], color=color, ls=dash, lw=1.5, marker=marker,
+                    ms=5, label=f"{display_name(v)} paper (≈)")
+            values += list(c["delta"])
+        else:
+            final = fig_spec.paper_final(v)
+            ax.plot([100], [final], color=color, marker=marker, ms=7, ls="none",
+                    label=f"{display_name(v)} paper final (≈ ln PPL ratio)")
+            if not math.isnan(final):
+                values.append(final)
+    lo, hi = min(values), max(values)
+    pad = 0.1 * (hi - lo or 1.0)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlim(-3, 105)
+    ax.set_xlabel("training tokens (B), paper's 2.9 B model")
+    ax.set_ylabel("ΔL (nats)")
+    ax.set_title("paper (≈, read off its figure)", fontsize=10)
+    _outside_legend(ax, fontsize=7)
+
+
+def _hardware(cards: list) -> str:
+    """One-line hardware summary from run cards (``device``/``threads`` keys when present)."""
+    seen = []
+    for c in cards:
+        dev = c.get("device") or c.get("accelerator") or "?"
+        thr = c.get("threads") or c.get("torch_threads")
+        s = f"{dev}" + (f", {plural(thr, 'thread')}" if thr else "")
+        if s not in seen:
+            seen.append(s)
+    return "; ".join(seen) if seen else "unknown (no run card)"
+
+
+_COLUMN_WORDS = {
+    "train_loss": "training loss on the batch of each step (paired runs share every batch)",
+    "val_loss": "validation loss on the fixed held-out windows",
+}
+
+
+def ablation_caption(result) -> str:
+    """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and what is
+    drawn (:func:`drawn_text`)."""
+    fig_spec = ablation(result.key)
+    tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
+    div, unit = token_unit(max(tokens, 1))
+    size = PRESETS[result.preset]
+    return (
+        f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs (same data order, same "
+        f"seed) on the same steps; positive means the paper's recommended choice is better. "
+        f"Preset `{result.preset}`: {size['n_layer']} layers, d_model {size['d_model']}, "
+        f"{size['n_head']} heads of {size['head_dim']} (the scale ladder shows what depth does "
+        f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
+        f"{seeds_text(result.seed_counts)} per configuration, hardware: {_hardware(result.collected.cards)}. "
+        f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
+        f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; "
+        f"{drawn_text(result.seed_counts, result.confidence)}. Table below: "
+        f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
+        f"unsmoothed. Lower panel: the paper's "
+        f"curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
+    )
+
+
+def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
+    resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
+    hide (:func:`gtalib.book.analysis.stats.verdict_text`). The pair source, a long text, is printed
+    under the table (:func:`pair_source_lines`) so that the table fits the text column."""
+    if final.empty:
+        return final
+
+    out = pd.DataFrame({
+        "n (pairs)": final["seeds"],  # tokens per run: in the caption (one value for the table)
+        **interval_columns(final["seeds"], final["ΔL"], final["CI low"], final["CI high"],
+                            final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
+        "seed sd": final["seed sd"].map("{:.4f}".format),
+        "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
+        "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
+                    zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
+                        final["p (Holm)"], final["ΔL"])],
+        "one run shows it?": final["one run shows it?"],
+    })
+    out.index = [display_name(v) for v in final.index]
+    out.index.name = "variant"
+    return out
+
+
+def show_ablation(result) -> None:
+    """Display an ablation page's content in a notebook: incomplete-runs notice, figure,
+    caption, final ΔL table and the plateau-escape table."""
+
+    notice = missing_notice(result.collected)
+    if notice:
+        display(Markdown(notice))
+    display(Markdown(sources_notice(result.collected)))
+    plot_ablation(result)
+    plt.show()
+    display(Markdown(ablation_caption(result)))
+    if result.complete:
+        display(Markdown(final_table_words(result.confidence)))
+        display(table_style(format_final_table(result.final, result.confidence).style))
+        if "pair source" in result.final:
+            display(Markdown(pair_source_lines(dict(zip(
+                map(display_name, result.final.index), result.final["pair source"])))))
+
+
+def verdict_summary(result) -> str:
+    """Markdown sentence counting OUR per-variant verdicts of an ablation (from
+    ``result.final``), e.g. "2 of 2 variants: agrees 1, within noise 1"; the narrative of a page
+    uses it instead of a fixed claim so that text and table cannot disagree."""
+    final = result.final
+    if final.empty:
+        return "**Our verdicts:** no complete runs, nothing measured."
+    counts = final["verdict"].value_counts()
+    parts = []
+    for verdict_, n in counts.items():  # verdict_: not to hide the verdict rule, verdict()
+        names = ", ".join(display_name(v) for v in final.index[final["verdict"] == verdict_])
+        parts.append(f"*{verdict_}* for {n} ({names})")
+    seen = [display_name(v) for v in final.index[final["one run shows it?"] == "yes"]]
+    single = (f" One run would show the effect (|ΔL| above one arm's seed sd) for "
+              f"{', '.join(seen)}; for the others a single-seed comparison, like each of the "
+              f"paper's curves, could not tell it from seed noise at this scale." if seen else
+              " For no variant is |ΔL| above one arm's seed sd: a single-seed comparison, like "
+              "each of the paper's curves, could not tell these effects from seed noise at this "
+              "scale.")
+    return (f"**Our verdicts** (preset `{result.preset}`, {seeds_text(result.seed_counts)}, "
+            f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + "." + single)
+
+
+def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:
+    """Display the plateau-escape step of every run of an ablation (docs/cpu_regime.md): first step at
+    which the training loss (trailing mean over ``window`` steps) falls below the corpus's
+    unigram entropy minus ``margin`` nats."""
+
+    if result.runs.empty:
+        display(Markdown("No complete runs: no plateau to report."))
+        return
+    e = plateau_escape(result.runs, entropy, margin, window)
+    table = e.pivot_table(index="label", columns="seed", values="escape_step", aggfunc="first",
+                          dropna=False)
+    table.columns = [f"seed {c}" for c in table.columns]
+    table = table.map(lambda x: "not within run" if pd.isna(x) else f"{int(x)}")
+    display(Markdown(
+        f"Plateau escape step per run: the first step at which the training loss (trailing mean "
+        f"over {window} steps) falls below the corpus's unigram entropy ({entropy:.3f} nats) "
+        f"minus {margin} nats. Compare the arms' steps: "
+        f"the arm that leaves the plateau later starts its descent behind, and escape steps "
+        f"that differ between seeds add to the seed-to-seed spread."))
+    display(table)

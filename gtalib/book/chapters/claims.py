@@ -1,0 +1,338 @@
+"""The claims chapter: every claim of :func:`gtalib.book.design.figures.claims` with the paper's value,
+ours and a verdict, by one aggregation rule over an ablation's per-variant verdicts, the ranking
+test of the main table (claim 8), exact table claims (1, 2), the key-variance measurement on fresh
+paper-width layers (claim 3) and the decode claim (9); and the page's table.
+
+Reads :mod:`gtalib.book.design.figures` (the claims), :mod:`gtalib.book.chapters.ablation` and
+:mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdict
+texts), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for claim 3 and
+:mod:`gtalib.kernels.decode_model` for claim 9. ΔL in nats, perplexities as the paper prints them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+from IPython.display import Markdown, display
+
+from gtalib.book.analysis.curves import final_deltas
+from gtalib.book.analysis.stats import VERDICTS, pairs_text, ranking_test, verdict_text
+from gtalib.book.analysis.style import table_style
+from gtalib.book.chapters import kv_cache
+from gtalib.book.chapters.ablation import ablation_result
+from gtalib.book.chapters.main_results import (
+    MainResult,
+    complete_runs,
+    main_result,
+    per_seed_table,
+)
+from gtalib.book.design.figures import ABLATIONS, rankings
+from gtalib.book.design.figures import claims as paper_claims
+from gtalib.book.design.names import display_name
+from gtalib.kernels import decode_model as dm
+from gtalib.model.attention import build_attention
+from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
+
+
+def aggregate_verdicts(verdicts) -> str:
+    """The verdict of a claim that covers several variants, from their own verdicts: the common
+    verdict when every variant has the same one, else ``"mixed: "`` with the count of each
+    (most frequent first), e.g. ``"mixed: within noise 4/5, differs 1/5"``. The one rule for
+    every claim of the claims chapter.
+
+    Raises:
+        ValueError: no verdict, or one outside :data:`VERDICTS`.
+    """
+    verdicts = list(verdicts)
+    unknown = sorted(set(verdicts) - set(VERDICTS))
+    if not verdicts or unknown:
+        raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}; got {verdicts!r}")
+    counts = sorted(((verdicts.count(v), v) for v in VERDICTS if v in verdicts),
+                    key=lambda cv: -cv[0])  # stable: ties keep the order of VERDICTS
+    if len(counts) == 1:
+        return verdicts[0]
+    return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)
+
+
+def _claim_from_final(final: pd.DataFrame, paper_largest: str | None
+                      ) -> tuple[str, str, str]:
+    """(ours, verdict, resolution) of an ablation claim from its final ΔL table; resolution
+    names, per variant, n, the mean ΔL with its interval, the smallest resolvable |ΔL|, how
+    many pairs would resolve the mean, and what could hide where the verdict is within noise."""
+
+    if final.empty:
+        return "no complete runs", "not measured", ""
+    ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
+    verdict_ = aggregate_verdicts(final["verdict"])
+    if paper_largest is not None and len(final) > 1:
+        top = final["ΔL"].idxmax()
+        ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
+    return ours, verdict_, "; ".join(_resolution(display_name(v), r) for v, r in final.iterrows())
+
+
+def _resolution(name: str, r) -> str:
+    """One variant's resolution in the claims table, from its :func:`final_delta_table` row."""
+    n = int(r["seeds"])
+    if n < 2:
+        return f"{name}: 1 pair, ΔL {r['ΔL']:+.3f}, no interval"
+    pairs = pairs_text(n, r["pairs to resolve"])
+    return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
+            f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
+            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'], r['ΔL'])})"
+               if r["verdict"] == "within noise" else "")
+            + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
+
+
+def ranking_claim(values: pd.DataFrame, named: str, lower: bool, confidence: float = 0.95,
+                  name=str) -> tuple[str, str]:
+    """(ours, verdict) of "``named`` ranks first" as a difference paired by seed
+    (:func:`gtalib.book.analysis.stats.ranking_test`): per seed, ``named``'s value against that of the
+    closest rival (the best other mean), signed so that a positive difference is the claim.
+
+    Args:
+        values: frame ``[key, seed, value]`` (one row per configuration and seed).
+        lower: the claim is the lowest value (perplexity), else the largest (a gain ΔL).
+        name: display name of a key.
+    """
+    means = values.groupby("key")["value"].mean()
+    if named not in means.index or len(means) < 2:
+        return "not measured", "not measured"
+    others = means.drop(named)
+    rival = others.idxmin() if lower else others.idxmax()
+    own = values[values["key"] == named].set_index("seed")["value"]
+    riv = values[values["key"] == rival].set_index("seed")["value"]
+    seeds = own.index.intersection(riv.index)
+    diff = (riv[seeds] - own[seeds]) if lower else (own[seeds] - riv[seeds])
+    st, verdict_ = ranking_test(diff, confidence)
+    sign = f"{name(rival)} − {name(named)}" if lower else f"{name(named)} − {name(rival)}"
+    interval = ("no interval" if st.n < 2 else
+                f"[{st.low:+.3f}, {st.high:+.3f}]")
+    return (f"{sign}, paired by seed: {st.mean:+.3f} {interval} over {st.n} pairs "
+            f"(positive = the claim)", verdict_)
+
+
+def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[str, str]:
+    """Verdict and resolution of claim 8 (MLRA-4 has the lowest average perplexity of the
+    eleven; the gate lowers it further), each half one test of a difference paired by seed
+    (:func:`gtalib.book.analysis.stats.ranking_test`): MLRA-4 against its closest rival among the plain
+    configurations (:func:`ranking_claim`), and MLRA-4 against gated MLRA-4. *agrees*: both
+    halves agree; *differs*: either differs; else *within noise*.
+
+    Args:
+        values: frame ``[key, seed, value]``, the average perplexity of each main-table
+            configuration (label) and seed, gated MLRA-4 (``"MLRA-4 + gate"``) included.
+    """
+    keys = set(values["key"])
+    if "MLRA-4" not in keys:
+        return "not measured (MLRA-4 not in this preset's run set)", ""
+    plain = values[values["key"] != "MLRA-4 + gate"]
+    lowest, v_low = ranking_claim(plain, "MLRA-4", lower=True, confidence=confidence)
+    halves = [(v_low, f"MLRA-4 lowest of the eleven: {lowest}, {v_low}")]
+    if "MLRA-4 + gate" in keys:
+        wide = values.pivot(index="seed", columns="key", values="value")  # seed × config
+        st, v_gate = ranking_test((wide["MLRA-4"] - wide["MLRA-4 + gate"]).dropna(), confidence)
+        interval = "no interval" if st.n < 2 else f"[{st.low:+.3f}, {st.high:+.3f}]"
+        halves.append((v_gate, f"gate lowers it further: MLRA-4 − MLRA-4 + gate, paired by "
+                               f"seed: {st.mean:+.3f} {interval} over {st.n} pairs (positive = "
+                               f"the claim), {v_gate}"))
+    verdicts = [v for v, _ in halves]
+    seen = "; ".join(t for _, t in halves)
+    if all(v == "agrees" for v in verdicts):
+        return "agrees", seen
+    return ("differs" if "differs" in verdicts else "within noise"), seen
+
+
+def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_head: int = 24,
+                       head_dim: int = 128, tokens: int = 512, seed: int = 0) -> tuple[float, float]:
+    """Var(RoPE key) / Var(NoPE key) of a freshly initialised latent-family layer (paper claim 3).
+
+    The layer sees ``tokens`` unit-RMS random inputs (what the pre-attention RMSNorm hands it);
+    the RoPE key is a direct projection of the d_model-wide input (variance ``d σ²``), each NoPE
+    key an up-projection of a unit-RMS latent block of width w (``w σ²``) unless the latent scale
+    ``α_kv = sqrt(d / w)`` lifts it (docs/variants.md, "Scale constants ... Why").
+
+    Returns:
+        ``(measured, expected)`` with expected ``d_model / w`` without the scale and 1 with it.
+        At paper width the measured ratio's sampling spread is a few per cent.
+
+    Raises:
+        ValueError: ``variant`` not in the latent family (MLA, GLA-2/4, MLRA-2/4).
+    """
+
+
+    if canonical_variant(variant) not in LATENT_VARIANTS:
+        raise ValueError(f"variant must be one of {LATENT_VARIANTS}, got {variant!r}")
+    gen = torch.manual_seed(seed)
+    layer = build_attention(ModelConfig(variant=variant, n_layer=1, d_model=d_model, n_head=n_head,
+                                        head_dim=head_dim, block_size=tokens,
+                                        latent_scale=latent_scale))
+    x = torch.randn(1, tokens, d_model, generator=gen)
+    x = x * x.pow(2).mean(-1, keepdim=True).rsqrt()  # unit RMS per token
+    with torch.no_grad():
+        c, k_r = layer.latents(x, 0)  # (1, T, nb, w), (1, T, 1, d_r)
+        w_uk, _ = layer.up_weights()  # (nb, Hg, d_n, w)
+        k_n = torch.einsum("btkw,kinw->btkin", c, w_uk)  # (1, T, nb, Hg, d_n)
+    measured = (k_r.pow(2).mean() / k_n.pow(2).mean()).item()
+    return measured, 1.0 if latent_scale else d_model / layer.block_width
+
+
+def _variance_claim() -> tuple[str, str]:
+    """Claim 3 measured at paper width on MLA, GLA-2 and MLRA-4 layers, scale off and on."""
+    parts, ok = [], True
+    for v in ("mla", "gla-2", "mlra-4"):
+        (off, e_off), (on, e_on) = (key_variance_ratio(v, False), key_variance_ratio(v, True))
+        ok &= abs(off / e_off - 1) < 0.15 and abs(on - 1) < 0.15
+        parts.append(f"{v.upper()} {off:.1f} (d/w = {e_off:.0f}) → {on:.2f} scaled")
+    return "; ".join(parts) + " (fresh paper-width layers, 512 tokens)", "agrees" if ok else "differs"
+
+
+def _table_claim(number: int) -> tuple[str, str]:
+    """(ours, verdict) of claims 1 (per-device KV under TP) and 2 (parameter matching), computed
+    by :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes (exact, no training)."""
+
+    if number == 1:
+        kv = kv_cache.kv_table(with_units=True).pivot(index="variant", columns="tp",
+                                                    values="kv_dh_units")
+        mlra4, mla = kv.loc["mlra-4"], kv.loc["mla"]
+        lowest = all(kv[tp].min() == mlra4[tp] for tp in (4, 8))
+        ok = (mlra4[1] == mla[1] == 4.5 and set(mla) == {4.5} and mlra4[4] == mlra4[8] == 1.5
+              and lowest)
+        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} d_h at TP "
+                f"1/2/4/8, MLA {mla[1]:g} at every TP; MLRA-4 lowest at TP ≥ 4: "
+                f"{'yes' if lowest else 'no'}")
+        return ours, "agrees" if ok else "differs"
+    p = kv_cache.params_table("paper").set_index("variant")["total_params"]
+    plain = p[[v for v in p.index if "+" not in v]]
+    spread = (plain.max() - plain.min()) / plain["mha"]
+    ours = (f"{plain.min() / 1e9:.4f}–{plain.max() / 1e9:.4f} B over the eleven "
+            f"(spread {spread:.3%} of MHA)")
+    return ours, "agrees" if spread < 1e-3 and abs(plain["mha"] / 2.87e9 - 1) < 0.01 else "differs"
+
+
+def _decode_claim() -> tuple[str, str]:
+    """Claim 9 ("ours", verdict): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
+    longest recorded context (``benchmarks/decode_cpu.json``) and predicted for the H100 by the
+    roofline model; no GPU measurement, so never "agrees"."""
+
+    h = dm.model_table(gpus=("H100",), contexts_k=(2048,)).sort_values("latency_us")
+    r_h = dm.latency_ratios(h)["MLA / MLRA-4"].iloc[0]
+    ours = f"H100 roofline model: {' < '.join(h.shard)}, MLA / MLRA-4 {r_h:.2f}×"
+    try:
+        rows = pd.DataFrame(dm.load_cpu_results()["rows"])
+    except FileNotFoundError:
+        return ours + "; no CPU measurement recorded", "not measured (model only)"
+    big = rows[rows.context_k == rows.context_k.max()].sort_values("measured_us")
+    r_c = dm.latency_ratios(big, "measured_us")["MLA / MLRA-4"].iloc[0]
+    ours = (f"measured on one CPU core at {int(big.context_k.iloc[0])}K (compute-bound): "
+            f"{' < '.join(big.shard)}, MLA / MLRA-4 {r_c:.2f}×; " + ours)
+    return ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)"
+
+
+def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95
+                 ) -> pd.DataFrame:
+    """Every claim of :func:`gtalib.book.design.figures.claims` with the paper's value, ours and a verdict.
+
+    Ablation claims aggregate the per-variant verdicts of their figure by
+    :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
+    computed exactly from :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes; claim 3 is measured on
+    freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 from the recorded CPU
+    decode measurement and the roofline model at H100 peaks (:func:`_decode_claim`; no GPU
+    measurement). The ``resolution`` column gives, for every variant of an ablation claim, n,
+    the mean ΔL with its interval, the smallest |ΔL| the seeds could resolve, the pairs that
+    would resolve the measured mean and, where within noise, what could hide
+    (:func:`_claim_from_final`).
+    """
+
+    ranked = rankings()
+    largest = {key: named for key, (named, _, _) in ranked.items() if key in ABLATIONS}
+    rows = []
+    for c in paper_claims():
+        seen = {"tables": "exact (no training)",
+                "fresh-layers": "fresh layers (no training)"}.get(c.source, "")
+        if c.source in ABLATIONS:
+            r = ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
+                                confidence=confidence)
+            ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
+            if r.incomplete:
+                ours += f" (incomplete: {', '.join(display_name(x) for x in r.incomplete)})"
+        elif c.source == "main":
+            m = main_result(preset, seeds, run_dir, max_steps, confidence=confidence)
+            if m.ppl.empty:
+                ours, v = "no complete runs", "not measured"
+            else:
+                order = m.ppl["avg"].sort_values()
+                ours = "lowest avg PPL: " + ", ".join(
+                    f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
+                v, seen = main_claim_verdict(_main_values(m), confidence)
+        elif c.source == "tables":
+            ours, v = _table_claim(c.number)
+        elif c.source == "fresh-layers":
+            ours, v = _variance_claim()
+        else:  # decode
+            ours, v = _decode_claim()
+        rows.append((c.number, c.text, c.paper_value, ours, v, seen))
+        if c.source in ranked:
+            named, lower, says = ranked[c.source]
+            values, name = _ranking_values(r if c.source in ABLATIONS else m)
+            ours_r, v_r = (("no complete runs", "not measured") if values.empty else
+                           ranking_claim(values, named, lower, confidence, name))
+            rows.append((f"{c.number} (ranking)", says, c.paper_value, ours_r, v_r,
+                         "one paired test of the difference to the closest rival; a ranking "
+                         "is not shown by two intervals that merely differ"))
+    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
+                                       "resolution"]).set_index("claim")
+
+
+def _main_values(main: MainResult) -> pd.DataFrame:
+    """``[key, seed, value]``: each main-table configuration's average perplexity per seed, for
+    the configurations whose runs are all complete (as in the page's table)."""
+    runs = complete_runs(main.collected)
+    if runs.empty:
+        return pd.DataFrame(columns=["key", "seed", "value"])
+    values = per_seed_table(runs)
+    return values.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]]
+
+
+def _ranking_values(result) -> tuple[pd.DataFrame, object]:
+    """``([key, seed, value], display name)`` of a ranking claim: per seed, each variant's final
+    ΔL of an ablation result, or each plain main-table configuration's average perplexity (only
+    the variants or configurations whose runs are all complete, as in their tables)."""
+
+    runs = result.collected.runs
+    if runs.empty:
+        return pd.DataFrame(), str
+    if isinstance(result, MainResult):
+        values = _main_values(result)
+        return (values if values.empty else values[values["key"] != "MLRA-4 + gate"]), str
+    values = final_deltas(runs[runs["variant"].isin(result.complete)], result.final_column)
+    return values.rename(columns={"variant": "key", "delta": "value"}), display_name
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims page
+# ---------------------------------------------------------------------------------------------
+
+def claims_resolution_lines(claims: pd.DataFrame) -> str:
+    """Markdown under the claims table: each claim's *resolution* (what its seeds could see,
+    :func:`gtalib.book.chapters.claims.claims_table`) as one bullet, kept out of the table, where a
+    paragraph per cell made it too narrow to read."""
+    return "**Resolution** of each claim:\n\n" + "\n".join(
+        f"- **Claim {k}** ({r['verdict']}): {r['resolution']}" for k, r in claims.iterrows())
+
+
+def show_claims(claims: pd.DataFrame) -> None:
+    """Display the claims table with verdicts coloured (agrees green, differs red), each claim's
+    resolution under it (:func:`claims_resolution_lines`)."""
+
+    def color(v):
+        if v == "agrees":
+            return "color: darkgreen; font-weight: bold"
+        if v == "differs":
+            return "color: crimson; font-weight: bold"
+        return "color: dimgray"
+
+    table = claims.drop(columns=["resolution"])
+    # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
+    display(table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
+        [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))
+    display(Markdown(claims_resolution_lines(claims)))

@@ -1,0 +1,605 @@
+"""The scale ladder's width axis: MLRA-4's gap to the best of the other variants at each width of
+the ladder and against training length, paired by seed with its Student-t interval; the sentence
+that states the trend; the cost of a width's runs; the section the ladder and main-results pages
+show.
+
+Reads :mod:`gtalib.book.design.figures` (the ladder, its runs, names), :mod:`gtalib.book.design.plan` (the
+runs the book plans, which the length axis draws on), :mod:`gtalib.book.analysis.collect` (runs, where
+they come from), :mod:`gtalib.book.analysis.stats` (the paired interval and the ranking test),
+:mod:`gtalib.book.analysis.style` and :mod:`gtalib.book.chapters.scale_ladder` (the parameter matching per width);
+:mod:`gtalib.model` for parameter counts and :mod:`gtalib.training.record_costs` for recorded
+costs.
+
+Definitions (losses in nats per token; the named variant is MLRA-4 at ``cpu``,
+:attr:`gtalib.book.design.ladder.Ladder.width_named`):
+
+- *Final loss* of a run: its validation loss at the last logged step, unsmoothed.
+- *Best other* at a point (a width, or a training length): of the other variants whose every
+  required run at that point is done (*complete*), the one with the lowest mean final loss over
+  seeds. A variant with a missing run is left out of the point, never averaged over fewer seeds.
+- *Gap* at a point, per seed s: ``g(s) = L_named(s) − L_best(s)``; positive: the named variant
+  is behind. Its mean over the seeds both have, with the two-sided Student-t interval
+  (:func:`gtalib.book.analysis.stats.delta_stats`). The paper's claim (MLRA-4 has the lowest perplexity)
+  is ``g < 0``: the table's verdict is :func:`gtalib.book.analysis.stats.ranking_test` of ``−g``.
+- *Trend* along an axis: per seed, the change of the gap from the axis' first point to its last,
+  ``g_last(s) − g_first(s)``, over the seeds both points have, with its Student-t interval (the
+  same paired interval: each seed's change is one value). The gap *falls* when that interval
+  lies below zero, *rises* when above, else it does not change beyond noise. The best other may
+  differ between points; the table names it. The ends may plan different seeds (the length
+  axis: 5 at ``cpu``'s 250 and 1,000 steps, 3 at 2,000, :func:`length_refs`): each gap uses all
+  of its point's, the change only those both ends have.
+
+Cost of a width's runs (:func:`width_cost`): each run's recorded core-seconds at the preset's
+width (the median over its bundles, ``gtalib record costs``, ``docs/recorded_runs.md``) × the
+ratio of training FLOPs, ``6 · parameters · tokens`` (Kaplan et al. 2020, "Scaling Laws for
+Neural Language Models", Sec. 2.1; the tokens per run are equal, so the ratio is that of the
+parameter counts). An estimate: the per-token attention FLOPs and the memory traffic are left
+out, and a wider model's larger matrix products may run nearer the CPU's peak. At ``cpu``
+(FLOPs ratio 3.93) it gives 8.0 (MHA) to 16.2 (MLRA-4) core-minutes per d-256 run, 54
+core-minutes for one seed of the five variants, 4.5 core-hours for the 25 runs of 5 seeds (about
+2.3 hours on two cores, one thread per run); ``docs/cpu_regime.md``, "The width axis"."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from gtalib.book.analysis.collect import Collected, collect_runs, sources_notice
+from gtalib.book.analysis.stats import delta_stats, ranking_test
+from gtalib.book.analysis.style import and_join, plural, table_style
+from gtalib.book.chapters.scale_ladder import format_width_params, width_params
+from gtalib.book.design import ladder as ladders
+from gtalib.book.design.figures import ABLATIONS, ablation
+from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs
+from gtalib.book.design.names import canonical_options, config_label, display_name
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.seeds import seeds_of
+from gtalib.model.params import count_params
+from gtalib.model.presets import PRESETS, model_config
+from gtalib.training import record_costs
+from gtalib.training.config import train_config
+
+#: Columns of :func:`gap_points`' table.
+POINT_COLUMNS = ["point", "needed", "done", "others", "left_out", "best", "named_loss",
+                 "best_loss", "n", "mean", "sd", "low", "high", "verdict"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The gap at each point, the trend, the sentence
+# ---------------------------------------------------------------------------------------------
+
+def gap_points(final: pd.DataFrame, needed: pd.DataFrame, named: str, confidence: float = 0.95
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The named variant's gap to the best complete other variant at every point of an axis (see
+    the module docstring).
+
+    Args:
+        final: one row per done run: ``point, variant, seed, loss`` (final loss, nats).
+        needed: one row per run the axis needs, done or not: ``point, variant, seed``.
+        named: the variant whose gap is measured.
+    Returns:
+        ``(points, per_seed)``: ``points`` one row per point of ``needed`` in its order, columns
+        :data:`POINT_COLUMNS` (``needed``/``done``: run counts; ``others``: the complete other
+        variants; ``left_out``: incomplete variants as ``(variant, done, needed)``; ``best``,
+        the means and the gap's statistics NaN / ``None`` where the named variant or every other
+        is incomplete; ``verdict`` of the paper's ranking, :func:`ranking_test` of ``−g``);
+        ``per_seed``: ``point, seed, best, gap``.
+    Raises:
+        ValueError: a column missing from ``final`` or ``needed``.
+    """
+    for frame, cols, arg in ((final, ("point", "variant", "seed", "loss"), "final"),
+                             (needed, ("point", "variant", "seed"), "needed")):
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{arg} lacks column(s) {missing}; required: {list(cols)}")
+    rows, seeds_rows = [], []
+    for point in dict.fromkeys(needed["point"]):
+        need = needed[needed["point"] == point]
+        have = final[final["point"] == point]
+        counts = {v: (int(have["variant"].eq(v).sum()), len(g))
+                  for v, g in need.groupby("variant", sort=False)}
+        complete = [v for v, (d, n) in counts.items() if d == n]
+        left_out = tuple((v, d, n) for v, (d, n) in counts.items() if d < n)
+        others = tuple(v for v in complete if v != named)
+        row = dict(point=point, needed=len(need), done=len(have), others=others,
+                   left_out=left_out, best=None, named_loss=math.nan, best_loss=math.nan,
+                   n=0, mean=math.nan, sd=math.nan, low=math.nan, high=math.nan, verdict="")
+        if named in complete and others:
+            loss = have.set_index(["variant", "seed"])["loss"]
+            means = {v: float(loss[v].mean()) for v in others}
+            best = min(means, key=means.get)
+            own, riv = loss[named], loss[best]
+            common = own.index.intersection(riv.index)
+            gap = own[common] - riv[common]
+            st = delta_stats(gap, confidence)
+            _, verdict = ranking_test(-gap, confidence)
+            row.update(best=best, named_loss=float(own.mean()), best_loss=means[best], n=st.n,
+                       mean=st.mean, sd=st.sd, low=st.low, high=st.high, verdict=verdict)
+            seeds_rows += [(point, s, best, float(g)) for s, g in gap.items()]
+        rows.append(row)
+    return (pd.DataFrame(rows, columns=POINT_COLUMNS),
+            pd.DataFrame(seeds_rows, columns=["point", "seed", "best", "gap"]))
+
+
+def gap_trend(per_seed: pd.DataFrame, first, last, confidence: float = 0.95):
+    """The change of the gap from point ``first`` to point ``last``, paired by seed: per seed
+    ``g_last(s) − g_first(s)`` over the seeds both have, as :class:`~gtalib.book.analysis.stats.DeltaStats`
+    (:func:`delta_stats`); ``None`` when no seed has both."""
+    a = per_seed[per_seed["point"] == first].set_index("seed")["gap"]
+    b = per_seed[per_seed["point"] == last].set_index("seed")["gap"]
+    common = a.index.intersection(b.index)
+    return delta_stats(b[common] - a[common], confidence) if len(common) else None
+
+
+def _interval(mean: float, low: float, high: float, n: int) -> str:
+    """``"+0.094 [+0.071, +0.117]"``, or ``"+0.094 (one pair, no interval)"``."""
+    if n < 2 or math.isnan(low):
+        return f"{mean:+.3f} (one pair, no interval)"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def point_text(axis: str, point) -> str:
+    """A point as the pages name it: ``"d_model 256"`` on the width axis, ``"1,000 steps"`` on
+    the length axis.
+
+    Raises:
+        ValueError: ``axis`` not ``"width"`` or ``"steps"``.
+    """
+    if axis == "width":
+        return f"d_model {point}"
+    if axis == "steps":
+        return f"{point:,} steps"
+    raise ValueError(f"axis must be 'width' or 'steps', got {axis!r}")
+
+
+def trend_sentence(points: pd.DataFrame, per_seed: pd.DataFrame, named: str, axis: str,
+                   confidence: float = 0.95) -> str:
+    """One sentence on how the named variant's gap to the best other variant changes along an
+    axis (:func:`gap_points`' ``points`` and ``per_seed``), with every gap's interval, the
+    variants it compares and its pairs, and the change's (:func:`gap_trend`), whatever its sign,
+    saying when it is paired over fewer seeds than an end has; where a point lacks runs it says
+    how many and states no trend beyond the points that have a gap."""
+    name = display_name(named)
+    head = f"{name}'s gap to the best other variant (final validation loss, {name} − best)"
+    have = points[points["best"].notna()]
+    lacking = points[points["best"].isna()]
+
+    def at(r):
+        best = display_name(r["best"])
+        vs = (f"vs {best}, the only other variant there" if len(r["others"]) == 1 else
+              f"vs {best}, the best of {and_join(map(display_name, r['others']))}")
+        return (f"{_interval(r['mean'], r['low'], r['high'], r['n'])} at "
+                f"{point_text(axis, r['point'])} ({vs}; {plural(r['n'], 'pair')})")
+
+    def why(r):
+        lack = r["needed"] - r["done"]
+        return (f"at {point_text(axis, r['point'])}, " + (
+            f"{lack} of {plural(r['needed'], 'run')} {'is' if lack == 1 else 'are'} missing"
+            if lack else f"no complete {name} or other variant"))
+
+    if have.empty:
+        return f"{head}: no point has complete runs ({'; '.join(why(r) for _, r in points.iterrows())})."
+    gaps = [at(r) for _, r in have.iterrows()]
+    tail = ("" if lacking.empty else
+            "; " + "; ".join(why(r) for _, r in lacking.iterrows())
+            + (", so no trend can be stated yet" if len(have) < 2 else ""))
+    if len(have) < 2:
+        return f"{head} is {gaps[0]}{tail}."
+    first, last = have.iloc[0], have.iloc[-1]
+    ch = gap_trend(per_seed, first["point"], last["point"], confidence)
+    path = (f"from {gaps[0]}" + "".join(f" through {g}" for g in gaps[1:-1]) + f" to {gaps[-1]}")
+    if ch is None:
+        return f"{head} goes {path}; no seed has both ends, so no paired change{tail}."
+    # the trend pairs seeds across the two ends; an end with more seeds than the other shows
+    # its gap over all of them, so the change is not the difference of the two gaps shown
+    over = (plural(ch.n, "seed") if ch.n >= max(first["n"], last["n"]) else
+            f"the {plural(ch.n, 'seed')} that both {point_text(axis, first['point'])} and "
+            f"{point_text(axis, last['point'])} have")
+    change = f"a change of {_interval(ch.mean, ch.low, ch.high, ch.n)} over {over}, paired by seed"
+    if ch.n < 2:
+        sentence = f"{head} {'falls' if ch.mean < 0 else 'rises'} {path}: {change}"
+    elif ch.high < 0:
+        sentence = f"{head} falls {path}: {change}, its interval below zero"
+    elif ch.low > 0:
+        sentence = f"{head} rises {path}: {change}, its interval above zero"
+    else:
+        sentence = (f"{head} does not change beyond noise {path}: {change}, its interval "
+                    f"covering zero")
+    where = point_text(axis, last["point"])
+    if last["n"] >= 2 and last["high"] < 0:
+        sentence += f"; at {where} {name} is ahead of the best other variant"
+    elif last["n"] >= 2 and last["low"] > 0:
+        sentence += f"; at {where} {name} is still behind the best other variant"
+    return sentence + tail + "."
+
+
+# ---------------------------------------------------------------------------------------------
+# The width axis' runs and result
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class WidthGap:
+    """Everything the width-axis section of a page shows. Built by :func:`width_gap`.
+
+    Attributes:
+        preset, named, confidence: as given (``named``: the ladder's ``width_named``).
+        collected: the runs of both axes (:func:`gtalib.book.analysis.collect.collect_runs`).
+        width, length: :func:`gap_points` tables of the width axis (``point`` = ``d_model``)
+            and of training length at the width axis' depth and the preset's width (``point`` =
+            steps, :func:`length_refs`); ``width_per_seed``, ``length_per_seed``: their
+            per-seed gaps.
+        width_sentence, length_sentence: :func:`trend_sentence` of each axis.
+        params: :func:`width_params`.
+        note: why there is no width axis at ``preset`` (then every frame is empty), else ``""``.
+        width_seeds: seeds per variant and width the width axis plans.
+        length_runs: :func:`length_refs`, the runs the length axis plans and their sources.
+    """
+
+    preset: str
+    named: str
+    confidence: float
+    collected: Collected | None
+    width: pd.DataFrame
+    width_per_seed: pd.DataFrame
+    length: pd.DataFrame
+    length_per_seed: pd.DataFrame
+    width_sentence: str
+    length_sentence: str
+    params: pd.DataFrame
+    note: str = ""
+    width_seeds: int = 0
+    length_runs: list = field(default_factory=list)
+
+
+def width_refs(preset: str, seeds: int | None = None) -> list[tuple[str, object, object]]:
+    """``(axis, point, RunRef)`` of every run the width section reads: the width axis
+    (:func:`gtalib.book.design.ladder.ladder_runs` ``part="width"``; point ``d_model``) and the length
+    axis (point: steps, :func:`length_refs`). ``seeds=None``: each source its own count.
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+    out = [("width", ref_width(r, preset)[0], r) for r in ladder_runs(preset, seeds, "width")]
+    return out + [("steps", steps, r) for steps, r, _ in length_refs(preset, seeds)]
+
+
+#: Where a length point's runs come from (:func:`length_refs`), in the order that breaks a tie
+#: between two that plan a run: the width axis' own, the main table's, an ablation page's (its
+#: key), the ladder's gate runs.
+_SOURCE_ORDER = ("width", "main", *ABLATIONS, "ladder")
+
+
+def length_refs(preset: str, seeds: int | None = None) -> list[tuple[int, object, str]]:
+    """``(steps, RunRef, source)`` of every run of the length axis, in length, variant and
+    seed order: the width axis' variants at the main results' configuration (zero init, no
+    gate, latent scale on, 1× heads), the ladder's token depth and the preset's width, at each
+    length of the ladder's token axis (``base_steps`` × ``token_factors``). At ``base_steps``
+    they are the width axis' runs (source ``"width"``), so that point is the width table's
+    first; at a longer length, every run of that configuration and length the book plans: the
+    main table's (``"main"``), an ablation page's arm that is this configuration (its key: at
+    ``cpu``'s 1,000 steps the gating page's runs without the gate) and the ladder's gate runs
+    without the gate (``"ladder"``); a run two of them plan (same specification, same run id)
+    is read once, from the source that plans the most seeds of that variant at that length
+    (then the first in :data:`_SOURCE_ORDER`). A variant has the seeds its sources
+    plan: ``seeds=None``: each source its own count (:func:`gtalib.book.design.plan.make_plan` at the
+    book's smallest count, 1, which every plan of the book holds); else seeds ``0..seeds-1``.
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+
+    lad = ladder(preset)
+    lengths = [lad.base_steps * f for f in lad.token_factors]
+    default_steps, depth = train_config(preset).max_steps, PRESETS[preset]["n_layer"]
+    plan = make_plan(preset, seeds or 1)
+    found = [("width", r) for r in ladder_runs(preset, seeds, "width")]
+    found += [(key, r) for key, refs in plan.figure_refs.items() for r in refs]
+    found += [("ladder", r) for r in ladder_runs(preset, seeds, "gate")]
+    on_axis = []
+    for source, r in found:
+        opts = dict(canonical_options(r.options))
+        steps = dict(r.train).get("max_steps", default_steps)
+        # the main configuration (no option left once the defaults and the token depth are
+        # dropped), a width variant, a token length; the base length is the width axis' own
+        if (opts.pop("n_layer", depth) == lad.token_depth and not opts
+                and r.variant in lad.width_variants and steps in lengths
+                and (steps == lad.base_steps) == (source == "width")
+                and (seeds is None or r.seed < seeds)):
+            on_axis.append((steps, r, source))
+    # a run two sources plan is read from the one planning the most seeds of its variant at
+    # that length (then the first in _SOURCE_ORDER), so a page's runs are named as that page's
+    count = Counter((steps, r.variant, source) for steps, r, source in on_axis)
+    seen, out = set(), []
+    for steps, r, source in sorted(on_axis, key=lambda t: (-count[(t[0], t[1].variant, t[2])],
+                                                           _SOURCE_ORDER.index(t[2]))):
+        if (r.variant, steps, r.seed) not in seen:
+            seen.add((r.variant, steps, r.seed))
+            out.append((steps, r, source))
+    order = {v: i for i, v in enumerate(lad.width_variants)}
+    return sorted(out, key=lambda t: (lengths.index(t[0]), order[t[1].variant], t[1].seed))
+
+
+def ref_width(ref, preset: str) -> tuple[int, int, int]:
+    """``(d_model, n_head, head_dim)`` of a run ref: its options, else the preset's sizes.
+
+    Raises:
+        KeyError: unknown preset (lists the allowed ones).
+    """
+
+    if preset not in PRESETS:
+        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    opts = dict(ref.options)
+    return tuple(opts.get(k, PRESETS[preset][k]) for k in WIDTH_FIELDS)
+
+
+def width_gap(preset: str, seeds: int | None = None, run_dir=None, train: bool = False,
+              confidence: float = 0.95, record_dir=None) -> WidthGap:
+    """Collect the width section's runs (:func:`width_refs`: local store, else recorded runs,
+    else trained if ``train``) and compute the named variant's gap at each width and each
+    training length, and the sentences. A preset without a ladder or without a width axis gives
+    a result with empty tables and a ``note`` (the main-results page shows every preset).
+
+    Raises:
+        ValueError: ``seeds`` < 1, ``confidence`` outside (0, 1).
+    """
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    lad = ladders.LADDERS.get(preset)
+    if lad is None or not lad.width_variants:
+        empty = pd.DataFrame(columns=POINT_COLUMNS)
+        return WidthGap(preset, "", confidence, None, empty, pd.DataFrame(), empty,
+                        pd.DataFrame(), "", "", pd.DataFrame(),
+                        note=f"The `{preset}` preset has no width axis (the scale ladder's "
+                             f"presets with one: "
+                             f"{', '.join(k for k, v in ladders.LADDERS.items() if v.widths)}).")
+    refs = width_refs(preset, seeds)
+    unique = list(dict.fromkeys(r for _, _, r in refs))
+    collected = collect_runs(unique, make_plan(preset, 1), run_dir, train=train,
+                             record_dir=record_dir)
+    finals = _final_losses(collected)
+    tables = {}
+    for axis in ("width", "steps"):
+        rows = [(p, r, _key(r, p if axis == "steps" else lad.base_steps))
+                for a, p, r in refs if a == axis]
+        needed = pd.DataFrame([(p, r.variant, r.seed) for p, r, _ in rows],
+                              columns=["point", "variant", "seed"])
+        final = pd.DataFrame([(p, r.variant, r.seed, finals[k]) for p, r, k in rows
+                              if k in finals], columns=["point", "variant", "seed", "loss"])
+        pts, per_seed = gap_points(final, needed, lad.width_named, confidence)
+        tables[axis] = (pts, per_seed, trend_sentence(pts, per_seed, lad.width_named, axis,
+                                                      confidence))
+    return WidthGap(preset, lad.width_named, confidence, collected, tables["width"][0],
+                    tables["width"][1], tables["steps"][0], tables["steps"][1],
+                    tables["width"][2], tables["steps"][2], width_params(preset),
+                    width_seeds=seeds_of("ladder_width", preset) if seeds is None else seeds,
+                    length_runs=length_refs(preset, seeds))
+
+
+def _key(ref, steps: int) -> tuple:
+    """A run's key in :func:`_final_losses`: its label (which names its sizes), its length in
+    steps, its seed."""
+    return ref.label, steps, ref.seed
+
+
+def _final_losses(collected: Collected) -> dict:
+    """Final validation loss of every complete run, keyed by :func:`_key`."""
+    runs = collected.runs
+    if runs.empty:
+        return {}
+    last = runs.dropna(subset=["val_loss"]).sort_values("step").groupby(
+        ["label", "max_steps", "seed"]).tail(1)
+    return {(r.label, int(r.max_steps), int(r.seed)): float(r.val_loss)
+            for r in last.itertuples()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost per width (the parameter matching per width: gtalib.book.chapters.scale_ladder.width_params)
+# ---------------------------------------------------------------------------------------------
+
+def width_cost(preset: str, costs=None) -> pd.DataFrame:
+    """Estimated core-seconds of every width-axis run beyond the preset's width, from the
+    recorded run of the same variant at the preset's width scaled by the ratio of training FLOPs
+    ``6 · parameters · tokens`` (rule and source: module docstring).
+
+    Args:
+        costs: :func:`gtalib.training.record_costs.cost_table` (read from ``book/recorded/`` when
+            ``None``).
+    Returns:
+        one row per (width, variant): ``d_model, variant, n_params, base_params, flops_ratio,
+        base_core_s`` (median recorded core-seconds per run at the preset's width; NaN when
+        unrecorded), ``core_s`` (the estimate per run) and ``seeds``.
+    Raises:
+        KeyError: no ladder at ``preset``. FileNotFoundError: the corpus is not built (the run
+        specs' data identity).
+    """
+
+    costs = record_costs.cost_table() if costs is None else costs
+    median = dict(zip(costs["key"], costs["core_s_median"]))
+    plan, lad = make_plan(preset, 1), ladder(preset)
+    refs = ladder_runs(preset, 1, "width")
+    base = {r.variant: plan.spec(r) for r in refs if ref_width(r, preset) == lad.widths[0]}
+    rows = []
+    for r in refs:
+        if ref_width(r, preset) == lad.widths[0]:
+            continue
+        spec, b = plan.spec(r), base[r.variant]
+        flops, bflops = (6 * count_params(s.model)["total"] * s.train.max_steps
+                         * s.train.tokens_per_step for s in (spec, b))
+        core = median.get(record_costs.config_key(b), math.nan)
+        rows.append((ref_width(r, preset)[0], r.variant, count_params(spec.model)["total"],
+                     count_params(b.model)["total"], flops / bflops, core,
+                     core * flops / bflops, seeds_of("ladder_width", preset)))
+    return pd.DataFrame(rows, columns=["d_model", "variant", "n_params", "base_params",
+                                       "flops_ratio", "base_core_s", "core_s", "seeds"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages' section
+# ---------------------------------------------------------------------------------------------
+
+def format_gap_table(points: pd.DataFrame, named: str, axis: str, confidence: float = 0.95,
+                     preset: str | None = None) -> pd.DataFrame:
+    """A :func:`gap_points` table as printed: the point (``d_model`` with heads and the named
+    variant's latent block width, given ``preset``; or steps), runs done, the others compared,
+    the best with its mean final loss, the named variant's, the gap with its interval and pairs,
+    the paired test of "the named variant is lowest" (the paper's ranking claim), and what was
+    left out.
+
+    Raises:
+        ValueError: ``axis`` not ``"width"`` or ``"steps"``.
+    """
+    point_text(axis, 0)  # validates the axis
+    name = display_name(named)
+    out = pd.DataFrame({
+        ("d_model" if axis == "width" else "steps"): [
+            _width_cell(p, named, preset) if axis == "width" else f"{p:,}"
+            for p in points["point"]],
+        "runs done": [f"{d} of {n}" for d, n in zip(points["done"], points["needed"])],
+        "others compared": [", ".join(map(display_name, o)) or "—" for o in points["others"]],
+        "best other (mean loss)": ["—" if pd.isna(b) else f"{display_name(b)} ({x:.4f})"
+                                   for b, x in zip(points["best"], points["best_loss"])],
+        f"{name} (mean loss)": ["—" if math.isnan(x) else f"{x:.4f}"
+                                for x in points["named_loss"]],
+        f"{name} − best other": ["—" if pd.isna(b) else f"{m:+.4f}"
+                                 for b, m in zip(points["best"], points["mean"])],
+        f"{confidence:.0%} CI": ["—" if pd.isna(b) else "n/a (1 pair)" if n < 2 else
+                                 f"[{lo:+.4f}, {hi:+.4f}]" for b, n, lo, hi in
+                                 zip(points["best"], points["n"], points["low"], points["high"])],
+        "pairs": points["n"],
+        f"{name} lowest?": [v or "—" for v in points["verdict"]],
+        "left out": [("every variant: no run done" if d == 0 and n else
+                      "; ".join(f"{display_name(v)} ({k} of {plural(m, 'run')})"
+                                for v, k, m in lo) or "—")
+                     for lo, d, n in zip(points["left_out"], points["done"], points["needed"])],
+    })
+    return out.reset_index(drop=True)
+
+
+def _width_cell(d_model, named: str, preset: str | None) -> str:
+    """``"256 (4 × 64; MLRA-4 latent: 4 blocks of 64)"`` given ``preset``, else ``"256"``."""
+
+    if preset is None:
+        return str(d_model)
+    size = next(s for s in ladder(preset).widths if s[0] == d_model)
+    cfg = model_config(preset, named, d_model=size[0], n_head=size[1], head_dim=size[2])
+    blocks = cfg.latent_blocks
+    block = (f"; {display_name(named)} latent: {plural(blocks, 'block')} of "
+             f"{cfg.kv_lora_rank // blocks}" if blocks else "")
+    return f"{d_model} ({size[1]} × {size[2]}{block})"
+
+
+#: How :func:`width_words` names a length point's source (:func:`length_refs`); an ablation
+#: page's by its title and the arm that is the main configuration.
+_SOURCE_WORDS = {"width": "the width axis' runs at d_model {d_model} (the width table's first row)",
+                 "main": "the main table's runs",
+                 "ladder": "the scale ladder's gate runs without the gate"}
+
+
+def _source_words(source: str, preset: str) -> str:
+    """A :func:`length_refs` source as :func:`width_words` names it."""
+    if source in _SOURCE_WORDS:
+        return _SOURCE_WORDS[source].format(d_model=ladder(preset).widths[0][0])
+    fig = ablation(source)
+    arm = next(opts for opts in (fig.alt, fig.rec) if not canonical_options(opts.items()))
+    label = config_label("mha", arm).removeprefix("MHA").strip()
+    return f"the {fig.title.split(':')[0].lower()} page's runs" + (f" ({label})" if label else "")
+
+
+def length_plan_words(result: WidthGap) -> list[str]:
+    """Per length of :attr:`WidthGap.length_runs`: where its runs come from (per source, the
+    variants with each seed count) and which of the width axis' variants have none there."""
+    lad = ladder(result.preset)
+    seeds: dict = {}
+    for steps, r, source in result.length_runs:
+        seeds.setdefault(steps, {}).setdefault(source, {}).setdefault(r.variant, set()).add(
+            r.seed)
+    out = []
+    for steps, by_source in seeds.items():
+        parts = []
+        for source in sorted(by_source, key=_SOURCE_ORDER.index):
+            per_variant = by_source[source]
+            counts: dict = {}
+            for v, ss in per_variant.items():
+                counts.setdefault(len(ss), []).append(display_name(v))
+            parts += [f"{_source_words(source, result.preset)}, {plural(n, 'seed')} of "
+                      f"{and_join(vs)}" for n, vs in sorted(counts.items(), reverse=True)]
+        absent = [display_name(v) for v in lad.width_variants
+                  if not any(v in pv for pv in by_source.values())]
+        out.append(f"at {steps:,} steps " + "; ".join(parts) + (
+            f" ({and_join(absent)} {'has' if len(absent) == 1 else 'have'} no run of that length)"
+            if absent else ""))
+    return out
+
+
+def width_words(result: WidthGap) -> str:
+    """The Markdown above the width section's tables: what the gap is, how many seeds, where
+    each length's runs come from and which variants it compares."""
+    lad = ladder(result.preset)
+    name = display_name(result.named)
+    others = ", ".join(display_name(v) for v in lad.width_variants if v != result.named)
+    claim = ("the paper's ranking claim (MLRA-4 lowest)" if result.named == "mlra-4" else
+             f"“{name} lowest” (the paper's ranking claim is MLRA-4's)")
+    lengths = length_plan_words(result)
+    return (
+        f"**{name}'s gap to the best other variant.** {name} and {others} at the main results' "
+        f"configuration (zero init, no gate, latent scale on, 1× heads), {lad.token_depth} "
+        f"layers, {lad.base_steps:,} steps, at each width below, "
+        f"{plural(result.width_seeds, 'seed')} each, every variant parameter-matched "
+        f"to the MHA model of that width by its SwiGLU width. Per seed, {name}'s final "
+        f"validation loss minus that of the best other variant (the lowest mean over seeds of "
+        f"the variants whose runs are all complete), paired by seed, with its "
+        f"{result.confidence:.0%} Student-t interval; > 0: {name} is behind. *{name} lowest?*: "
+        f"the paired test of {claim} on the same pairs, *agrees* when the interval of the best "
+        f"other's loss minus {name}'s lies above zero, *differs* when below, else *within "
+        f"noise*. The same gap against training length at {lad.token_depth} layers and the "
+        f"narrowest width, from every run of these variants the book has at each length: "
+        + "; ".join(lengths) + ". Each length compares the variants it has, over all of its "
+        "seeds; the change from the first length to the last is paired over the seeds both "
+        "have.")
+
+
+def incomplete_notice(collected: Collected) -> str | None:
+    """Markdown: how many of the section's runs are missing or failed, one line per
+    configuration with its seeds (a run that failed or is corrupt also with its message);
+    ``None`` when every run is done."""
+    bad = collected.incomplete
+    if bad.empty:
+        return None
+    lines = [f"**Incomplete: {len(bad)} of {plural(len(collected.status), 'run')} are missing "
+             f"or failed**; a variant lacking a run is left out of its point:", ""]
+    for (label, steps, state), g in bad.groupby(["label", "max_steps", "state"], sort=False):
+        seeds = ", ".join(map(str, sorted(g["seed"])))
+        detail = "; ".join(f"seed {r.seed}: {r.detail}" for r in g.itertuples()
+                           if state != "missing" and r.detail)
+        lines.append(f"- {label}, {steps:,} steps, {'seed' if len(g) == 1 else 'seeds'} "
+                     f"{seeds}: {state}" + (f" ({detail})" if detail else ""))
+    return "\n".join(lines)
+
+
+def show_width_gap(result: WidthGap, parameters: bool = True) -> None:
+    """Display the width section: its note where the preset has no width axis; else where its
+    runs come from, the words, the trend sentences, the width and length tables and, with
+    ``parameters``, the parameter matching per width."""
+
+    if result.note:
+        display(Markdown(result.note))
+        return
+    display(Markdown(width_words(result)))
+    notice = incomplete_notice(result.collected)
+    if notice:
+        display(Markdown(notice))
+    display(Markdown(sources_notice(result.collected)))
+    display(Markdown(f"- *against width* — {result.width_sentence}\n"
+                     f"- *against training length* — {result.length_sentence}"))
+    for table, axis in ((result.width, "width"), (result.length, "steps")):
+        shown = format_gap_table(table, result.named, axis, result.confidence, result.preset)
+        display(table_style(shown.style.hide(axis="index")))
+    if parameters:
+        display(Markdown("**Parameter matching per width:** total parameters of each width-axis "
+                         "configuration and its difference from MHA at the same width."))
+        display(table_style(format_width_params(result.params).style.hide(axis="index")))

@@ -1,0 +1,588 @@
+"""The scale ladder chapter: the paired final ΔL of every ladder point (depth, training length,
+arm) with its interval and verdict, the parameter matching per rung and per width (the width
+axis' table, :mod:`gtalib.book.chapters.ladder_width`), the sentences that say where a series changes sign, the
+paragraph on its seeds and its family of tests beside the ablation pages', and the page's figure
+and table.
+
+Reads :mod:`gtalib.book.design.figures` (the ladder, its runs, the paper's perplexities),
+:mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs and pair sources),
+:mod:`gtalib.book.analysis.stats` (interval, verdict, table columns) and :mod:`gtalib.book.analysis.style`;
+:mod:`gtalib.model` for the parameter counts per rung and width, and
+:mod:`gtalib.training.config` for the ablation pages' training lengths.
+ΔL = L(arm) − L(rec), final validation loss in nats; depths in layers, lengths in steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from gtalib.book.analysis.collect import (
+    Collected,
+    collect_runs,
+    missing_notice,
+    pair_source_lines,
+    pair_source_summary,
+    sources_notice,
+)
+from gtalib.book.analysis.stats import (
+    delta_stats,
+    family_verdicts,
+    final_table_words,
+    interval_columns,
+    verdict_text,
+    visible_text,
+)
+from gtalib.book.analysis.style import (
+    MIN_BAND_SEEDS,
+    and_join,
+    curve_limits,
+    plural,
+    set_style,
+    table_style,
+    variant_style,
+)
+from gtalib.book.design.figures import ablation, figure_variants
+from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs
+from gtalib.book.design.names import VARIANT_COLORS, config_label, display_name
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.seeds import FIXED, seeds_of
+from gtalib.model.params import count_params
+from gtalib.model.presets import PRESETS, model_config
+from gtalib.training.config import train_config
+
+# ---------------------------------------------------------------------------------------------
+# The ladder's points and sentences
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class LadderResult:
+    """Everything the scale-ladder page shows. Built by :func:`ladder_result`.
+
+    Attributes:
+        per_seed: one row per paired seed: ``part, variant, arm, n_layer, max_steps, seed,
+            delta`` with ``delta = L(arm) − L(rec)``, final validation loss (nats).
+        points: one row per ladder point: ``part, variant, arm, n_layer, max_steps, n, mean,
+            sd, low, high, resolvable, pairs_needed, seed_sd, paper, pair_source, p_holm, verdict``
+            (``resolvable``, ``pairs_needed``: :class:`DeltaStats`; ``paper``: the paper's ΔL
+            at 2.9 B parameters, ``ln PPL(alt) − ln PPL(rec)``, NaN where the paper has no such
+            arm; ``pair_source``: :func:`pair_source_summary` of the point's pairs).
+        params: parameter matching per rung: ``n_layer, config, n_params, vs_mha_pct``.
+        seeds: seeds per point of the depth and length axes; width_seeds: per variant and
+            width on the width axis (:mod:`gtalib.book.chapters.ladder_width`; 0 without one).
+    """
+
+    preset: str
+    seeds: int
+    confidence: float
+    collected: Collected
+    per_seed: pd.DataFrame
+    points: pd.DataFrame
+    params: pd.DataFrame
+    width_seeds: int = 0
+
+
+def paper_delta(key: str, variant: str) -> float:
+    """The paper's final ΔL of ablation ``key`` for ``variant`` in nats, from its average
+    perplexities: ``ln PPL(alt) − ln PPL(rec)`` (NaN where the paper gives none)."""
+
+    ppl = ablation(key).paper_ppl.get(variant)
+    return math.log(ppl[0] / ppl[1]) if ppl else math.nan
+
+
+def depth_runs(preset: str, seeds: int | None = None) -> list:
+    """The runs of ``preset``'s depth and token axes (the init and gate parts of
+    :func:`gtalib.book.design.ladder.ladder_runs`), whose ΔL pairs this page computes; the width
+    axis is :mod:`gtalib.book.chapters.ladder_width`'s."""
+    return [*ladder_runs(preset, seeds, "init"), *ladder_runs(preset, seeds, "gate")]
+
+
+def ladder_params(preset: str) -> pd.DataFrame:
+    """Total parameters of every configuration of ``preset``'s depth and token axes at every
+    depth, and its deviation from MHA's at the same depth in percent (the FFN width is solved
+    per depth by :func:`gtalib.model.presets.model_config`; the width axis':
+    :func:`width_params`)."""
+
+    rows = []
+    configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))
+               for r in depth_runs(preset, 1)}
+    for depth in ladder(preset).depths:
+        mha = count_params(model_config(preset, "mha", n_layer=depth))["total"]
+        for variant, opts in sorted(configs):
+            cfg = model_config(preset, variant, n_layer=depth, **dict(opts))
+            n = count_params(cfg)["total"]
+            rows.append((depth, config_label(variant, dict(opts)), cfg.intermediate_size,
+                         n, 100 * (n - mha) / mha))
+    return pd.DataFrame(rows, columns=["n_layer", "config", "intermediate_size", "n_params",
+                                       "vs_mha_pct"])
+
+
+def width_params(preset: str) -> pd.DataFrame:
+    """Every width-axis configuration of ``preset``: ``d_model, n_head, head_dim, config,
+    intermediate_size, kv_lora_rank, block_width`` (the latent's width per block, ``d_c`` over
+    the blocks; both ``<NA>`` without a latent, "—" as printed, :func:`format_width_params`),
+    ``n_params`` and ``vs_mha_pct``, the deviation from MHA at the same width in percent (the
+    SwiGLU width solved against the MHA model of that width,
+    :func:`gtalib.model.presets.model_config`).
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+
+
+    lad = ladder(preset)
+    rows = []
+    for size in lad.widths:
+        opts = {**dict(zip(WIDTH_FIELDS, size)), "n_layer": lad.token_depth}
+        mha = count_params(model_config(preset, "mha", **opts))["total"]
+        for v in lad.width_variants:
+            cfg = model_config(preset, v, **opts)
+            n = count_params(cfg)["total"]
+            block = cfg.kv_lora_rank // cfg.latent_blocks if cfg.latent_blocks else None
+            rows.append((*size, display_name(v), cfg.intermediate_size, cfg.kv_lora_rank,
+                         block, n, 100 * (n - mha) / mha))
+    out = pd.DataFrame(rows, columns=["d_model", "n_head", "head_dim", "config",
+                                      "intermediate_size", "kv_lora_rank", "block_width",
+                                      "n_params", "vs_mha_pct"])
+    return out.astype({"kv_lora_rank": "Int64", "block_width": "Int64"})
+
+
+def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
+    """:func:`width_params` as printed: the columns named as on the page, "—" where a variant
+    has no latent (``d_c``, latent block), parameters with thousands separators and the
+    deviation from MHA in percent to three decimals."""
+    out = params.rename(columns={"intermediate_size": "F", "kv_lora_rank": "d_c",
+                                 "block_width": "latent block", "n_params": "parameters",
+                                 "vs_mha_pct": "vs MHA (%)"})
+    for col in ("d_c", "latent block"):
+        out[col] = ["—" if pd.isna(x) else str(int(x)) for x in out[col]]
+    out["parameters"] = [f"{int(x):,}" for x in out["parameters"]]
+    out["vs MHA (%)"] = [f"{x:+.3f}" for x in out["vs MHA (%)"]]
+    return out.reset_index(drop=True)
+
+
+def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bool = False,
+                  confidence: float = 0.95, record_dir=None) -> LadderResult:
+    """Collect the ladder's runs (local store, else recorded runs, else trained if ``train``)
+    and compute the paired final ΔL of every point with its Student-t interval and verdict
+    (:func:`gtalib.book.analysis.stats.family_verdicts`, the ladder's points one family; the seed sd is
+    the larger of the two arms' standard deviations of the final loss).
+    ``seeds=None``: the seeds the ladder was recorded with (:attr:`Ladder.seeds`, and
+    :attr:`~Ladder.width_seeds` on the width axis); else ``seeds`` on every axis.
+
+    Raises:
+        KeyError: ``preset`` has no ladder. ValueError: ``seeds`` < 1.
+    """
+
+    lad = ladder(preset)
+    width_seeds = (seeds_of("ladder_width", preset) if seeds is None else seeds) if lad.width_variants else 0
+    seeds = seeds_of("ladder", preset) if seeds is None else seeds
+    refs = depth_runs(preset, seeds)
+    collected = collect_runs(refs, make_plan(preset, 1), run_dir, train=train,
+                             record_dir=record_dir)
+    runs = collected.runs
+    cols = ["part", "variant", "arm", "n_layer", "max_steps", "seed", "delta"]
+    per_seed, points = [], []
+    if not runs.empty:
+        last = runs.dropna(subset=["val_loss"]).sort_values("step").groupby(
+            ["variant", "arm", "n_layer", "max_steps", "seed"]).tail(1)
+        final = last.set_index(["variant", "arm", "n_layer", "max_steps", "seed"])["val_loss"]
+        for (variant, arm, depth, steps, seed), value in final.items():
+            if arm == "rec":
+                continue
+            key = (variant, "rec", depth, steps, seed)
+            if key in final.index:  # a variant is in one part only (Ladder checks it)
+                part = ladder(preset).part(variant)
+                per_seed.append((part, variant, arm, depth, steps, seed, value - final[key]))
+    per_seed = pd.DataFrame(per_seed, columns=cols)
+    pairs = collected.pairs
+    for (part, variant, arm, depth, steps), g in per_seed.groupby(
+            ["part", "variant", "arm", "n_layer", "max_steps"], sort=True):
+        st = delta_stats(g["delta"], confidence)
+        m, lo, hi, n = st.mean, st.low, st.high, st.n
+        fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
+        seed_sd = max(float(np.std(fin.xs(a, level="arm").to_numpy(), ddof=1))
+                      if n > 1 else math.nan for a in (arm, "rec"))
+        paper = paper_delta(part, variant) if arm == "alt" else math.nan  # part = ablation key
+        source = pair_source_summary(pairs[(pairs["variant"] == variant) & (pairs["arm"] == arm)
+                                           & (pairs["n_layer"] == depth)
+                                           & (pairs["max_steps"] == steps)])
+        points.append((part, variant, arm, depth, steps, n, m, st.sd, lo, hi, st.resolvable,
+                       st.pairs_needed, seed_sd, paper, source))
+    points = pd.DataFrame(points, columns=["part", "variant", "arm", "n_layer", "max_steps", "n",
+                                           "mean", "sd", "low", "high", "resolvable",
+                                           "pairs_needed", "seed_sd", "paper", "pair_source"])
+    # the ladder's points are one family of tests (Holm across all of them); an arm without a
+    # paper value (the scaled init) says which arm is ahead instead of agrees / differs
+    _, points["p_holm"], verdicts = family_verdicts(
+        points["mean"], points["sd"], points["n"],
+        [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
+    points["verdict"] = [v if arm == "alt" or v not in ("agrees", "differs") else
+                         ("zero init better" if m > 0 else f"{arm} init better")
+                         for v, arm, m in zip(verdicts, points["arm"], points["mean"])]
+    return LadderResult(preset, seeds, confidence, collected, per_seed, points,
+                        ladder_params(preset), width_seeds)
+
+
+def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max_steps: int) -> str:
+    """One sentence on where the mean ΔL of a ladder series changes sign against depth (or that
+    it does not within the ladder), and at which depths its interval excludes zero."""
+
+    s = points[(points["part"] == part) & (points["variant"] == variant) & (points["arm"] == arm)
+               & (points["max_steps"] == max_steps)].sort_values("n_layer")
+    name = display_name(variant)
+    if s.empty:
+        return f"{name}: no complete point."
+    depths, means = s["n_layer"].tolist(), s["mean"].tolist()
+    signs = [m > 0 for m in means]
+    sure = [d for d, lo, hi in zip(depths, s["low"], s["high"]) if lo > 0 or hi < 0]
+    sure_txt = (f"its interval over seeds excludes zero at {', '.join(map(str, sure))} "
+                f"{_layers(sure)}" if sure else "its interval covers zero at every depth")
+    span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} {_layers(depths)}"
+    # the paper's sign only where the paper has the comparison; else say which arm is ahead
+    plus, minus = (("the paper's sign (ΔL > 0)", "the opposite of the paper's sign (ΔL < 0)")
+                   if arm == "alt" else ("a positive sign (zero init ahead)",
+                                         f"a negative sign ({arm} init ahead)"))
+    if all(signs) or not any(signs):
+        return (f"{name}: ΔL has {plus if signs[0] else minus} at every depth of the ladder "
+                f"({span}); {sure_txt}.")
+    changes = [f"between {a} and {b} layers" for (a, sa), (b, sb)
+               in zip(zip(depths, signs), zip(depths[1:], signs[1:])) if sa != sb]
+    pos = [d for d, sg in zip(depths, signs) if sg]
+    return (f"{name}: the mean ΔL changes sign {' and '.join(changes)}; it has {plus} at "
+            f"{', '.join(map(str, pos))} {_layers(pos)}; {sure_txt}.")
+
+
+def token_sentence(points: pd.DataFrame, variant: str, n_layer: int) -> str:
+    """One sentence on the gate's token axis of ``variant`` at ``n_layer`` layers: the training
+    length (steps, and tokens per run at ``tokens_per_step``) from which the mean ΔL = L(no gate)
+    − L(gate) has the paper's sign (> 0) at every longer rung, or that it never does within the
+    ladder, and at which lengths its interval excludes zero."""
+
+    s = points[(points["part"] == "gate") & (points["variant"] == variant)
+               & (points["arm"] == "alt") & (points["n_layer"] == n_layer)
+               ].sort_values("max_steps")
+    name = display_name(variant)
+    if s.empty:
+        return f"{name} at {n_layer} {_layers([n_layer])}: no complete point."
+    steps, means = s["max_steps"].tolist(), s["mean"].tolist()
+    sure = [f"{n:,}" for n, lo, hi in zip(steps, s["low"], s["high"]) if lo > 0 or hi < 0]
+    sure_txt = (f"its interval over seeds excludes zero at {', '.join(sure)} steps" if sure
+                else "its interval covers zero at every length")
+    head = f"{name} at {n_layer} {_layers([n_layer])} ({steps[0]:,}–{steps[-1]:,} steps)"
+    # the first rung from which every longer rung has the paper's sign
+    turn = next((i for i in range(len(steps)) if all(m > 0 for m in means[i:])), None)
+    if turn is None:
+        return (f"{head}: ΔL does not take the paper's sign at the longest rung "
+                f"({means[-1]:+.3f} at {steps[-1]:,} steps); {sure_txt}.")
+    if turn == 0:
+        return f"{head}: ΔL has the paper's sign (> 0) at every length; {sure_txt}."
+    return (f"{head}: ΔL turns to the paper's sign between {steps[turn - 1]:,} and "
+            f"{steps[turn]:,} steps ({means[turn - 1]:+.3f} → {means[turn]:+.3f}) and keeps it "
+            f"to {steps[-1]:,}; {sure_txt}.")
+
+
+def scaled_sentence(points: pd.DataFrame, variant: str, max_steps: int) -> str:
+    """The ladder's direct test of the depth hypothesis for ``variant`` in one sentence: at each
+    depth, the gap to zero init of N(0, σ) output projections (ΔL = L(normal) − L(zero)) and of
+    the scaled ones N(0, σ/√(2L)) (ΔL = L(scaled) − L(zero)), each mean with its interval, and
+    at the deepest rung where zero init is ahead of N(0, σ) how much of that gap the scaling
+    removes. The hypothesis (a zero-initialised block adds no noise to the residual stream)
+    predicts that it removes most of it."""
+
+    sel = points[(points["part"] == "init") & (points["variant"] == variant)
+                 & (points["max_steps"] == max_steps)]
+    normal = sel[sel["arm"] == "alt"].set_index("n_layer")
+    scaled = sel[sel["arm"] == "scaled"].set_index("n_layer")
+    depths = sorted(set(normal.index) & set(scaled.index))
+    name = display_name(variant)
+    if not depths:
+        return f"{name}: no depth with both the normal and the scaled arm."
+
+    def iv(r):
+        return f"{r['mean']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]"
+
+    rungs = "; ".join(f"{d} {_layers([d])}: {iv(normal.loc[d])} → {iv(scaled.loc[d])}"
+                      for d in depths)
+    head = (f"{name}, ΔL to zero init of N(0, σ) → of N(0, σ/√(2L)) output projections, "
+            f"{max_steps:,} steps ({rungs})")
+    behind = [d for d in depths if normal.loc[d, "mean"] > 0]
+    if not behind:
+        return (f"{head}: N(0, σ) is not behind zero init at any depth, so there is no gap "
+                f"for the scaling to remove.")
+    def sure(r):
+        return "interval excludes zero" if r["low"] > 0 or r["high"] < 0 else "interval covers zero"
+
+    d = behind[-1]
+    g, sc = normal.loc[d, "mean"], scaled.loc[d, "mean"]
+    share = ("all of it: the scaled arm is ahead of zero init" if sc <= 0 else
+             f"{1 - sc / g:.0%} of it")
+    return (f"{head}: at {d} {_layers([d])}, where zero init is ahead of N(0, σ) by {g:.3f} "
+            f"({sure(normal.loc[d])}), the scaling removes {share} ({sc:+.3f}; "
+            f"{sure(scaled.loc[d])}).")
+
+
+def _layers(depths) -> str:
+    """``"layer"`` after a single depth of 1, else ``"layers"``."""
+    return "layer" if list(depths) == [1] else "layers"
+
+
+# ---------------------------------------------------------------------------------------------
+# The ladder's page: figure, table and sentences
+# ---------------------------------------------------------------------------------------------
+
+#: Depth of the paper's models (2.9 B parameters, 24 layers): where its ΔL is drawn on the
+#: ladder's depth axis.
+PAPER_DEPTH = 24
+
+
+#: What each ladder series differences, by (part, arm).
+_LADDER_DELTA = {("init", "alt"): "normal − zero", ("init", "scaled"): "scaled − zero",
+                 ("gate", "alt"): "no gate − gate"}
+
+
+def _depth_points(points: pd.DataFrame, lad) -> pd.DataFrame:
+    """The ladder points drawn and told against depth: the depth variants of each part at the
+    depth axis' lengths (:meth:`Ladder.depth_variants`, :meth:`Ladder.depth_steps`)."""
+    on_axis = pd.Series([v in lad.depth_variants(p)
+                         for p, v in zip(points["part"], points["variant"])], index=points.index,
+                        dtype=bool)
+    return points[on_axis & points["max_steps"].isin(lad.depth_steps())]
+
+
+def _ladder_series(points: pd.DataFrame):
+    """``(part, variant, arm, max_steps, rows sorted by depth)`` of every ladder series."""
+    for key, g in points.groupby(["part", "variant", "arm", "max_steps"], sort=True):
+        yield (*key, g.sort_values("n_layer"))
+
+
+def _ladder_point(ax, g, x, color, marker, style, label, dots, xcol, hollow=False):
+    """One ladder series: the mean over seeds with its Student-t error bar from
+    :data:`MIN_BAND_SEEDS` seeds up, and every seed as a small dot; returns the y-values shown."""
+    wide = g["n"] < MIN_BAND_SEEDS  # no error bar: the interval would fill the panel
+    yerr = [(g["mean"] - g["low"]).mask(wide).fillna(0),
+            (g["high"] - g["mean"]).mask(wide).fillna(0)]
+    ax.errorbar(x, g["mean"], yerr=yerr, color=color, ls=style, marker=marker, capsize=3,
+                label=label, mfc="white" if hollow else color)
+    ax.scatter(dots[xcol], dots["delta"], color=color, s=8, alpha=0.5, zorder=1)
+    return [*g["mean"], *dots["delta"]]
+
+
+def plot_ladder(result) -> plt.Figure:
+    """The ladder's three panels: ΔL against depth (log₂ axis) for the init ladder (top left)
+    and the gate (top right), and the gate's ΔL against training length at the token axis'
+    depth (bottom, log₂ axis in steps). Each point is the mean over seeds, with its Student-t interval
+    as an error bar from :data:`MIN_BAND_SEEDS` seeds up, every seed a small dot; on the depth
+    panels the paper's ΔL (2.9 B parameters, 24 layers) is a star at 24 layers, and a grey band
+    marks the depth the preset's ablation pages train at. The y-range is set by the points,
+    dots and stars (an error bar reaching beyond is cut at the frame); the legends sit below
+    the panels."""
+    set_style()
+    lad = ladder(result.preset)
+    book_depth = PRESETS[result.preset]["n_layer"]
+    # two depth panels side by side, the token panel under the first: a row of three would be
+    # shrunk to unreadable in the book's text column
+    fig = plt.figure(figsize=(12, 11.5))
+    grid = fig.add_gridspec(2, 2)
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+            fig.add_subplot(grid[1, 0])]
+    pts, per_seed = result.points, result.per_seed
+    base_steps = pts["max_steps"].min()
+    for ax, part in zip(axes, ("init", "gate")):
+        fig_spec = ablation(part)
+        shown = []
+        ax.axhline(0, color="black", lw=0.8)
+        ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
+                   label=f"depth of this book's ablation pages ({book_depth} layers)")
+        on_axis = _depth_points(pts[pts["part"] == part], lad)
+        for _, variant, arm, steps, g in _ladder_series(on_axis):
+            marker, _ = variant_style(fig_spec, variant)
+            # solid: the base length; dashed: the longer runs; dotted: the scaled-init arm
+            style = ":" if arm == "scaled" else "-" if steps == base_steps else "--"
+            dots = per_seed[(per_seed["part"] == part) & (per_seed["variant"] == variant)
+                            & (per_seed["arm"] == arm) & (per_seed["max_steps"] == steps)]
+            shown += _ladder_point(
+                ax, g, g["n_layer"], VARIANT_COLORS[variant], marker, style,
+                f"{display_name(variant)}: {_LADDER_DELTA[(part, arm)]}, {steps} steps",
+                dots, "n_layer", hollow=arm == "scaled")
+        for variant in dict.fromkeys(on_axis["variant"]):
+            paper = on_axis[on_axis["variant"] == variant]["paper"].dropna()
+            if not paper.empty:
+                ax.scatter([PAPER_DEPTH], [paper.iloc[0]], marker="*", s=140,
+                           color=VARIANT_COLORS[variant], edgecolor="black", zorder=3,
+                           label=f"{display_name(variant)}: paper (2.9 B, 24 layers)")
+                shown.append(paper.iloc[0])
+        ax.set_ylim(*curve_limits(shown))
+        depths = sorted(set(pts["n_layer"])) + [PAPER_DEPTH]
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(depths, [str(d) for d in depths])
+        ax.set_xlabel("layers (log scale)")
+        ax.set_ylabel("final ΔL (nats); > 0: paper's choice better")
+        ax.set_title({"init": "Initialisation: ΔL = L(arm) − L(zero init)",
+                      "gate": "Gate: ΔL = L(no gate) − L(gate)"}[part], fontsize=10)
+    ax, shown = axes[2], []
+    ax.axhline(0, color="black", lw=0.8)
+    tokens = pts[(pts["part"] == "gate") & (pts["n_layer"] == lad.token_depth)
+                 & pts["variant"].isin(lad.token_variants) & (pts["arm"] == "alt")]
+    for variant, g in tokens.groupby("variant", sort=False):
+        g = g.sort_values("max_steps")
+        dots = per_seed[(per_seed["part"] == "gate") & (per_seed["variant"] == variant)
+                        & (per_seed["arm"] == "alt") & (per_seed["n_layer"] == lad.token_depth)]
+        shown += _ladder_point(ax, g, g["max_steps"], VARIANT_COLORS[variant],
+                               variant_style(ablation("gate"), variant)[0], "-",
+                               f"{display_name(variant)}: no gate − gate", dots, "max_steps")
+    if shown:
+        ax.set_ylim(*curve_limits(shown))
+        lengths = sorted(set(tokens["max_steps"]))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
+    ax.set_xlabel("training steps (log scale)")
+    ax.set_ylabel("final ΔL (nats); > 0: gate better")
+    ax.set_title(f"Gate against training length, {lad.token_depth} layers", fontsize=10)
+    for ax in axes[:2]:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
+    if axes[2].get_legend_handles_labels()[0]:  # beside the token panel, in the free quarter
+        axes[2].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.08, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The ladder's points as printed: one row per (series, depth, length), with the columns of
+    :func:`gtalib.book.chapters.ablation.format_final_table`, "one run shows it?" included
+    (:func:`gtalib.book.analysis.stats.visible_text` of the mean ΔL and the seed sd; the pair source
+    under it: :func:`ladder_pair_sources`)."""
+    if points.empty:
+        return points
+    out = pd.DataFrame({
+        "variant": points["variant"].map(display_name),
+        "ΔL": [_LADDER_DELTA[(p, a)] for p, a in zip(points["part"], points["arm"])],
+        "steps": points["max_steps"],
+        "layers": points["n_layer"],
+        "n (pairs)": points["n"],
+        **interval_columns(points["n"], points["mean"], points["low"], points["high"],
+                            points["resolvable"], points["pairs_needed"], confidence),
+        "seed sd": points["seed_sd"].map("{:.4f}".format),
+        "paper ΔL (≈)": points["paper"].map(lambda x: "—" if math.isnan(x) else f"{x:+.4f}"),
+        "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
+                    zip(points["verdict"], points["n"], points["resolvable"], points["p_holm"],
+                        points["mean"])],
+        "one run shows it?": [visible_text(m, sd) for m, sd in
+                              zip(points["mean"], points["seed_sd"])],
+    })
+    return out.reset_index(drop=True)
+
+
+def ladder_pair_sources(points: pd.DataFrame) -> str:
+    """The ladder table's :func:`pair_source_lines`, a row named by its variant, ΔL, layers
+    and steps."""
+    return pair_source_lines({
+        f"{display_name(p.variant)} {_LADDER_DELTA[(p.part, p.arm)]}, {p.n_layer} layers, "
+        f"{p.max_steps} steps": p.pair_source for p in points.itertuples()})
+
+
+def ladder_lines(result) -> list[str]:
+    """The ladder page's sentences, one Markdown bullet each: every depth series (at the depth
+    axis' lengths, :meth:`Ladder.depth_steps`), the scaled-init depth test and the token axis."""
+    lad = ladder(result.preset)
+    lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
+             + ladder_sentence(result.points, part, variant, arm, steps)
+             for part, variant, arm, steps, _ in _ladder_series(_depth_points(result.points, lad))]
+    lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
+              + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
+    lines += ["- *gate against training length* — "
+              + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
+    return lines
+
+
+def shared_rungs(result) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """The rungs that are an ablation page's own configuration (the preset's depth, the page's
+    training length, the ``alt`` arm of a variant that page shows): ``(ablation key, variants,
+    depth, steps)`` per page with such a rung; the runs are the same (same specification, same
+    run id) on both pages."""
+
+    depth = PRESETS[result.preset]["n_layer"]
+    out = []
+    for key in ("init", "gate"):
+        steps = dict(ablation(key).train.get(result.preset, ())).get(
+            "max_steps", train_config(result.preset).max_steps)
+        pts = result.points
+        on = pts[(pts["part"] == key) & (pts["arm"] == "alt") & (pts["n_layer"] == depth)
+                 & (pts["max_steps"] == steps)
+                 & pts["variant"].isin(figure_variants(key, result.preset))]
+        if not on.empty:
+            out.append((key, tuple(on["variant"]), depth, steps))
+    return out
+
+
+#: How :func:`seeds_words` names an ablation page.
+_PAGE = {"init": "initialisation", "gate": "gating"}
+
+
+def seeds_words(result) -> str:
+    """The Markdown above the ladder's table: how many seeds each axis pairs, that the verdicts
+    are Holm-adjusted across every point of the ladder, and, for the rungs an ablation page
+    shares (:func:`shared_rungs`), that the page uses its own number of seeds of the same runs
+    and adjusts across its own variants only, so that its interval and verdict can differ."""
+    n, family = result.seeds, int(result.points["p_holm"].notna().sum())
+    text = (f"**Seeds and verdicts on this page.** Every point of the depth and training-length "
+            f"axes pairs {plural(n, 'seed')} (seeds 0 to {n - 1}: the ladder's own count, "
+            f"whatever the book's)")
+    if result.width_seeds:
+        text += (f"; the width axis, at the end of the page, compares "
+                 f"{plural(result.width_seeds, 'seed')} of each variant at each width")
+    text += (f". Each verdict's p-value is Holm-adjusted across all {family} points of the table "
+             f"below as one family, not per series, so a point needs a smaller p-value here than "
+             f"on a page that adjusts across fewer tests.")
+    rungs, more = [], False
+    for key, variants, depth, steps in shared_rungs(result):
+        own = FIXED.get(result.preset, {}).get(key)
+        more |= own is not None and own > n
+        names = and_join(display_name(v) for v in variants)
+        rungs.append(f"{names}, {_LADDER_DELTA[(key, 'alt')]}, at {depth} layers and "
+                     f"{steps:,} steps (the {_PAGE[key]} page, "
+                     + ("the book's seed count)" if own is None else f"{plural(own, 'seed')})"))
+    if rungs:
+        text += (f" Some rungs are the same runs (same specification, same run id) as an "
+                 f"ablation page's: {'; '.join(rungs)}. Each of those pages adjusts its "
+                 f"p-values only across its own variants"
+                 + (f" and reads more seeds of these runs than this page's {n}, so its "
+                    f"intervals are usually narrower" if more else "")
+                 + "; for the same configuration, an interval or a verdict there can differ "
+                   "from the one here (an effect *within noise* here can *agree* there).")
+    return text
+
+
+def show_ladder(result) -> None:
+    """Display the ladder page: incomplete-runs notice, where the runs come from, the figure,
+    the sentence per series, the seeds and family of tests (:func:`seeds_words`), the table of
+    points and the parameter matching per rung (tables without a row index)."""
+
+    notice = missing_notice(result.collected)
+    if notice:
+        display(Markdown(notice))
+    display(Markdown(sources_notice(result.collected)))
+    if result.points.empty:
+        return
+    plot_ladder(result)
+    plt.show()
+    lines = ladder_lines(result)
+    display(Markdown("\n".join(lines)))
+    display(Markdown(seeds_words(result)))
+    display(Markdown(final_table_words(result.confidence)))
+    table = format_ladder_table(result.points, result.confidence)
+    display(table_style(table.style.hide(axis="index")))
+    display(Markdown(ladder_pair_sources(result.points)))
+    display(Markdown(
+        "**Parameter matching per rung:** total parameters of each configuration and its "
+        "difference from MHA at the same depth; the SwiGLU width is solved at every depth."))
+    params = result.params.rename(columns={"n_layer": "layers", "intermediate_size": "F",
+                                           "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"})
+    display(table_style(params.style.hide(axis="index").format(
+        {"parameters": "{:,}", "vs MHA (%)": "{:+.3f}"})))

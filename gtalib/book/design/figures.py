@@ -1,0 +1,318 @@
+"""Each paper figure as data: its arms, the paper's values and claim; the paper's claims; the main
+table's configurations.
+
+Every value here is taken
+from ``docs/paper_values.md`` (facts from *Multi-Head Low-Rank Attention*, arXiv 2603.02188:
+its tables, its figures read by eye (marked ≈), and the authors' released configuration).
+
+An ablation figure compares two *arms* of the same variant: ``alt`` (the configuration the paper
+argues against) and ``rec`` (the one it recommends). Its loss difference is always
+
+    ΔL = L(alt) − L(rec)     (positive ⇒ the paper's recommended choice is better)
+
+computed from paired runs (same data order, same seed) on the same steps. The paper's other
+reference values are :mod:`gtalib.book.design.paper`; how many seeds each figure runs is
+:mod:`gtalib.book.design.seeds`. Reads :mod:`gtalib.book.design.names` and
+:mod:`gtalib.book.design.paper`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, lookup
+from gtalib.book.design.paper import PAPER_MAIN_PPL
+from gtalib.model.config import canonical_variant
+
+# ---------------------------------------------------------------------------------------------
+# Ablation figures
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ablation:
+    """One ablation figure of the paper.
+
+    Attributes:
+        key: short id used by notebooks and the CLI (``"init"``, ``"gate"``, ...).
+        title: figure title.
+        variants: the paper's variants, in its legend order.
+        alt, rec: model options (keywords of ``gtalib.model.presets.model_config``) of the arm the
+            paper argues against and of the arm it recommends; ΔL = L(alt) − L(rec).
+        convention: the ΔL convention as printed in captions.
+        colors: variant → matplotlib colour (the paper's).
+        paper_curves: variant → knots ``((tokens_B, ΔL), ...)`` of the paper's curve, read off
+            its figure (≈); linear between knots. Empty where the paper text gives no curve.
+        paper_ppl: variant → (avg PPL alt, avg PPL rec) over the paper's 7 validation sets.
+        paper_ylim: the paper's y-axis range (≈).
+        claim: the paper's conclusion, as a sentence.
+        ci_variants: the small subset used at the ``ci`` preset (chosen to share runs across
+            figures).
+        train: preset → training overrides of this figure's runs (sorted ``(field, value)``
+            pairs of :func:`gtalib.training.config.train_config`), for a figure whose effect needs
+            a longer run than the preset's default; fixed before any run, both arms alike.
+        notebook: the stem of its chapter (``notebooks/<notebook>.ipynb``), which
+            :mod:`gtalib.book.design.chapters` places among the book's ablations.
+        summary: what the chapter compares, as the introduction lists it.
+        claim_value: the paper's values behind :attr:`claim`, as the claims table prints them.
+        ranking: ``(variant, sentence)`` where the paper also ranks a variant first (its ΔL
+            the largest), tested on the claims page as a paired difference; else ``None``.
+    """
+
+    key: str
+    title: str
+    variants: tuple[str, ...]
+    alt: dict
+    rec: dict
+    convention: str
+    colors: dict
+    paper_curves: dict = field(default_factory=dict)
+    paper_ppl: dict = field(default_factory=dict)
+    paper_ylim: tuple | None = None
+    claim: str = ""
+    ci_variants: tuple[str, ...] = ()
+    train: dict = field(default_factory=dict)
+    notebook: str = ""
+    summary: str = ""
+    claim_value: str = ""
+    ranking: tuple[str, str] | None = None
+
+    def paper_final(self, variant: str) -> float:
+        """Paper's final ΔL for ``variant`` in nats: ``ln(PPL_alt / PPL_rec)`` of the 7-set
+        average perplexities when the paper gives them, else the curve's value at 100 B tokens
+        (≈), else NaN. The ln-ratio of averaged perplexities approximates the averaged loss
+        difference (docs/paper_values.md: ln(14.094/13.860) = 0.017 for MHA's init ablation)."""
+        if variant in self.paper_ppl:
+            alt, rec = self.paper_ppl[variant]
+            return math.log(alt / rec)
+        if variant in self.paper_curves:
+            return self.paper_curves[variant][-1][1]
+        return math.nan
+
+    def paper_curve_frame(self) -> pd.DataFrame:
+        """Paper reference curves as a long frame ``[variant, tokens_B, delta]`` (≈ knots)."""
+        rows = [
+            (v, x, y) for v, knots in self.paper_curves.items() for x, y in knots
+        ]
+        return pd.DataFrame(rows, columns=["variant", "tokens_B", "delta"])
+
+
+#: Training length of the gating chapter at the ``cpu`` preset, in optimizer steps (4× the
+#: preset's 250; 2.05 M tokens per run).
+GATE_CPU_STEPS = 1000
+
+
+# First logged point of the paper's curves, in B tokens (≈: the curves start at the left edge).
+_X0 = 1.0
+
+ABLATIONS: dict[str, Ablation] = {
+    a.key: a
+    for a in (
+        Ablation(
+            key="init",
+            title="Initialisation ablation: N(0, 0.02) vs zero-initialised output projections",
+            variants=("mha", "mqa", "gqa", "mla", "mfa", "tpa", "gla-2", "gla-4", "gta"),
+            alt={"init": "normal"},
+            rec={"init": "zero"},
+            convention="ΔL = L(normal init) − L(zero init)",
+            colors=INIT_COLORS,
+            paper_curves={
+                "tpa": ((_X0, 0.08), (100, 0.03)),
+                "mha": ((_X0, 0.08), (20, 0.04), (100, 0.02)),
+                "mqa": ((_X0, 0.07), (40, 0.03), (100, 0.02)),
+                "gqa": ((_X0, 0.07), (100, 0.025)),
+                "mla": ((_X0, 0.065), (100, 0.02)),
+                "mfa": ((_X0, 0.06), (100, 0.02)),
+                "gla-2": ((_X0, 0.055), (100, 0.02)),
+                "gla-4": ((_X0, 0.05), (100, 0.02)),
+                "gta": ((_X0, 0.045), (100, 0.02)),
+            },
+            paper_ppl={
+                "mha": (14.094, 13.860), "mla": (13.927, 13.727),
+                "gla-2": (14.009, 13.779), "tpa": (14.478, 13.985),
+            },
+            paper_ylim=(0.01, 0.09),
+            claim="Zero-initialised output projections beat N(0, 0.02) for all nine baselines; "
+                  "largest gain for TPA.",
+            ci_variants=("gqa", "mla"),
+            notebook="init_ablation",
+            summary="zero vs normal initialisation of the output projections",
+            claim_value="ΔL > 0 for all nine; TPA largest",
+            ranking=("tpa", "TPA gains most from zero init (its ΔL minus the next largest)"),
+        ),
+        Ablation(
+            key="gate",
+            title="Gating ablation: output gate off vs on",
+            variants=("gqa", "mla", "gla-2", "mlra-2", "mlra-4"),
+            alt={"gate": False},
+            rec={"gate": True},
+            convention="ΔL = L(no gate) − L(gate)",
+            colors=GATE_COLORS,
+            paper_curves={
+                "gqa": ((_X0, 0.018), (100, 0.012)),
+                "mla": ((_X0, 0.018), (20, 0.009), (100, 0.007)),
+                "gla-2": ((_X0, 0.018), (20, 0.008), (100, 0.006)),
+                "mlra-2": ((_X0, 0.018), (20, 0.009), (100, 0.007)),
+                "mlra-4": ((_X0, 0.018), (20, 0.008), (100, 0.005)),
+            },
+            paper_ppl={
+                "gqa": (14.139, 13.806), "mla": (13.727, 13.642), "gla-2": (13.779, 13.701),
+                "mlra-2": (13.804, 13.651), "mlra-4": (13.672, 13.621),
+            },
+            paper_ylim=(0.003, 0.018),
+            claim="The output gate helps GQA, MLA, GLA-2, MLRA-2 and MLRA-4; largest gain for "
+                  "GQA; gated MLRA-4 is the paper's best model.",
+            ci_variants=("gqa", "mla"),
+            # At 250 steps the gate is behind at every depth of the scale ladder; at 8 layers
+            # and 1000 steps (the ladder's long rung) GQA's ΔL takes the paper's sign
+            # (docs/cpu_regime.md, "The default book").
+            train={"cpu": (("max_steps", GATE_CPU_STEPS),)},
+            notebook="gating_ablation",
+            summary="the output gate",
+            claim_value="ΔL > 0 for all five; GQA largest",
+            ranking=("gqa", "GQA gains most from the gate (its ΔL minus the next largest)"),
+        ),
+        Ablation(
+            key="latent_scale",
+            title="Latent-scaling ablation: scale constants off vs on",
+            variants=("mla", "gla-2", "mlra-2"),
+            alt={"latent_scale": False},
+            rec={"latent_scale": True},
+            convention="ΔL = L(no scale) − L(scale)",
+            colors=GATE_COLORS,
+            paper_ppl={
+                "mla": (13.779, 13.727), "gla-2": (13.827, 13.779), "mlra-2": (13.808, 13.804),
+            },
+            claim="Latent scaling helps MLA and GLA-2, barely MLRA-2.",
+            ci_variants=("mla", "gla-2"),
+            notebook="latent_scaling",
+            summary="the latent scaling constants",
+            claim_value="ΔL > 0 for MLA, GLA-2; ≈ 0 for MLRA-2",
+        ),
+        Ablation(
+            key="double_heads",
+            title="Double-heads ablation: 2× query heads at fixed parameters and KV cache",
+            variants=("gqa", "mla", "gla-2"),
+            alt={"head_multiplier": 2},
+            rec={"head_multiplier": 1},
+            convention="ΔL = L(2× heads) − L(1× heads)",
+            colors=GATE_COLORS,
+            paper_ppl={
+                "gqa": (14.213, 14.139), "mla": (13.836, 13.727), "gla-2": (13.851, 13.779),
+            },
+            claim="Doubling heads at fixed parameters and KV cache hurts GQA, MLA and GLA-2 "
+                  "(more heads alone do not explain MLRA).",
+            ci_variants=("gqa", "mla"),
+            notebook="double_heads",
+            summary="doubled heads",
+            claim_value="ΔL > 0 for GQA, MLA, GLA-2",
+        ),
+    )
+}
+
+
+def ablation(key: str) -> Ablation:
+    """The :class:`Ablation` named ``key``.
+
+    Raises:
+        KeyError: unknown key; the message lists the allowed keys.
+    """
+    return lookup(ABLATIONS, key, f"unknown figure {key!r}; allowed")
+
+
+#: The main-results table: all eleven variants at the default options (zero init, no gate,
+#: latent scale on, 1× heads), plus gated MLRA-4 (docs/paper_values.md "Main results" and gating table).
+MAIN_CONFIGS: tuple[tuple[str, dict], ...] = tuple(
+    (v, {}) for v in PAPER_MAIN_PPL.index
+) + (("mlra-4", {"gate": True}),)
+#: Main-results subset at the ``ci`` preset: configurations the ci ablations already train.
+MAIN_CI_CONFIGS: tuple[tuple[str, dict], ...] = (("gqa", {}), ("mla", {}), ("gla-2", {}))
+
+
+def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
+    """The variants a figure shows at ``preset``: ``variants`` if given (validated against the
+    figure's own list), the small ``ci_variants`` subset at the ``ci`` preset, else all of the
+    paper's.
+
+    Raises:
+        KeyError: a requested variant that the paper's figure does not contain.
+    """
+    fig = ablation(key)
+    if variants is None:
+        return fig.ci_variants if preset == "ci" else fig.variants
+    if isinstance(variants, str):
+        variants = [v.strip() for v in variants.split(",") if v.strip()]
+    out = []
+    for v in variants:
+        cv = canonical_variant(v)
+        if cv not in fig.variants:
+            raise KeyError(
+                f"variant {v!r} is not in the {key} figure; allowed: {', '.join(fig.variants)}"
+            )
+        out.append(cv)
+    return tuple(out)
+
+
+def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
+    """Configurations of the main-results table at ``preset`` (all twelve, or the ci subset)."""
+    return MAIN_CI_CONFIGS if preset == "ci" else MAIN_CONFIGS
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims (docs/paper_values.md "Claims a reproduction checks")
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper. ``source`` says where the book checks it: an ablation key,
+    ``"main"``, ``"tables"``, ``"decode"`` or ``"fresh-layers"`` (measured on freshly
+    initialised layers)."""
+
+    number: int
+    text: str
+    paper_value: str
+    source: str
+
+
+_FIXED_CLAIMS = (
+    Claim(0, "Per-device KV load under TP as in Table 1; MLRA-2/4 total cache equals MLA's "
+             "(4.5 d_h).", "MLRA-4 1.5 d_h per device at TP ≥ 4; MLA 4.5 d_h at every TP",
+          "tables"),
+    Claim(0, "All variants parameter-matched at ≈ 2.87 B by the FFN width alone.",
+          "2.872–2.873 B", "tables"),
+    Claim(0, "RoPE/NoPE key variance ratio at init ≈ d/d_c without scaling, ≈ 1 with it.",
+          "6 (MLA) / 24 (128-wide block) → ≈ 1", "fresh-layers"),
+)
+_LAST_CLAIMS = (
+    Claim(0, "MLRA-4 has the lowest validation loss of the eleven; MLRA-4 + gate is lower "
+             "still.", "avg PPL 13.672; gated 13.621", "main"),
+    Claim(0, "Decode latency: MLRA-4 (TP 4) < GQA (TP 8) < GLA-2 (TP 2) < MLA (DP); MLRA-4 "
+             "≈ 2.8× faster than MLA, 1.05–1.26× faster than GQA.",
+          "308 / 387 / 493 / 874 µs at 2M context (≈)", "decode"),
+)
+
+
+def claims() -> tuple[Claim, ...]:
+    """The paper's claims, numbered in order: the tables', the fresh layers', one per ablation
+    figure (in :data:`ABLATIONS` order: its :attr:`Ablation.claim` and
+    :attr:`~Ablation.claim_value`), the main table's, the decode latency's. Read at call time,
+    so a figure added to :data:`ABLATIONS` brings its claim."""
+    figures = tuple(Claim(0, a.claim, a.claim_value, key) for key, a in ABLATIONS.items())
+    return tuple(replace(c, number=i)
+                 for i, c in enumerate((*_FIXED_CLAIMS, *figures, *_LAST_CLAIMS), 1))
+
+
+def rankings() -> dict[str, tuple[str, bool, str]]:
+    """The ranking claims, each tested on the claims page as a difference paired by seed:
+    figure → (the configuration the paper ranks first, lowest-is-the-claim, the claim). The
+    ablations' come from their :attr:`Ablation.ranking` (the largest ΔL); the main table's is
+    the lowest perplexity."""
+    return {
+        **{key: (a.ranking[0], False, a.ranking[1]) for key, a in ABLATIONS.items() if a.ranking},
+        "main": ("MLRA-4", True, "MLRA-4 has the lowest perplexity of the 11 (the best other's "
+                                 "minus MLRA-4's)"),
+    }
+
+

@@ -1,0 +1,175 @@
+"""The scale ladder's design, as data, and its runs: for each preset that has one, the depths,
+widths, training lengths, variants and arms of its runs (:class:`Ladder`, :data:`LADDERS`) and
+the runs themselves (:func:`ladder_runs`); its seed counts are the seed table's
+(:mod:`gtalib.book.design.seeds`). Its page's analysis is
+:mod:`gtalib.book.chapters.scale_ladder`. Reads :mod:`gtalib.model.presets` and the design
+modules below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gtalib.book.design.names import lookup, option_pairs
+from gtalib.book.design.run_specs import RunRef
+from gtalib.book.design.seeds import seeds_of
+from gtalib.model.presets import PRESETS
+
+#: The sizes a width of the width axis sets, in the order of :attr:`Ladder.widths`.
+WIDTH_FIELDS = ("d_model", "n_head", "head_dim")
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """The scale ladder of one preset: the init ablation of ``init_variants`` and the gate
+    ablation of ``gate_variants`` repeated at every depth of ``depths`` (the FFN width solved
+    per depth, so every rung is parameter-matched), the gate at each multiple in
+    ``step_factors`` of ``base_steps``; and the gate's token axis: the gate ablation of
+    ``token_variants`` at ``token_depth`` layers at each multiple in ``token_factors`` of
+    ``base_steps`` (a run shared with the depth axis is one run).
+
+    Arms (ΔL = L(arm) − L(rec), rec = zero init / gate on): init ``alt`` = N(0, σ) output
+    projections; for ``scaled_variants`` also ``scaled`` = N(0, σ/√(2L)) output projections
+    (GPT-2's residual scaling, the direct test of the depth hypothesis); gate ``alt`` = no gate.
+
+    ``base_steps`` is fixed here rather than read from the training preset, so a change of
+    the book's default length does not silently change (and invalidate) recorded ladder runs.
+    The seeds recorded per point are the seed table's ``"ladder"`` count (the ladder page shows
+    that many, whatever the book's own seed count).
+
+    The width axis: ``width_variants`` at the main results' configuration (zero init, no gate,
+    latent scale on, 1× heads; arm ``"main"``, no ΔL pair) at ``token_depth`` layers and
+    ``base_steps`` steps, at every size ``(d_model, n_head, head_dim)`` of ``widths``, with
+    the seed table's ``"ladder_width"`` count of seeds; its analysis is ``width_named``'s gap to
+    the best of the others
+    (:func:`gtalib.book.chapters.scale_ladder.width_gap`). The other sizes follow the paper's ratios from
+    ``head_dim`` and ``d_model`` (:meth:`gtalib.model.config.ModelConfig.resolved`), and the
+    SwiGLU width is matched to the MHA model of each width
+    (:func:`gtalib.model.presets.mha_intermediate_size`). The first size is the preset's own, so
+    that point's runs are the ones the token axis and the main table have at that depth and
+    length.
+    """
+
+    depths: tuple[int, ...]
+    base_steps: int
+    init_variants: tuple[str, ...] = ("mha", "mla", "tpa")
+    init_arms: tuple = (("alt", (("init", "normal"),)), ("rec", ()))
+    scaled_variants: tuple[str, ...] = ("mha",)
+    scaled_arm: tuple = ("scaled", (("init", "scaled"),))
+    gate_variants: tuple[str, ...] = ("gqa",)
+    gate_arms: tuple = (("alt", ()), ("rec", (("gate", True),)))
+    step_factors: tuple[int, ...] = (1, 4)
+    token_variants: tuple[str, ...] = ()
+    token_depth: int = 8
+    token_factors: tuple[int, ...] = (1, 4)
+    width_variants: tuple[str, ...] = ()
+    widths: tuple[tuple[int, int, int], ...] = ()
+    width_named: str = "mlra-4"
+
+    def __post_init__(self):
+        both = set(self.init_variants) & (set(self.gate_variants) | set(self.token_variants))
+        if both:  # a run's part is read off its variant (gtalib.book.chapters.scale_ladder.ladder_result)
+            raise ValueError(f"Ladder: variants {sorted(both)} are in init_variants and in "
+                             f"gate_variants or token_variants; allowed: disjoint lists")
+        if not set(self.scaled_variants) <= set(self.init_variants):
+            raise ValueError(f"Ladder.scaled_variants {self.scaled_variants} must be among "
+                             f"init_variants {self.init_variants}")
+        if self.width_variants:
+            if self.width_named not in self.width_variants or len(self.width_variants) < 2:
+                raise ValueError(f"Ladder.width_named {self.width_named!r} must be one of "
+                                 f"width_variants {self.width_variants}, which need another")
+            if len(self.widths) < 2 or any(
+                    len(w) != 3 or not all(isinstance(x, int) and x > 0 for x in w)
+                    for w in self.widths):
+                raise ValueError(f"Ladder.widths {self.widths!r}: allowed: two or more "
+                                 f"(d_model, n_head, head_dim) triples of positive integers")
+
+    def depth_variants(self, part: str) -> tuple[str, ...]:
+        """The variants drawn against depth in ``part`` (``"init"`` or ``"gate"``); the token
+        axis' own variants are drawn against training length only."""
+        return {"init": self.init_variants, "gate": self.gate_variants}[part]
+
+    def depth_steps(self) -> tuple[int, ...]:
+        """The training lengths (steps) drawn against depth: ``base_steps`` × ``step_factors``
+        (a token-axis length that only ``token_depth`` has is drawn against length only)."""
+        return tuple(self.base_steps * f for f in self.step_factors)
+
+    def part(self, variant: str) -> str:
+        """``"gate"`` for a variant of the gate's depth or token axis, else ``"init"``."""
+        return "gate" if variant in (*self.gate_variants, *self.token_variants) else "init"
+
+
+#: The ladder of each preset that has one: ``cpu`` at its width (d 128, 4 heads of 32) at 2, 4
+#: and 8 layers and 250 / 1000 steps, the gate of GQA and MLRA-4 at 8 layers and 250 / 1000 /
+#: 2000 steps, and the width axis: MHA, GQA, MLA, MLRA-2 and MLRA-4 at 8 layers and 250 steps,
+#: d 128 (4 heads of 32) and d 256 (4 heads of 64, so MLRA-4's four latent blocks are 64 wide
+#: instead of 32). ``ci`` a two-rung miniature for the tests; its width axis has the
+#: ci pages' two variants, GQA and MLA (MLA named, as the ci token axis has no MLRA-4), at d 128
+#: and 256.
+LADDERS: dict[str, Ladder] = {
+    "cpu": Ladder(depths=(2, 4, 8), base_steps=250, token_variants=("gqa", "mlra-4"),
+                  token_factors=(1, 4, 8),
+                  width_variants=("mha", "gqa", "mla", "mlra-2", "mlra-4"),
+                  widths=((128, 4, 32), (256, 4, 64))),
+    "ci": Ladder(depths=(1, 2), base_steps=10, init_variants=("mha",), step_factors=(1, 3),
+                 token_variants=("gqa", "mla"), token_depth=2, token_factors=(1, 3),
+                 width_variants=("gqa", "mla"), widths=((128, 4, 32), (256, 4, 64)),
+                 width_named="mla"),
+}
+
+
+def ladder(preset: str) -> Ladder:
+    """The :class:`~gtalib.book.Ladder` of ``preset``.
+
+    Raises:
+        KeyError: a preset without a ladder; the message lists those with one.
+    """
+    return lookup(LADDERS, preset, f"preset {preset!r} has no scale ladder; allowed")
+
+
+def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) -> list[RunRef]:
+    """Every run of ``preset``'s ladder for seeds ``0..seeds-1``: ``part="init"``, ``"gate"``
+    (the depth and token axes), ``"width"`` (the width axis) or all three (``None``). Each ref
+    carries its depth in ``options["n_layer"]`` and its length in ``train["max_steps"]``; a
+    width-axis ref has arm ``"main"`` and, in ``options``, the sizes of its width that differ
+    from the preset's (:data:`~gtalib.book.WIDTH_FIELDS`), so at the preset's own width
+    it is the same run as the token axis' and the main table's.
+
+    Args:
+        seeds: ``None``: each axis its own count (:func:`gtalib.book.design.seeds.seeds_of`:
+            ``"ladder"`` for depth and length, ``"ladder_width"`` for width).
+    Raises:
+        ValueError: ``seeds`` < 1 or an unknown ``part``.  KeyError: no ladder at ``preset``.
+    """
+    lad = ladder(preset)
+    if seeds is not None and (not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1):
+        raise ValueError(f"seeds must be a positive integer or None, got {seeds!r}")
+    if part not in (None, "init", "gate", "width"):
+        raise ValueError(f"part must be 'init', 'gate', 'width' or None, got {part!r}")
+    n = seeds_of("ladder", preset) if seeds is None else seeds
+    groups = []
+    if part in (None, "init"):
+        groups.append((lad.init_variants, lad.init_arms, (1,), lad.depths))
+        groups.append((lad.scaled_variants, (lad.scaled_arm,), (1,), lad.depths))
+    if part in (None, "gate"):
+        groups.append((lad.gate_variants, lad.gate_arms, lad.step_factors, lad.depths))
+        groups.append((lad.token_variants, lad.gate_arms, lad.token_factors, (lad.token_depth,)))
+    refs = [
+        RunRef(v, arm, option_pairs({**dict(opts), "n_layer": depth}), s,
+               train=(("max_steps", lad.base_steps * factor),))
+        for variants, arms, factors, depths in groups
+        for factor in factors
+        for depth in depths
+        for v in variants
+        for s in range(n)
+        for arm, opts in arms
+    ]
+    if part in (None, "width"):
+        own = PRESETS[preset]
+        n = seeds_of("ladder_width", preset) if seeds is None else seeds
+        for size in lad.widths:
+            sizes = {k: x for k, x in zip(WIDTH_FIELDS, size) if own[k] != x}
+            refs += [RunRef(v, "main", option_pairs({**sizes, "n_layer": lad.token_depth}), s,
+                            train=(("max_steps", lad.base_steps),))
+                     for v in lad.width_variants for s in range(n)]
+    return list(dict.fromkeys(refs))  # the token axis shares GQA's runs with the depth axis

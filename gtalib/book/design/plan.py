@@ -1,0 +1,123 @@
+"""A preset resolved once into everything the book does with it: the :class:`Plan`.
+
+The main job, the notebooks' analyses and the scale ladder all read one ``Plan`` instead of each
+re-deriving runs, tokenizer and training settings from the preset's name::
+
+    plan = make_plan("cpu", seeds=2)
+    plan.runs            # every RunRef the book needs (each configuration once; recorded ones are read, not trained)
+    plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
+    plan.ladder_refs     # the scale ladder's runs, at its own seed counts (recorded)
+    plan.spec(ref)       # the RunSpec of a ref (run id = its hash)
+    plan.notebooks       # the chapters to execute, in book order
+    plan.reads           # the figure data those chapters read (their runs are plan.runs)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gtalib.book.design import ladder as ladders
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design.chapters import notebooks as chapter_notebooks
+from gtalib.book.design.chapters import reads
+from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.ladder import ladder_runs
+from gtalib.book.design.names import canonical_options
+from gtalib.book.design.run_specs import figure_runs, main_runs, preset_tokenizer
+from gtalib.book.design.seeds import LADDER_KEYS
+from gtalib.model.presets import PRESETS
+from gtalib.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the book does at one preset (built by :func:`make_plan`; frozen).
+
+    Attributes:
+        preset: preset name (:data:`gtalib.model.presets.PRESETS`). seeds: seeds per configuration.
+        max_steps: the book's training-length override (``None``: the preset's).
+        tokenizer: ``"bytes"`` or ``"gpt2"``, from the preset's vocabulary.
+        train: the resolved :class:`~gtalib.training.config.TrainConfig` of the default runs.
+        figure_refs: per ablation key and ``"main"``, the runs of that figure or table.
+        ladder_refs: the scale ladder's runs at its own seed counts (the seed table's
+            ``"ladder"`` and ``"ladder_width"``); empty at a preset without a ladder or when no
+            chapter of the plan reads the ladder.
+        notebooks: the chapters to execute, in book order
+            (:func:`gtalib.book.design.chapters.notebooks`).
+    """
+
+    preset: str
+    seeds: int
+    max_steps: int | None
+    tokenizer: str
+    train: TrainConfig
+    figure_refs: dict
+    ladder_refs: tuple
+    notebooks: tuple[str, ...] = ()
+    _data: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def reads(self) -> set[str]:
+        """The figure data the plan's chapters read (:func:`gtalib.book.design.chapters.reads`)."""
+        return reads(self.notebooks)
+
+    @property
+    def runs(self) -> tuple:
+        """Every run of every figure and table the plan's chapters read, each configuration and
+        seed once (the job trains these; MLA at default options appears in all four ablations
+        and the main table but is one run)."""
+        seen, out = set(), []
+        for key, refs in self.figure_refs.items():
+            if key not in self.reads:
+                continue
+            for r in refs:
+                ident = (r.variant, canonical_options(r.options), r.seed, r.train)
+                if ident not in seen:
+                    seen.add(ident)
+                    out.append(r)
+        return tuple(out)
+
+    def data(self) -> dict:
+        """The run specs' ``data`` (corpus identity), read once from the built corpus.
+
+        Raises:
+            FileNotFoundError: the corpus is not built (``gtalib data build``).
+        """
+        if not self._data:
+            self._data.update(specs.data_spec(self.preset, self.max_steps))
+        return self._data
+
+    def spec(self, ref):
+        """The :class:`gtalib.training.runs.RunSpec` of ``ref`` under this plan."""
+        return specs.run_spec(ref, self.preset, self.max_steps, self.data())
+
+    def specs(self, refs=None) -> list:
+        """``(label, RunSpec)`` of ``refs`` (default :attr:`runs`), for the job's trainer."""
+        return [(r.label, self.spec(r)) for r in (self.runs if refs is None else refs)]
+
+
+def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
+    """Resolve ``preset`` once (see :class:`Plan`); ``notebooks``: the chapters to execute
+    (default: every notebook chapter, :func:`gtalib.book.design.chapters.notebooks`).
+
+    Raises:
+        KeyError: unknown preset or notebook (lists the allowed ones).
+        ValueError: ``seeds`` or ``max_steps`` not a positive integer.
+    """
+
+    if preset not in PRESETS:
+        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    allowed = chapter_notebooks()
+    notebooks = allowed if notebooks is None else tuple(notebooks)
+    unknown = [n for n in notebooks if n not in allowed]
+    if unknown:
+        raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(allowed)}")
+    refs = {k: tuple(figure_runs(k, preset, seeds, max_steps=max_steps))
+            for k in ABLATIONS}
+    refs["main"] = tuple(main_runs(preset, seeds, max_steps))
+    ladder = (tuple(ladder_runs(preset)) if preset in ladders.LADDERS
+              and reads(notebooks) & set(LADDER_KEYS) else ())
+    return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
+                specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))

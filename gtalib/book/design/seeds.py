@@ -1,0 +1,103 @@
+"""The book's seed policy, in one table: how many seeds each figure and table runs at each preset.
+
+Every count is fixed before the runs it governs and is the same for every variant of a figure and
+for both arms of its ΔL pairs (a pair is one seed). A figure never gets more seeds because its
+result looked undecided: that would inflate its false-positive rate. At 5 pairs the 95 % interval
+of a mean ΔL is ±1.24 standard deviations of ΔL, against ±2.48 at 3 (Student t at 4 and 2 degrees
+of freedom).
+
+Everything that needs a seed count reads it here: the runs each figure enumerates
+(:mod:`gtalib.book.design.run_specs`, :mod:`gtalib.book.design.ladder`), the CLI's and the
+Makefile's default (:data:`DEFAULT_SEEDS`), the notebooks' parameters and the pages' sentences.
+Reads :mod:`gtalib.book.design.figures`.
+"""
+
+from __future__ import annotations
+
+from gtalib.book.design.figures import ABLATIONS, figure_variants
+
+#: Seeds per configuration when the book is asked for none (``gtalib book --seeds``).
+DEFAULT_SEEDS = 3
+
+#: The scale ladder's axes: counts of recorded runs, shown as recorded whatever the book asks.
+LADDER_KEYS = ("ladder", "ladder_width")
+
+#: Per preset, the seeds each figure runs (ablation key, ``"main"`` for the main-results table,
+#: :data:`LADDER_KEYS` for the scale ladder's depth/length axes and its width axis). An ablation
+#: figure or the main table runs the larger of this and the book's count; a ladder axis runs
+#: exactly this. At ``cpu`` every figure and the main table run 5 (the gating figure, whose runs
+#: are 4× longer, included); the ladder 3 per depth and length, 5 per width.
+FIXED: dict[str, dict[str, int]] = {
+    "cpu": {"init": 5, "gate": 5, "latent_scale": 5, "double_heads": 5, "main": 5,
+            "ladder": 3, "ladder_width": 5},
+    "ci": {"ladder": 2, "ladder_width": 2},
+}
+
+
+def _check_count(name: str, n) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+
+
+def check_table(table: dict) -> None:
+    """Check a table shaped like :data:`FIXED`.
+
+    Raises:
+        KeyError: a figure key that is none of the ablations, ``"main"`` or :data:`LADDER_KEYS`.
+        ValueError: a count that is not a positive integer.
+    """
+    allowed = (*ABLATIONS, "main", *LADDER_KEYS)
+    for preset, counts in table.items():
+        for key, n in counts.items():
+            if key not in allowed:
+                raise KeyError(f"seed table: unknown figure {key!r} at {preset!r}; allowed: "
+                               f"{', '.join(allowed)}")
+            _check_count(f"seed table [{preset!r}][{key!r}]", n)
+
+
+check_table(FIXED)
+
+
+def seeds_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None) -> int:
+    """The seeds figure ``key`` runs at ``preset`` when the book asks for ``seeds``.
+
+    An ablation figure or ``"main"``: the larger of ``seeds`` and :data:`FIXED`'s count, which is
+    the figure's design at the preset's own length, so a book-wide ``max_steps`` override falls
+    back to ``seeds``. A ladder axis (:data:`LADDER_KEYS`): its recorded count.
+
+    Raises:
+        ValueError: ``seeds`` not a positive integer.
+        KeyError: unknown figure key, or a ladder key at a preset without a ladder.
+    """
+    if key in LADDER_KEYS:
+        counts = FIXED.get(preset, {})
+        if key not in counts:
+            have = [p for p, c in FIXED.items() if key in c]
+            raise KeyError(f"preset {preset!r} has no scale ladder; allowed: {', '.join(have)}")
+        return counts[key]
+    _check_count("seeds", seeds)
+    if key not in ABLATIONS and key != "main":
+        raise KeyError(f"unknown figure {key!r}; allowed: {', '.join([*ABLATIONS, 'main'])}")
+    return max(seeds, FIXED.get(preset, {}).get(key, 0)) if max_steps is None else seeds
+
+
+def figure_seeds(key: str, preset: str, seeds: int, variants=None, max_steps=None
+                 ) -> dict[str, int]:
+    """Seeds per variant of ablation figure ``key`` (:func:`seeds_of`, one n for all), in the
+    figure's variant order (:func:`gtalib.book.design.figures.figure_variants`).
+
+    Raises:
+        ValueError: ``seeds`` < 1.  KeyError: unknown figure or variant.
+    """
+    n = seeds_of(key, preset, seeds, max_steps)
+    return dict.fromkeys(figure_variants(key, preset, variants), n)
+
+
+def seed_counts(preset: str, seeds: int, max_steps=None) -> dict[str, int]:
+    """Seeds of every ablation figure (by key) and of the main-results table (``"main"``) when
+    the book asks for ``seeds`` (:func:`seeds_of`).
+
+    Raises:
+        ValueError: ``seeds`` not a positive integer.
+    """
+    return {key: seeds_of(key, preset, seeds, max_steps) for key in (*ABLATIONS, "main")}

@@ -1,0 +1,297 @@
+"""What the book's runs will cost on *this* machine, and which of them fit a time budget.
+
+A run's expected cost is its configuration's recorded core-seconds (the median over its bundles in
+``book/recorded/``: :func:`gtalib.training.record_costs.cost_table`, ``docs/recorded_runs.md``)
+scaled to this machine, or, for a configuration never recorded, its training FLOPs at the rate
+measured here. Both come from one short timed calibration (:func:`calibrate`): a few optimizer
+steps of the preset's MHA model, one thread, on random tokens, whose seconds per step are compared
+with the same configuration's recorded seconds per step.
+
+The wall time of a set of tasks on ``W`` workers is the makespan of the longest-first greedy
+schedule (Graham 1969, "Bounds on multiprocessing timing anomalies": LPT), the order in which
+:func:`gtalib.book.pipeline.schedule.train_all` submits them. :func:`choose` keeps the tasks that must be
+trained (a run with no record) and adds the others, in the plan's order, while the predicted
+wall time of the job stays within the budget; the rest is read from records, whole tasks (both
+arms of every ΔL pair) at a time. Reads the records (:mod:`gtalib.training.records`) and builds
+models (:mod:`gtalib.model`); trains nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from gtalib.book.design.run_specs import RunRef
+from gtalib.model.gpt import GPT
+from gtalib.model.params import count_params
+from gtalib.training import record_costs
+from gtalib.training.machine import untrim_malloc
+from gtalib.training.runs import RunSpec
+
+#: The rest of the job besides training, in seconds on the machine the README's wall time was
+#: measured on (benchmarks/book_wall_time.md, default book: corpus 10.0 s, notebooks 45.0 s,
+#: MathJax and HTML 3.3 s), scaled like the runs.
+REST_S = 58.3
+#: Share of the budget that the predicted wall time may fill: the rest absorbs the prediction's
+#: error (measured in benchmarks/budget_prediction.md).
+BUDGET_FILL = 0.9
+#: A run's seconds outside its optimizer steps (Lightning's setup, the data module, the
+#: evaluations, the probes, its files), added to the FLOPs estimate (a recorded cost includes
+#: it): the ``ci`` book's 22 runs took 19 s on two workers where their FLOPs alone predicted 4 s
+#: (benchmarks/budget_prediction.md, AMD EPYC family 25 model 17), about 1.3 s per run.
+RUN_SETUP_S = 1.3
+#: Starting the cluster and timing the calibration, before the first run (seconds).
+START_S = 5.0
+#: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones.
+CALIBRATION_STEPS = 4
+WARMUP_STEPS = 1
+
+
+def group_key(spec) -> tuple:
+    """The task a run belongs to: its variant, seed and training settings (both arms of every
+    ΔL pair share one, so a pair is trained on one worker, one machine kind)."""
+    return (spec.model.variant, spec.seed, spec.train)
+
+
+def groups(specs) -> list[list]:
+    """``specs`` (RunSpecs) grouped by :func:`group_key`, in first-seen order."""
+    by = defaultdict(list)
+    for s in specs:
+        by[group_key(s)].append(s)
+    return list(by.values())
+
+
+def training_flops(spec) -> float:
+    """Training FLOPs of a run, ``6 · parameters · tokens`` (Kaplan et al. 2020, "Scaling Laws
+    for Neural Language Models", Sec. 2.1)."""
+
+    return 6.0 * count_params(spec.model)["total"] * spec.train.max_steps * spec.train.tokens_per_step
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The speed of the workers (or of this machine), from :func:`calibrate`.
+
+    Attributes:
+        seconds_per_step: one optimizer step of the reference run (seconds, ``threads`` torch
+            threads).
+        recorded_seconds_per_step: the same configuration's seconds per step in its records
+            (median; ``None`` when it has none).
+        flops_per_s: training FLOPs per second here (:func:`training_flops` of one step over
+            ``seconds_per_step``).
+        threads: torch threads of the calibration (those of one run).
+        workers: the workers it was timed on at once (their median), or 0: in the job's own
+            process.
+    """
+
+    seconds_per_step: float
+    recorded_seconds_per_step: float | None
+    flops_per_s: float
+    threads: int = 1
+    workers: int = 0
+
+    @property
+    def factor(self) -> float:
+        """This machine's time for recorded work over the recorded time (1.0 without a record)."""
+        if not self.recorded_seconds_per_step:
+            return 1.0
+        return self.seconds_per_step / self.recorded_seconds_per_step
+
+
+def reference_spec(plan):
+    """The calibration's run: the preset's MHA at its default options, seed 0."""
+
+    return plan.spec(RunRef("mha", "main", (), 0))
+
+
+def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
+    """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
+    process: ``steps`` steps (after :data:`WARMUP_STEPS` untimed ones) of its model, AdamW, its
+    batch of random tokens, ``threads`` torch threads. Runs on a Dask worker too
+    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), where it first resets glibc's malloc
+    thresholds as a training task does.
+
+    Raises:
+        ValueError: ``steps`` or ``threads`` < 1.
+    """
+
+
+    if steps < 1 or threads < 1:
+        raise ValueError(f"steps and threads must be >= 1, got steps={steps!r}, threads={threads!r}")
+    untrim_malloc()
+    spec = RunSpec.from_dict(spec_dict)
+    cfg = spec.train
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        model = GPT(spec.model)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+        micro = cfg.micro_batch_size or cfg.batch_size
+        # (micro, seq_len + 1) token ids per forward; batch_size / micro forwards make one step
+        idx = torch.randint(0, spec.model.vocab_size, (micro, cfg.seq_len + 1), generator=gen)
+        t0 = 0.0
+        for i in range(WARMUP_STEPS + steps):
+            if i == WARMUP_STEPS:
+                t0 = time.perf_counter()
+            for _ in range(cfg.batch_size // micro):
+                _, loss = model(idx[:, :-1], idx[:, 1:])
+                loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return (time.perf_counter() - t0) / steps
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
+              measured: dict | None = None) -> Calibration:
+    """This machine's :class:`Calibration`: :func:`time_steps` of :func:`reference_spec`'s run,
+    compared with the recorded seconds per step of that configuration (``costs``:
+    :func:`gtalib.training.record_costs.cost_table`, read when ``None``). ``measured``: seconds per
+    step already timed on the workers (worker → seconds, from
+    :func:`gtalib.book.pipeline.schedule.calibrate_workers`, all at once, so that they contend as the
+    runs will); their median is used, else the step is timed here, in this process.
+
+    Raises:
+        ValueError: ``steps`` or ``threads`` < 1.
+    """
+
+    spec = reference_spec(plan)
+    if measured:
+        per_step, where = float(pd.Series(list(measured.values())).median()), len(measured)
+    else:
+        per_step, where = time_steps(spec.to_dict(), threads, steps), 0
+    costs = record_costs.cost_table() if costs is None else costs
+    row = costs[costs["key"] == record_costs.config_key(spec)]
+    recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
+                if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
+    return Calibration(per_step, recorded, training_flops(spec) / spec.train.max_steps / per_step,
+                       threads, where)
+
+
+def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]:
+    """``(seconds, basis)``: a run's expected wall time on one worker here, from its
+    configuration's recorded core-seconds (median) × :attr:`Calibration.factor` (``basis``
+    ``"recorded"``), else its FLOPs at :attr:`Calibration.flops_per_s` plus
+    :data:`RUN_SETUP_S` (``"FLOPs"``)."""
+
+    row = costs[costs["key"] == record_costs.config_key(spec)]
+    if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
+        threads = calibration.threads
+        return float(row["core_s_median"].iloc[0]) / threads * calibration.factor, "recorded"
+    return training_flops(spec) / calibration.flops_per_s + RUN_SETUP_S, "FLOPs"
+
+
+def makespan(task_seconds, workers: int) -> float:
+    """Wall seconds of tasks of ``task_seconds`` on ``workers`` workers, each task started,
+    longest first, on the worker free soonest (LPT; the order of
+    :func:`gtalib.book.pipeline.schedule.train_all`).
+
+    Raises:
+        ValueError: ``workers`` < 1.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers!r}")
+    loads = [0.0] * workers
+    for t in sorted(task_seconds, reverse=True):
+        heapq.heapreplace(loads, loads[0] + t)
+    return max(loads)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What :func:`choose` decided.
+
+    Attributes:
+        train: the tasks (lists of RunSpecs) to train here, in the plan's order.
+        read: the runs read from records instead (RunSpecs).
+        seconds: run id → expected seconds here. basis: run id → ``"recorded"`` or ``"FLOPs"``.
+        train_wall_s: predicted wall seconds of training ``train`` on ``workers``.
+        job_wall_s: ``train_wall_s`` plus the rest of the job (:data:`REST_S`, scaled).
+        budget_s: the budget in seconds (``None``: none).
+        workers: workers the prediction assumes.
+    """
+
+    train: list
+    read: list
+    seconds: dict
+    basis: dict
+    train_wall_s: float
+    job_wall_s: float
+    budget_s: float | None
+    workers: int
+
+    @property
+    def over_budget(self) -> bool:
+        """The runs that must be trained alone are predicted past the budget."""
+        return self.budget_s is not None and self.job_wall_s > self.budget_s
+
+
+def choose(todo, recorded, calibration: Calibration, costs, workers: int,
+           budget_s: float | None) -> Choice:
+    """Which of the runs ``todo`` (RunSpecs not in the local store) to train here.
+
+    A task (:func:`groups`) with a run that ``recorded`` (run id → bool) says has no record must
+    be trained; the others are added in the plan's order while the predicted job wall time
+    (:func:`makespan` of the tasks plus :data:`REST_S` × factor) stays within
+    :data:`BUDGET_FILL` × ``budget_s``; ``budget_s=None`` trains every task.
+
+    Raises:
+        ValueError: ``workers`` < 1, or ``budget_s`` not positive.
+    """
+    if budget_s is not None and not budget_s > 0:
+        raise ValueError(f"budget must be a positive number of seconds or None, got {budget_s!r}")
+    seconds, basis = {}, {}
+    for s in todo:
+        seconds[s.run_id], basis[s.run_id] = expected_seconds(s, calibration, costs)
+    tasks = groups(todo)
+    cost = [sum(seconds[s.run_id] for s in g) for g in tasks]
+    rest = REST_S * calibration.factor
+    must = [i for i, g in enumerate(tasks) if not all(recorded[s.run_id] for s in g)]
+    chosen = set(must)
+    if budget_s is None:
+        chosen = set(range(len(tasks)))
+    else:
+        limit = BUDGET_FILL * budget_s - rest - START_S
+        for i in range(len(tasks)):
+            if i not in chosen and makespan([cost[j] for j in chosen | {i}], workers) <= limit:
+                chosen.add(i)
+    train = [tasks[i] for i in sorted(chosen)]
+    read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
+    wall = makespan([cost[i] for i in chosen], workers) + START_S if chosen else 0.0
+    return Choice(train, read, seconds, basis, wall, wall + rest, budget_s, workers)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def describe(choice: Choice, calibration: Calibration, where: str) -> str:
+    """The lines the job prints before it trains: the calibration, the prediction on this
+    machine and worker count, and what the budget leaves to the records."""
+    n_train = sum(len(g) for g in choice.train)
+    on = (f"on {calibration.workers} worker(s) at once" if calibration.workers
+          else "in this process")
+    cal = (f"{calibration.seconds_per_step:.3f} s per step of the reference run {on}"
+           + (f" against {calibration.recorded_seconds_per_step:.3f} s recorded: recorded "
+              f"costs × {calibration.factor:.2f}" if calibration.recorded_seconds_per_step
+              else " (no record of it: costs from FLOPs at "
+                   f"{calibration.flops_per_s / 1e9:.1f} GFLOP/s)"))
+    lines = [f"calibration: {cal}",
+             f"prediction on {where} ({choice.workers} worker(s)): training {n_train} run(s) "
+             f"≈ {_minutes(choice.train_wall_s)}, the whole job ≈ {_minutes(choice.job_wall_s)}"]
+    if choice.budget_s is None:
+        lines.append("budget: none (every run not in the store is trained)")
+    else:
+        lines.append(f"budget: {_minutes(choice.budget_s)}; {len(choice.read)} run(s) that would "
+                     "not fit are read from records"
+                     + (" (the runs without a record alone are predicted past it)"
+                        if choice.over_budget else ""))
+    return "\n".join(lines)

@@ -1,0 +1,382 @@
+"""The main job: corpus → training runs → papermill notebooks → Jupyter Book HTML.
+
+``gtalib book [--preset cpu|ci|gpu] [--seeds N] [--jobs J] ...``:
+
+1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
+2. predicts what each missing run of every figure costs on this machine (a short timed
+   calibration, :mod:`gtalib.book.pipeline.budget`), prints the predicted wall time on its ``J``
+   workers, keeps within ``--budget MINUTES`` (default 60) by reading from the repository's
+   recorded runs (``book/recorded/``, :mod:`gtalib.training.records`) the tasks that would not
+   fit, whole ΔL pairs at a time, and trains the rest on a Dask cluster
+   (:mod:`gtalib.book.pipeline.schedule`), printing which worker trains which run and an ETA;
+   ``--train-recorded`` trains every run, the scale ladder's too, whatever the budget;
+3. executes every notebook of ``notebooks/`` with papermill at the preset (parameters injected,
+   training off: a run that is still missing is reported on its page), writing the executed
+   copies to ``book/generated/``;
+4. installs MathJax 3 from npm into ``.cache/mathjax`` (once) so that math renders offline;
+5. builds the HTML with Jupyter Book 1.x (execution off, ``-W -n --keep-going``) into
+   ``book/_build/html`` and fails if a notebook raised, Sphinx warned, or any rendered page
+   contains an error output.
+
+Exit status 0 only if every run trained, every notebook executed and the HTML is clean (with
+``--no-train`` nothing is trained and missing runs are reported on their pages, not as an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gtalib.book.design.chapters import toc_yaml
+from gtalib.book.design.plan import Plan, make_plan
+from gtalib.book.design.seeds import DEFAULT_SEEDS
+from gtalib.book.pipeline import budget
+from gtalib.book.pipeline.execute import (
+    execute_notebooks,
+    notebook_errors,
+    notebook_parameters,
+)
+from gtalib.book.pipeline.paths import BOOK_DIR, REPO, BookError
+from gtalib.book.pipeline.schedule import (
+    BATCH_SYSTEMS,
+    calibrate_workers,
+    default_jobs,
+    open_cluster,
+    resolve_accelerator,
+    train_all,
+)
+from gtalib.book.pipeline.snippets import write_chapter_snippets
+from gtalib.data.archives import default_data_dir
+from gtalib.training import record_costs, records, runs
+from gtalib.training.machine import cpu_info
+from gtalib.training.runs import is_done, resolve_run_dir, run_path
+
+MATHJAX_VERSION = "3.2.2"
+#: The job's default time budget in minutes (``--budget``): the README's promise for the default
+#: book, installation aside.
+DEFAULT_BUDGET_MIN = 60.0
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. corpus
+
+
+def ensure_corpus(plan: Plan, log=print) -> None:
+    """Build the plan's default corpus if it is missing (no-op when its manifest exists)."""
+
+    dm = runs.make_datamodule("default", plan.tokenizer, plan.train, build=True)
+    if not (dm.path / "manifest.json").is_file():
+        log(f"building the corpus {dm.path} (once) ...")
+    dm.prepare_data()
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. runs: which to train (:func:`runs_to_train`), then :func:`gtalib.book.pipeline.schedule.train_all`
+
+
+def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
+                  budget_min: float | None = DEFAULT_BUDGET_MIN, train_recorded: bool = False,
+                  where: str | None = None, log=print, client=None):
+    """The runs the job trains and their expected seconds: ``(specs, seconds, choice)``.
+
+    Every run of the plan (and of its ladder with ``train_recorded``) that the local store lacks
+    is a candidate; :func:`gtalib.book.pipeline.budget.choose` keeps those without a record and adds the
+    others while the predicted job fits ``budget_min`` (``None``, or ``train_recorded``: all).
+    The calibration runs on every worker of ``client`` at once
+    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process; ``workers`` is then
+    the number that answered. Prints the calibration, the prediction and what is read from
+    records.
+    """
+
+    refs = list(plan.runs) + (list(plan.ladder_refs) if train_recorded else [])  # ladder: if read
+    labelled = [(r.label, plan.spec(r)) for r in refs]
+    label = {s.run_id: lab for lab, s in labelled}
+    todo = list({s.run_id: s for _, s in labelled
+                 if not is_done(run_path(s, run_dir))}.values())
+    costs = record_costs.cost_table()
+    measured = calibrate_workers(client, budget.reference_spec(plan), threads or 1) if client else {}
+    cal = budget.calibrate(plan, costs, threads or 1, measured=measured)
+    if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
+        workers = len(measured)
+    recorded = {s.run_id: records.find_record(s) is not None for s in todo}
+    choice = budget.choose(todo, recorded, cal, costs, workers,
+                           None if train_recorded or budget_min is None else budget_min * 60)
+    cpu = cpu_info()
+    here = (f"this machine ({cpu['model_name']}, family {cpu['family'] or '?'}, model "
+            f"{cpu['model'] or '?'})")
+    where = here if where is None or where.startswith("embedded") else (
+        f"{where}, workers as fast as measured" if measured
+        else f"{where}, workers assumed as fast as {here}")
+    log(f"runs: {len(plan.runs)} in the book, {len(plan.runs) - len(todo)} in {run_dir}"
+        if not train_recorded else f"runs: {len(refs)} with the ladder's, "
+                                   f"{len(refs) - len(todo)} in {run_dir}")
+    log(budget.describe(choice, cal, where))
+    specs = [(label[s.run_id], s) for g in choice.train for s in g]
+    return specs, choice.seconds, choice
+
+
+# 3. notebooks:
+# :func:`gtalib.book.pipeline.execute.execute_notebooks`, then the chapters' Markdown snippets:
+# :func:`gtalib.book.pipeline.snippets.write_chapter_snippets`
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    """Set environment variables (inherited by the kernels started meanwhile), then restore."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def write_toc(book_dir: Path = BOOK_DIR) -> None:
+    """Write ``<book_dir>/_toc.yml`` from the chapter registry
+    (:func:`gtalib.book.design.chapters.toc_yaml`) when it differs; the committed file is the
+    same text (a test holds them equal)."""
+    toc = Path(book_dir) / "_toc.yml"
+    text = toc_yaml()
+    if not toc.is_file() or toc.read_text() != text:
+        tmp = toc.with_suffix(".yml.tmp")
+        tmp.write_text(text)
+        tmp.replace(toc)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. MathJax (offline)
+
+
+def ensure_mathjax(book_dir: Path = BOOK_DIR, cache: Path = REPO / ".cache" / "mathjax",
+                   log=print) -> Path:
+    """``npm install mathjax@MATHJAX_VERSION`` into ``cache`` (once) and copy its ``es5/`` to
+    ``book/generated/static/mathjax/`` (served through ``html_static_path``; not ``_static/``,
+    which Sphinx would scan and inject every .js of).
+
+    Raises:
+        BookError: npm missing or the install failed.
+    """
+    es5 = cache / "node_modules" / "mathjax" / "es5"
+    if not (es5 / "tex-chtml.js").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise BookError("npm not found: it is needed once to install MathJax for offline math")
+        cache.mkdir(parents=True, exist_ok=True)
+        log(f"installing mathjax@{MATHJAX_VERSION} from npm into {cache}")
+        r = subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund",
+                            "--no-save", f"mathjax@{MATHJAX_VERSION}"], capture_output=True,
+                           text=True)
+        if r.returncode != 0 or not (es5 / "tex-chtml.js").exists():
+            raise BookError(f"npm install mathjax failed:\n{r.stdout}\n{r.stderr}")
+    dest = Path(book_dir) / "generated" / "static" / "mathjax"
+    if not (dest / "tex-chtml.js").exists():
+        shutil.copytree(es5, dest, dirs_exist_ok=True)
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. HTML
+
+
+def build_html(book_dir: Path = BOOK_DIR, log=print) -> Path:
+    """``jupyter-book build`` (HTML, ``-W -n --keep-going``; execution is off in _config.yml).
+
+    Raises:
+        BookError: the build failed or warned (its output is in the message).
+    """
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(book_dir), "--builder",
+           "html", "-W", "-n", "--keep-going"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BookError(f"jupyter-book build failed ({' '.join(cmd)}):\n{r.stdout[-6000:]}\n"
+                        f"{r.stderr[-6000:]}")
+    log(f"HTML built in {time.perf_counter() - t0:.1f} s")
+    return Path(book_dir) / "_build" / "html"
+
+
+#: Markers of an error output in HTML rendered by myst-nb (error outputs are rendered as
+#: tracebacks; stderr streams carry the ``stderr`` class).
+_TRACEBACK = re.compile(r'class="[^"]*\boutput\b[^"]*\btraceback\b')
+_STDERR = re.compile(r'<div class="[^"]*\boutput\b[^"]*\bstderr\b[^"]*">(.*?)</div>', re.S)
+
+
+def html_error_outputs(html_dir: Path) -> list[str]:
+    """Pages of ``html_dir`` with an error output: a rendered traceback, or a stderr stream that
+    mentions an error or exception. Returns ``"<page>: <what>"`` strings."""
+    found = []
+    for page in sorted(Path(html_dir).rglob("*.html")):
+        text = page.read_text(errors="replace")
+        rel = page.relative_to(html_dir)
+        if _TRACEBACK.search(text):
+            found.append(f"{rel}: traceback output")
+        for m in _STDERR.finditer(text):
+            body = html.unescape(re.sub(r"<[^>]+>", "", m.group(1)))
+            if re.search(r"error|exception|traceback", body, re.I):
+                found.append(f"{rel}: stderr output: {body.strip()[:200]}")
+    return found
+
+
+def machine_paths(html_dir: Path, paths) -> list[str]:
+    """Files of a built book that name a folder of the build machine: ``"<file>: <path>"`` for
+    every text file under ``html_dir`` (pages, their published sources, the search index) that
+    contains one of ``paths`` as a whole path component (``/tmp`` matches ``/tmp/x``, not
+    ``/tmpx``). A reader needs the parameters and the results, not the builder's file system."""
+    needles = sorted({str(Path(p)).rstrip("/") for p in paths if str(p).strip("/")}, key=len,
+                     reverse=True)
+    pattern = re.compile("|".join(re.escape(n) + r"(?![\w.-])" for n in needles))
+    found = []
+    for f in sorted(Path(html_dir).rglob("*")):
+        if f.suffix not in (".html", ".ipynb", ".md", ".txt", ".js", ".json") or not f.is_file():
+            continue
+        if "mathjax" in f.parts:
+            continue
+        for m in sorted(set(pattern.findall(f.read_text(errors="replace")))):
+            found.append(f"{f.relative_to(html_dir)}: {m}")
+    return found
+
+
+def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
+    """Folders whose paths must not appear in the book: the repository, the home and temporary
+    folders, the run store, the book sources and the data cache."""
+
+
+    return [REPO, Path.home(), Path(tempfile.gettempdir()), Path(run_dir),
+            Path(book_dir).resolve(), default_data_dir()]
+
+
+# ---------------------------------------------------------------------------------------------
+# The job
+
+
+def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, jobs: int | None = None,
+               threads: int | None = None, run_dir=None, notebooks=None,
+               train: bool = True, html: bool = True, book_dir=BOOK_DIR,
+               accelerator: str = "auto", cell_timeout: float | None = None,
+               train_recorded: bool = False, log=print, cluster: str | None = None,
+               scheduler_file=None, batch: dict | None = None,
+               budget_min: float | None = DEFAULT_BUDGET_MIN) -> dict:
+    """The main job (module docstring). Returns a timing summary (seconds per phase).
+
+    Args:
+        book_dir: Jupyter Book source folder (``_config.yml``, ``_toc.yml``, chapters); the
+            executed notebooks go to ``<book_dir>/generated``, the HTML to
+            ``<book_dir>/_build/html``.
+        cell_timeout: seconds a notebook cell may run (default
+            :data:`gtalib.book.pipeline.execute.CELL_TIMEOUT_S` of the preset); a cell past it fails
+            the job, naming the notebook and the cell.
+        jobs: training workers of the embedded cluster (or batch jobs), and notebooks executed
+            at once (default :func:`gtalib.book.pipeline.schedule.default_jobs`).
+        cluster, scheduler_file, batch: where the runs are trained (:func:`train_all`: an
+            embedded LocalCluster by default, ``tcp://...``, or ``slurm``/``pbs``/``lsf``).
+        accelerator: ``"auto"``, ``"cpu"`` or ``"gpu"``
+            (:func:`gtalib.book.pipeline.schedule.resolve_accelerator`: on a machine with GPUs the
+            embedded cluster has one worker per GPU, each training one run at a time).
+        train_recorded: train every run of the book and of the scale ladder into the run store,
+            whatever the budget, instead of reading any from records.
+        budget_min: the job's wall-time budget in minutes (:func:`runs_to_train`); ``None``:
+            train every run of the book that the store lacks. A recorded run not trained is read
+            from its bundle (the pages say so).
+
+    Raises:
+        BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
+            has an error output (the book is still built as far as possible first).
+        KeyError: unknown preset or notebook.
+    """
+    for name, value, optional in (("seeds", seeds, False), ("jobs", jobs, True),
+                                  ("threads", threads, True), ("max_steps", max_steps, True)):
+        if not (optional and value is None) and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{name} ({flag}) must be a positive integer"
+                             f"{' or None' if optional else ''}, got {value!r}")
+    if budget_min is not None and not budget_min > 0:
+        raise ValueError(f"budget_min (--budget) must be a positive number of minutes or None "
+                         f"(none), got {budget_min!r}")
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise ValueError(f"cell_timeout must be a positive number of seconds, got {cell_timeout!r}")
+    if train_recorded and not train:
+        raise ValueError("train_recorded (--train-recorded) trains runs, train=False (--no-train) "
+                         "trains none: give one of them")
+    jobs = jobs or default_jobs()
+    plan = make_plan(preset, seeds, max_steps, notebooks)
+    run_dir = resolve_run_dir(run_dir)
+    times, problems = {}, []
+    t_all = t0 = time.perf_counter()
+    ensure_corpus(plan, log=log)
+    times["corpus_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    predicted = {}
+    if train:
+        # one cluster for the calibration (on its workers) and the training
+        accelerator = resolve_accelerator(accelerator, cluster, scheduler_file)
+        with open_cluster(cluster, scheduler_file, jobs, batch, accelerator) as (client, where):
+            specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
+                                                   train_recorded, where, log, client)
+            problems += [f"run {m}" for m in train_all(
+                specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
+                seconds=seconds, client=client, where=where)]
+        predicted = {"predicted_train_s": choice.train_wall_s,
+                     "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
+                     "runs_trained": len(specs), "runs_read": len(choice.read)}
+    else:  # say here what the pages will report as missing
+        specs = [s for _, s in plan.specs()]
+        absent = [s for s in specs if not is_done(run_path(s, run_dir))]
+        recorded = sum(records.find_record(s) is not None for s in absent)
+        log(f"runs: {len(specs)} needed, {len(specs) - len(absent)} in {run_dir}, {recorded} "
+            f"recorded, {len(absent) - recorded} missing (not trained: --no-train; their pages "
+            "list them)")
+    times["train_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    # run_dir=None: the notebooks resolve the store from $GTALIB_RUN_DIR, set for their kernels,
+    # so no path of this machine is written into the executed notebooks
+    params = notebook_parameters(preset, seeds, None, max_steps)
+    book_dir = Path(book_dir)
+    nb_dir = book_dir / "generated"
+    with _environment(GTALIB_RUN_DIR=str(run_dir)):
+        problems += execute_notebooks(params, plan.notebooks, nb_dir, jobs, log, cell_timeout)
+    problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
+    times["notebooks_s"] = time.perf_counter() - t0
+
+    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times,
+               **predicted}
+    write_chapter_snippets(summary, plan, run_dir, nb_dir)
+    if html:
+        t0 = time.perf_counter()
+        write_toc(book_dir)
+        ensure_mathjax(book_dir, log=log)
+        try:
+            html_dir = build_html(book_dir, log=log)
+            problems += [f"error output in {e}" for e in html_error_outputs(html_dir)]
+            problems += [f"machine-specific path in {e}" for e in machine_paths(
+                html_dir, build_machine_folders(run_dir, book_dir))]
+            log(f"book: {html_dir / 'index.html'}")
+        except BookError as e:
+            problems.append(str(e))
+        times["html_s"] = time.perf_counter() - t0
+    times["total_s"] = time.perf_counter() - t_all
+    log("times: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in times.items()))
+    summary.update(times)
+    (nb_dir / "build_summary.json").write_text(json.dumps(summary, indent=2))
+    if problems:
+        raise BookError("the book has problems:\n  " + "\n  ".join(problems))
+    return summary
+
+
+#: ``gtalib book --help`` text: plain text (the module docstring is RST, for Sphinx).

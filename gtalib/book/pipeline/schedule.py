@@ -1,0 +1,396 @@
+"""Training the runs the book needs on a Dask cluster: the one place the book's scheduler of runs
+lives (step 2 of :mod:`gtalib.book.pipeline.job`).
+
+Every run that is not done is submitted to a ``distributed.Client`` (Dask distributed,
+https://distributed.dask.org), which comes from one of:
+
+- nothing given: an embedded ``LocalCluster`` of one-thread worker processes, started and closed
+  here, as many as :func:`default_jobs` (the usable cores, bounded by memory) or ``jobs``;
+- ``cluster="tcp://HOST:8786"`` or ``scheduler_file=...``: a running Dask cluster;
+- ``cluster="slurm"`` (``"pbs"``, ``"lsf"``): workers submitted as batch jobs by dask-jobqueue,
+  configured by its own YAML (``~/.config/dask/jobqueue.yaml``) and the ``batch`` options
+  (:func:`batch_cluster`).
+
+The runs that share a variant, a seed and a training length (both arms of every ΔL pair among
+them) form one task, so each pair is trained on one worker, one machine kind. A worker that can
+see the run store (a shared file system, or the embedded cluster) trains into it directly, with
+its checkpoints, so a retried task resumes; one that cannot trains into its own scratch store
+and hands each finished run back as files (:mod:`gtalib.training.bundles`), which are written
+into the local store and checked like any run. Dask trains a task again elsewhere when its
+worker is lost; a run that fails by itself (a diverged loss, a bad spec) returns its one-line
+error instead and is not retried. Ctrl-C cancels the tasks on the cluster; nothing half-written
+reaches the store (runs write atomically).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import dask
+import torch
+from distributed import Client, LocalCluster, as_completed, get_worker
+from tqdm import tqdm
+
+from gtalib.book.pipeline.budget import groups, time_steps, training_flops
+from gtalib.training import bundles, runs
+from gtalib.training.machine import MALLOC_TRIM, untrim_malloc
+from gtalib.training.runs import RunSpec
+from gtalib.training.train import ensure_run
+
+#: Peak resident memory of one ``cpu``-preset training process, with margin (bytes): bounds the
+#: embedded cluster's size on a machine with more cores than memory for them.
+RUN_PEAK_RSS = 1_500_000_000
+
+BATCH_SYSTEMS = ("slurm", "pbs", "lsf")
+
+#: Environment variable of a worker that must train into its own scratch store and hand its
+#: runs back, whatever it can see of the client's.
+SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
+
+#: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
+START_TOPIC = "gtalib-run-start"
+
+#: Environment variable of the embedded cluster's GPU workers: the GPUs, comma-separated, that
+#: its workers share out, one each (worker ``i`` of the ``LocalCluster`` trains on the ``i``-th).
+EMBEDDED_GPUS = "GTALIB_EMBEDDED_GPUS"
+
+ACCELERATORS = ("auto", "cpu", "gpu")
+
+#: Dask settings of the workers the job starts (embedded or batch jobs). Dask's defaults suit
+#: short tasks on idle cores; a worker that trains for minutes on a core of its own pays for
+#: them: the statistical profiler wakes a thread every 10 ms to walk the training thread's stack,
+#: the event loop ticks every 20 ms and the memory monitor polls every 100 ms, each taking the
+#: CPU and the GIL from the run. With them, two workers of a 2-core AMD EPYC (family 25) trained
+#: 24 % slower than two plain processes (``benchmarks/jobs_speedup.md``); an idle worker used
+#: 3 % of a core, 0.4 % without.
+QUIET_WORKERS = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+}
+
+def default_jobs() -> int:
+    """Worker processes of the embedded cluster: the cores this process may use
+    (``os.sched_getaffinity``), at most one per :data:`RUN_PEAK_RSS` of available memory."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f
+                         if line.startswith("MemAvailable:"))
+        return max(1, min(cores or 1, avail // RUN_PEAK_RSS))
+    except (OSError, StopIteration, ValueError):
+        return max(1, cores or 1)
+
+
+def resolve_accelerator(accelerator: str, cluster=None, scheduler_file=None) -> str:
+    """The accelerator the runs ask for. For the embedded cluster, ``"auto"`` becomes ``"gpu"``
+    on a machine with a CUDA GPU (one worker per GPU, each holding the Dask resource ``GPU``) and
+    ``"cpu"`` elsewhere; a running or batch cluster's workers decide ``"auto"`` for themselves
+    (give ``"gpu"`` to send the runs one at a time to the workers started with ``GPU=1``).
+
+    Raises:
+        ValueError: ``accelerator`` not one of :data:`ACCELERATORS`, or ``"gpu"`` for the
+            embedded cluster on a machine without a CUDA GPU.
+    """
+
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator {accelerator!r}: allowed: {', '.join(ACCELERATORS)}")
+    if cluster is not None or scheduler_file is not None:
+        return accelerator
+    if torch.cuda.is_available():
+        return "cpu" if accelerator == "cpu" else "gpu"
+    if accelerator == "gpu":
+        raise ValueError("accelerator 'gpu': this machine has no CUDA GPU for the embedded "
+                         "cluster; allowed here: auto, cpu (or a --cluster with GPU workers)")
+    return "cpu"
+
+
+def worker_gpu(devices: str, name) -> str:
+    """The GPU of the embedded cluster's worker ``name`` (``LocalCluster`` names them 0, 1, …)
+    among ``devices`` (:data:`EMBEDDED_GPUS`): its ``CUDA_VISIBLE_DEVICES``.
+
+    Raises:
+        ValueError: ``name`` is not an index of ``devices``.
+    """
+    ids = devices.split(",")
+    try:
+        return ids[int(name)]
+    except (ValueError, IndexError):
+        raise ValueError(f"worker {name!r} has no GPU among {devices!r}") from None
+
+
+def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int = 0,
+                  walltime: str = "02:00:00", account: str | None = None, queue: str | None = None):
+    """A dask-jobqueue cluster whose every job is one worker of one thread (``system`` in
+    :data:`BATCH_SYSTEMS`); the options not given here come from dask-jobqueue's YAML. ``gpus``
+    asks the batch system for that many GPUs per job (``--gres=gpu:N`` on Slurm) and gives the
+    worker the Dask resource ``GPU``, so GPU runs go one at a time to a worker that has one. The
+    job script exports :data:`QUIET_WORKERS` as ``DASK_*`` variables after the YAML's own
+    ``job-script-prologue``.
+
+    Raises:
+        ValueError: ``system`` not one of :data:`BATCH_SYSTEMS`.
+    """
+
+    # imported only here: importing dask_jobqueue replaces Python's SIGINT handler, after which
+    # Ctrl-C no longer interrupts a book trained on the embedded or a tcp:// cluster
+    import dask_jobqueue
+
+    if system not in BATCH_SYSTEMS:
+        raise ValueError(f"cluster {system!r}: allowed batch systems are {', '.join(BATCH_SYSTEMS)}")
+    kind = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
+            "lsf": dask_jobqueue.LSFCluster}[system]
+    extra = {}
+    if gpus:
+        extra["job_extra_directives"] = [f"--gres=gpu:{gpus}"] if system == "slurm" else []
+        extra["worker_extra_args"] = ["--resources", f"GPU={gpus}"]
+    prologue = list(dask.config.get(f"jobqueue.{system}.job-script-prologue", None) or [])
+    prologue += [f"export {dask_env_name(k)}={v}" for k, v in QUIET_WORKERS.items()]
+    return kind(cores=cores, processes=1, memory=memory, walltime=walltime, account=account,
+                queue=queue, job_script_prologue=prologue, **extra)
+
+
+def dask_env_name(key: str) -> str:
+    """The environment variable that sets Dask config ``key`` (``a.b-c`` → ``DASK_A__B_C``)."""
+    return "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
+
+
+def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator: str = "cpu"):
+    """(client, owned cluster or None, where) for the options of :func:`train_all`; with
+    ``accelerator="gpu"`` the embedded cluster has one worker per visible GPU instead of ``jobs``."""
+
+    if scheduler_file is not None:
+        # Dask would wait for a missing file forever (for a scheduler still starting): say so
+        if not Path(scheduler_file).is_file():
+            raise ValueError(f"scheduler file {scheduler_file}: no such file; start the "
+                             f"scheduler first (dask scheduler --scheduler-file {scheduler_file})")
+        return Client(scheduler_file=str(scheduler_file)), None, f"scheduler file {scheduler_file}"
+    if cluster is None:
+
+        gpus = {}
+        if accelerator == "gpu":  # one run at a time per GPU
+
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            ids = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+            if not ids:
+                raise ValueError("accelerator 'gpu': no CUDA GPU for the embedded cluster")
+            jobs = len(ids)
+            gpus = {"resources": {"GPU": 1}, "env": {EMBEDDED_GPUS: ",".join(ids)}}
+        # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
+        # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
+        with dask.config.set({"distributed.worker.daemon": False,
+                              f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
+                              **QUIET_WORKERS}):
+            local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                 dashboard_address=":0", **gpus)
+        return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
+                                      + (", one GPU each" if gpus else ""))
+    if cluster in BATCH_SYSTEMS:
+        owned = batch_cluster(cluster, **(batch or {}))
+        owned.scale(jobs=jobs)
+        return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
+    if str(cluster).startswith("tcp://"):
+        try:
+            return Client(cluster), None, f"Dask cluster at {cluster}"
+        except OSError as exc:  # nothing listens there, or not in time
+            raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
+    raise ValueError(f"cluster {cluster!r}: allowed: tcp://HOST:PORT, "
+                     f"{', '.join(BATCH_SYSTEMS)}; leave it out for an embedded LocalCluster")
+
+
+@contextlib.contextmanager
+def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
+                 batch: dict | None = None, accelerator: str = "cpu"):
+    """``(client, where)`` for the options of :func:`train_all` (module docstring), closing on
+    exit what it started (the embedded cluster, the batch jobs; never a running cluster).
+    ``accelerator``: as :func:`resolve_accelerator` returns it."""
+    client, owned, where = _client(cluster, scheduler_file, jobs or default_jobs(), batch,
+                                   accelerator)
+    try:
+        yield client, where
+    finally:
+        client.close()
+        if owned is not None:
+            owned.close()
+
+
+def calibrate_workers(client, spec, threads: int = 1, timeout: float = 30.0) -> dict:
+    """Seconds per step of ``spec``'s run (:func:`gtalib.book.pipeline.budget.time_steps`) on every
+    worker of ``client`` at once, so that they share the machine as the runs will: worker
+    address → seconds. Empty when no worker joins within ``timeout`` seconds (batch jobs still
+    queued): the caller then times the step in its own process."""
+
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        return {}
+    return client.run(time_steps, spec.to_dict(), threads)
+
+
+def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int,
+                 accelerator: str) -> list[dict]:
+    """Task: train the runs of one group, in order, on this worker. Trains into ``run_dir`` when
+    this worker sees the client's store (its ``marker`` file), else into a scratch store whose
+    finished runs are handed back as files. One dict per run: ``run_id``, ``seconds``,
+    ``error`` (one line, or None), ``files`` (the bundle, or None when written in place),
+    ``worker`` (host and pid)."""
+
+
+
+    torch.set_num_threads(max(1, threads))
+    untrim_malloc()
+    if accelerator == "gpu" and os.environ.get(EMBEDDED_GPUS):
+        # before CUDA starts in this process; Lightning's devices=1 is then this worker's GPU
+        os.environ["CUDA_VISIBLE_DEVICES"] = worker_gpu(os.environ[EMBEDDED_GPUS],
+                                                        get_worker().name)
+    # a worker started with GTALIB_SCRATCH_ONLY=1 never writes the client's store, even where
+    # it could see it (a read-only share; the tests' stand-in for another machine)
+    shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
+    store = Path(run_dir) if shared else Path(tempfile.mkdtemp(prefix="gtalib-scratch-"))
+    out = []
+    for d in spec_dicts:
+        spec, t0 = RunSpec.from_dict(d), time.perf_counter()
+        row = {"run_id": spec.run_id, "error": None, "files": None,
+               "worker": f"{socket.gethostname()} pid {os.getpid()}"}
+        with contextlib.suppress(ValueError):  # not on a Dask worker (a direct call): no event
+            # (Dask adds the worker's address to the event as "worker")
+            get_worker().log_event(START_TOPIC, {"run_id": spec.run_id, "process": row["worker"]})
+        try:
+            path = ensure_run(spec, store, accelerator=accelerator)
+            if not shared:
+                row["files"] = bundles.export_run(path)
+        except Exception as e:  # noqa: BLE001 - a run's own failure: reported, not retried
+            row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        row["seconds"] = time.perf_counter() - t0
+        out.append(row)
+    return out
+
+
+def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = None,
+              accelerator: str = "auto", log=print, cluster: str | None = None,
+              scheduler_file=None, batch: dict | None = None,
+              seconds: dict | None = None, client=None, where: str = "the given cluster"
+              ) -> list[str]:
+    """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
+    longest task first, with one progress bar weighted by each run's expected seconds (its ETA
+    is the expected work left at the rate seen so far), a line when a worker starts a run and
+    one per finished run.
+
+    Args:
+        specs: ``(label, RunSpec)`` pairs; the label names the run in progress lines.
+        jobs: worker processes of the embedded cluster, or batch jobs (default
+            :func:`default_jobs`); a running cluster keeps its own size.
+        threads: torch threads per run (default 1).
+        accelerator: Lightning accelerator (:func:`resolve_accelerator`; the device does not
+            enter the run hash, the run card records it). ``"gpu"`` asks for a worker with the
+            Dask resource ``GPU`` (one run at a time per GPU).
+        cluster, scheduler_file, batch: where the client comes from (module docstring;
+            ``batch``: options of :func:`batch_cluster`).
+        seconds: run id → expected seconds on one worker
+            (:func:`gtalib.book.pipeline.budget.expected_seconds`); default: each run's training FLOPs
+            (:func:`gtalib.book.pipeline.budget.training_flops`), in units of 10^10.
+        client, where: a client already open (:func:`open_cluster`) and what it is; the other
+            cluster options are then ignored and the client is left open.
+
+    Returns:
+        messages of the runs that failed (empty if all succeeded). A failing run does not stop
+        the others; its figure page reports it.
+
+    Raises:
+        ValueError: ``jobs`` < 1, an unknown ``cluster`` or ``accelerator``, or ``"gpu"`` for the
+            embedded cluster on a machine without a GPU.
+    """
+
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs!r}")
+    if client is None:
+        accelerator = resolve_accelerator(accelerator, cluster, scheduler_file)
+    unique = {s.run_id: (label, s) for label, s in specs}
+    todo = [s for _, s in unique.values() if not runs.is_done(runs.run_path(s, run_dir))]
+    name = {s.run_id: f"{label} seed={s.seed} steps={s.train.max_steps}"
+            for label, s in unique.values()}
+    if not todo:
+        log(f"runs: {len(unique)} to train, all already done in {run_dir}" if unique
+            else "runs: none to train")
+        return []
+    jobs = jobs or default_jobs()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    marker = f".gtalib-store-{uuid.uuid4().hex}"
+    (run_dir / marker).write_text("the run store of a gtalib book job\n")
+    cost = {s.run_id: (seconds[s.run_id] if seconds else training_flops(s) / 1e10) for s in todo}
+    tasks = sorted(groups(todo), key=lambda g: -sum(cost[s.run_id] for s in g))
+    with contextlib.ExitStack() as stack:
+        if client is None:
+            client, where = stack.enter_context(open_cluster(cluster, scheduler_file, jobs, batch,
+                                                             accelerator))
+        try:
+            return _train(client, where, tasks, cost, name, len(unique), run_dir, marker,
+                          threads, accelerator, log, cluster, seconds)
+        finally:
+            (run_dir / marker).unlink(missing_ok=True)
+
+
+def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, accelerator, log,
+           cluster, seconds) -> list[str]:
+    """:func:`train_all`'s loop over the tasks on ``client``; returns the failure messages."""
+
+
+    todo = [s for g in tasks for s in g]
+    failures, futures = [], []
+    try:
+        with tqdm(total=round(sum(cost.values()), 1), unit="s" if seconds else "×10¹⁰ FLOP",
+                  desc="training", disable=None, dynamic_ncols=True,
+                  bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} {unit} of expected work "
+                             "[{elapsed}<{remaining}]") as bar:
+            say = bar.write if not bar.disable else log
+            dashboard = getattr(client, "dashboard_link", None)
+            say(f"runs: {needed} needed, {needed - len(todo)} cached, {len(todo)} to "
+                f"train in {run_dir} on {where}"
+                + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
+            client.subscribe_topic(START_TOPIC, lambda event: say(  # event: (time, message)
+                f"  worker {event[1].get('worker', '?')} ({event[1]['process']}) trains "
+                f"{event[1]['run_id']} {name.get(event[1]['run_id'], '')}"))
+            resources = {"GPU": 1} if accelerator == "gpu" else None
+            # longest task first (priority), so the last to finish is a short one
+            futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
+                                     threads or 1, accelerator, resources=resources, pure=False,
+                                     priority=len(tasks) - i,
+                                     key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
+                       for i, g in enumerate(tasks)]
+            done = 0
+            for fut in as_completed(futures):
+                try:
+                    rows = fut.result()
+                except Exception as e:  # noqa: BLE001 - the task itself was lost for good
+                    rows = [{"run_id": s.run_id, "error": f"{type(e).__name__}: {e}", "files": None,
+                             "seconds": 0.0, "worker": "?"} for s in tasks[futures.index(fut)]]
+                for row in rows:
+                    done += 1
+                    rid, error = row["run_id"], row["error"]
+                    if error is None and row["files"] is not None:
+                        try:
+                            bundles.import_run(row["files"], run_dir)
+                        except (ValueError, runs.RunCorruptError) as e:
+                            error = f"handed back a bundle that does not check out: {e}"
+                    place = ("in the shared store" if row["files"] is None
+                             else "handed back from the worker's scratch store")
+                    state = (f"{row['seconds']:.1f} s on {row['worker']} ({place})"
+                             if error is None else f"FAILED ({error})")
+                    if error is not None:
+                        failures.append(f"{rid} {name[rid]}: {error}")
+                    bar.update(cost[rid])
+                    say(f"[{done}/{len(todo)}] {rid} {name[rid]}: {state}")
+    except BaseException:
+        client.cancel(futures)  # Ctrl-C: nothing keeps training on the cluster
+        raise
+    finally:
+        client.unsubscribe_topic(START_TOPIC)
+    return failures

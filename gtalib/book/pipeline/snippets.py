@@ -1,0 +1,325 @@
+"""The generated Markdown snippets of the methods and reproduction chapters: the presets' sizes
+and training recipe, what the seed count means for the intervals, how the verdict rules compare
+on this build's runs, the corpus provenance and this build's settings and run cards, written as
+Markdown files into the ``book/generated/`` folder (included by
+``book/methods.md`` and ``book/reproduction.md``). Reads the presets
+(:mod:`gtalib.model.presets`, :mod:`gtalib.training.config`), the figures
+(:mod:`gtalib.book.design.figures`), the corpus manifest (:mod:`gtalib.data`) and the run cards of the
+store and of the recorded bundles (:mod:`gtalib.training.records`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from gtalib import data as gdata
+from gtalib.book.analysis.stats import MAX_PAIRS, t_critical
+from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, plural, range_text
+from gtalib.book.chapters.ablation import ablation_result, rule_comparison
+from gtalib.book.design.chapters import chapters
+from gtalib.book.design.figures import ABLATIONS, ablation
+from gtalib.book.design.plan import Plan
+from gtalib.book.design.run_specs import preset_tokenizer
+from gtalib.book.design.seeds import seed_counts
+from gtalib.book.pipeline.paths import BOOK_DIR
+from gtalib.model.presets import PRESETS
+from gtalib.training import records
+from gtalib.training.config import train_config
+
+
+def _md_table(df) -> str:
+    """A pandas frame as a Markdown pipe table (no extra dependency); a ``|`` inside a cell
+    (``|ΔL|``) is escaped so that it does not end the cell."""
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|")
+
+    cols = [cell(df.index.name or ""), *map(cell, df.columns)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for idx, row in df.iterrows():
+        lines.append("| " + " | ".join([cell(idx), *map(cell, row.tolist())]) + " |")
+    return "\n".join(lines)
+
+
+def presets_markdown() -> str:
+    """Markdown table of every preset's model sizes and training settings (from the code), one
+    column per preset so that it fits the text column."""
+
+
+    rows = {}
+    for name, p in PRESETS.items():
+        t = train_config(name)
+        rows[name] = {
+            "layers": p["n_layer"], "d_model": p["d_model"],
+            "heads × d_h": f"{p['n_head']} × {p['head_dim']}", "vocab": p["vocab_size"],
+            "steps": f"{t.max_steps:,}", "tokens/run": f"{t.max_steps * t.tokens_per_step:,}",
+            "peak LR": t.lr, "warmup steps": f"{t.warmup_steps:,}",
+        }
+    df = pd.DataFrame(rows)
+    df.index.name = "preset"
+    own = [f"the {fig.title.split(':')[0].lower()} trains {t.max_steps:,} steps "
+           f"({t.max_steps * t.tokens_per_step:,} tokens per run) at `{name}`"
+           for fig in ABLATIONS.values() for name, over in fig.train.items()
+           for t in [train_config(name, **dict(over))]]
+    note = f"\nFigures with their own training length: {'; '.join(own)}.\n" if own else ""
+    return _md_table(df) + "\n" + note
+
+
+def recipe_markdown() -> str:
+    """The training recipe sentence of the methods chapter, from the presets' training settings
+    (every preset shares it; a preset that does not is named with its own values)."""
+
+    def recipe(t):
+        return (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
+                f"gradient-norm clip {t.grad_clip}, linear warmup then cosine decay to "
+                f"{t.min_lr_ratio}× the peak learning rate")
+
+    by_recipe: dict[str, list[str]] = {}
+    for name in PRESETS:
+        by_recipe.setdefault(recipe(train_config(name)), []).append(name)
+    if len(by_recipe) == 1:
+        return (f"Same recipe at every preset ({next(iter(by_recipe))}); the presets change the "
+                "sizes:\n")
+    return ("The recipe by preset: " + "; ".join(
+        f"{', '.join(f'`{n}`' for n in names)}: {r}" for r, names in by_recipe.items())
+        + ". The sizes:\n")
+
+
+def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None = None,
+                        max_steps=None) -> str:
+    """What this build's seed count means for its intervals (methods chapter): the Student-t
+    factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.analysis.stats.t_critical`),
+    whether the figures shade the interval (from :data:`gtalib.book.analysis.style.MIN_BAND_SEEDS`
+    seeds), the cap of *pairs to resolve* (:data:`gtalib.book.analysis.stats.MAX_PAIRS`) and, given
+    ``preset``, the figures and table that run more seeds (:func:`figure_seeds`,
+    :func:`gtalib.book.design.seeds.seeds_of`); when all of them run the same larger count, the intervals
+    are those of that count."""
+
+    q = 0.5 + confidence / 2
+    cap = f"*Pairs to resolve* is sought up to {MAX_PAIRS} pairs."
+    if seeds < 2:
+        return (f"This build trains {plural(seeds, 'seed')} per configuration: there is no "
+                f"interval, and every verdict is *undetermined (1 seed)*. {cap}\n")
+    def name(key):
+        if key == "main":
+            return "the main-results table"
+        title = ablation(key).title.split(":")[0].lower()
+        return f"the {title.removesuffix(' ablation')} figure"
+
+    counts = ({name(k): n for k, n in seed_counts(preset, seeds, max_steps).items()}
+              if preset else {})
+
+    def factor(n):
+        t = t_critical(confidence, n - 1)
+        return (f"factor is $t_{{{q:g},\\,{n - 1}}} = {t:.3g}$: an effect is resolved only when it "
+                f"exceeds {t / n ** 0.5:.3g} times the standard deviation of ΔL over seeds "
+                f"(before the Holm adjustment above, which asks more where a figure has "
+                f"several variants)")
+
+    one_n = set(counts.values())
+    if len(one_n) == 1 and (n := one_n.pop()) > seeds:
+        # every figure raises the book's count alike: the intervals are those of n seeds
+        lead = (f"This build asks for {plural(seeds, 'seed')} per configuration (`--seeds`), "
+                f"and at the `{preset}` preset every ablation figure and the main-results table "
+                f"run {n}, every variant and both arms alike, the count fixed before the runs, "
+                f"so the interval's {factor(n)}.")
+    else:
+        n = seeds
+        by_n = {}
+        for figure, k in counts.items():
+            if k > seeds:
+                by_n.setdefault(k, []).append(figure)
+        more = [f"{and_join(names)} "
+                f"{'run' if len(names) > 1 else 'runs'} {k} "
+                f"(factor {t_critical(confidence, k - 1):.3g}: "
+                f"{t_critical(confidence, k - 1) / k ** 0.5:.3g} standard deviations)"
+                for k, names in sorted(by_n.items())]
+        lead = (f"This build trains {plural(seeds, 'seed')} per configuration, so the interval's "
+                f"{factor(seeds)}." + ("" if not more else
+                " A figure may run more seeds than this, every variant and both arms alike and "
+                "the count fixed before its runs: " + "; ".join(more) + "."))
+    shade = f"The figures shade the interval from {plural(MIN_BAND_SEEDS, 'seed')} on, " + (
+        "as here." if n >= MIN_BAND_SEEDS else
+        f"so this build's figures do not: at {n} the factor makes it wider than the curves.")
+    return f"{lead} {shade} {cap}\n"
+
+
+def rule_comparison_markdown(preset: str, seeds: int, run_dir, max_steps=None) -> str:
+    """The methods chapter's comparison of verdict rules on this build's runs: every ablation
+    variant whose verdict under the seed-spread rule differs from its verdict here
+    (:func:`gtalib.book.chapters.ablation.rule_comparison`; runs read, never trained)."""
+
+
+    tables = [rule_comparison(ablation_result(key, preset, seeds, run_dir, max_steps=max_steps))
+              for key in ABLATIONS]
+    moved = pd.concat([t for t in tables if not t.empty] or [pd.DataFrame()])
+    if moved.empty:
+        return ("On this build's runs no ablation verdict would differ under the seed-spread "
+                "rule.\n")
+    return (f"On this build's runs, {len(moved)} ablation verdict(s) would differ under the "
+            f"seed-spread rule (*within noise* unless the unadjusted interval excludes zero and "
+            f"|ΔL| exceeds the max − min of one arm's final loss over seeds):\n\n"
+            + _md_table(moved.set_index("figure")) + "\n")
+
+
+def intro_markdown() -> str:
+    """The introduction's list of what the book shows: one bullet per chapter with a title
+    (:func:`gtalib.book.design.chapters.chapters`, in book order), the ablation chapters sharing
+    one bullet that says how their ΔL figures are drawn (the band's smallest seed count and the
+    t factor below it from :data:`~gtalib.book.analysis.style.MIN_BAND_SEEDS`)."""
+    listed = [c for c in chapters() if c.title]
+    ablations = [c for c in listed if set(c.reads) and set(c.reads) <= set(ABLATIONS)]
+    t_below = t_critical(0.95, MIN_BAND_SEEDS - 2)
+    out = []
+    for c in listed:
+        if c not in ablations:
+            out.append(f"- **{c.title}**: {c.summary}.")
+        elif c is ablations[0]:
+            out.append(
+                f"- **Ablations** (one chapter each): {and_join(a.summary for a in ablations)}, "
+                f"as loss differences $\\Delta L$ between paired runs: every seed's curve, their "
+                f"mean, and a light band for the 95 % Student-t interval of the mean at each "
+                f"step, drawn only from {MIN_BAND_SEEDS} seeds up (with {MIN_BAND_SEEDS - 1} "
+                f"seeds the t factor is {t_below:.1f} and the band would be wider than the "
+                f"curves' whole range); the paper's curves beside them and a verdict per variant "
+                f"(the rule is in the methods chapter).")
+    return "\n".join(out) + "\n"
+
+
+def short_hash(value, n: int = 12) -> str:
+    """A hash shown by its first ``n`` characters with the full value in a tooltip (inline HTML
+    for the Markdown snippets); empty for a missing value."""
+    value = str(value or "")
+    if len(value) <= n:
+        return f"<code>{html.escape(value)}</code>" if value else ""
+    return f'<code title="{html.escape(value)}">{html.escape(value[:n])}…</code>'
+
+
+def provenance_markdown(preset: str) -> str:
+    """The provenance of the preset's corpus for the methods chapter, from its ``manifest.json``
+    (:mod:`gtalib.data.build`; the same facts as its ``PROVENANCE.md``): the split rule, then two
+    tables that fit the text column, the archives (sha256 shortened, full value in a tooltip)
+    and the split sizes per source."""
+
+
+    folder = gdata.corpus_dir("default", preset_tokenizer(preset))
+    if not (folder / "manifest.json").exists():
+        return f"*(corpus not built: run `gtalib data build` for the {preset} preset)*\n"
+    m = gdata.load_manifest(folder)
+    tok, sources = m["tokenizer"], m["sources"]
+    archives = pd.DataFrame([{
+        "source": s["name"], "package": s.get("package"), "version": s.get("version"),
+        "sha256": short_hash(s.get("sha256")), "licence (as stated)": s.get("licence"),
+    } for s in sources]).set_index("source")
+    sizes = pd.DataFrame([{
+        "source": s["name"], "duplicates dropped": s["duplicates_dropped"],
+        "train docs": f"{s['train']['documents']:,}", "train tokens": f"{s['train']['tokens']:,}",
+        "val docs": f"{s['val']['documents']:,}", "val tokens": f"{s['val']['tokens']:,}",
+        "unigram entropy (nats)": f"{s['train']['unigram_entropy_nats']:.4f}",
+    } for s in sources]).set_index("source")
+    n_tr = sum(s["train"]["tokens"] for s in sources)
+    n_va = sum(s["val"]["tokens"] for s in sources)
+    return "\n".join([
+        f"**Corpus `{m['corpus']}`, tokenizer `{tok['name']}`** (vocabulary {tok['vocab_size']}, "
+        f"end-of-text id {tok['eot']}). Split rule: {m['split_rule']}.", "",
+        "Archives (sha256 of each archive, shortened; hover for the full value):", "",
+        _md_table(archives), "",
+        "Documents and tokens per split (entropy of the training split):", "",
+        _md_table(sizes), "",
+        f"Total: {n_tr:,} training tokens, {n_va:,} validation tokens; unigram entropy of the "
+        f"training split {m['train_unigram_entropy_nats']:.4f} nats/token.", ""])
+
+
+def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
+    """This build's settings, environment and the run cards of its runs: values every run
+    shares (source, device, threads, git commit) stated once, then one row per configuration
+    with each seed's run id (shortened, full value in a tooltip) and the mean wall time and
+    throughput. A run the store lacks is described by its recorded bundle's card (source
+    ``recorded``), if the repository holds one."""
+
+
+
+    def ver(pkg):
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return "not installed"
+
+    pkgs = ("torch", "lightning", "numpy", "pandas", "matplotlib", "seaborn", "papermill",
+            "jupyter-book", "triton")
+
+    counts = set(seed_counts(plan.preset, plan.seeds, plan.max_steps).values())
+    seeds = plural(plan.seeds, "seed") + (
+        "" if counts == {plan.seeds} else
+        f" asked (the figures and the main table run {range_text(counts, '.0f')})")
+    length = ("each chapter's own training length" if plan.max_steps is None
+              else f"every run {plan.max_steps:,} steps (`--max-steps`)")
+    lines = [
+        f"- preset `{summary['preset']}`, {seeds}, {length}, "
+        f"{plural(summary['jobs'], 'training job')}",
+        f"- machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python "
+        f"{platform.python_version()}, torch {torch.__version__}",
+        "- versions: " + ", ".join(f"{p} {ver(p)}" for p in pkgs),
+        "- time of this build: " + ", ".join(
+            f"{k[:-2]} {v:.0f} s" for k, v in summary.items() if k.endswith("_s")),
+    ]
+    rows = []
+    for ref in plan.runs:
+        spec = plan.spec(ref)
+        card, source = run_dir / spec.run_id / "card.json", "trained here"
+        if not card.exists():  # read from the repository's bundle, if recorded
+            record = records.find_record(spec)
+            card, source = ((record / "card.json", "recorded") if record is not None
+                            else (card, "missing"))
+        c = json.loads(card.read_text()) if card.exists() else {}
+        # a figure with its own length shares labels with the other figures' runs
+        label = f"{ref.label} ({spec.train.max_steps:,} steps)" if ref.train else ref.label
+        rows.append({"configuration": label, "seed": ref.seed, "run": spec.run_id,
+                     "source": source,
+                     "device": c.get("device", "missing"), "threads": c.get("threads", ""),
+                     "git": str(c.get("git_commit") or "")[:12],
+                     "wall s": c.get("wall_time_s"), "tokens/s": c.get("tokens_per_s")})
+    runs = pd.DataFrame(rows, columns=["configuration", "seed", "run", "source", "device",
+                                       "threads", "git", "wall s", "tokens/s"])
+    for k in ("wall s", "tokens/s"):
+        runs[k] = pd.to_numeric(runs[k], errors="coerce")
+    shared = {k: runs[k].iloc[0] for k in ("source", "device", "threads", "git")
+              if runs[k].nunique() == 1}
+    if any(str(v) for v in shared.values()):
+        lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()
+                                                 if str(v)))
+    table = runs.pivot(index="configuration", columns="seed", values="run").map(short_hash)
+    table = table.loc[list(dict.fromkeys(runs["configuration"]))]
+    table.columns = [f"seed {c}" for c in table.columns]
+    grouped = runs.groupby("configuration", sort=False)
+    for k in ("source", "device", "threads", "git"):
+        if k not in shared:
+            table[k] = grouped[k].agg(lambda v: " / ".join(map(str, dict.fromkeys(v))))
+    for k in ("wall s", "tokens/s"):
+        table[f"{k} (mean)"] = grouped[k].mean().map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
+    return "\n".join(lines) + "\n\n" + _md_table(table) + "\n"
+
+
+def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None
+                           ) -> None:
+    """Write ``presets.md``, ``recipe.md``, ``statistics.md``, ``rule_comparison.md``,
+    ``provenance.md`` and ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
+    chapters: numbers in their prose come from the configuration and this build)."""
+    out_dir = Path(out_dir or BOOK_DIR / "generated")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "intro_chapters.md").write_text(intro_markdown())
+    (out_dir / "presets.md").write_text(presets_markdown())
+    (out_dir / "recipe.md").write_text(recipe_markdown())
+    (out_dir / "statistics.md").write_text(statistics_markdown(
+        summary["seeds"], preset=summary["preset"], max_steps=summary["max_steps"]))
+    (out_dir / "rule_comparison.md").write_text(rule_comparison_markdown(
+        summary["preset"], summary["seeds"], run_dir, summary["max_steps"]))
+    (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
+    (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))

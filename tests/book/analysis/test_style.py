@@ -1,0 +1,37 @@
+"""What every figure and table shares (gtalib.book.analysis.style): pluralisation and y-ranges."""
+
+import pytest
+
+from gtalib.book.analysis import style
+from gtalib.book.chapters import ablation
+
+
+def test_plural():
+    assert style.plural(1, "thread") == "1 thread"
+    assert style.plural(2, "thread") == "2 threads"
+    assert ablation._hardware([{"device": "cpu", "threads": 1}]) == "cpu, 1 thread"
+
+
+def test_curve_limits():
+    assert style.curve_limits([0.1, 0.3]) == pytest.approx((-0.024, 0.324))  # 0 included
+    assert style.curve_limits([-0.2, float("nan")]) == pytest.approx((-0.216, 0.016))
+    assert style.curve_limits([]) == (-1.0, 1.0)
+
+
+def test_every_table_escapes_html_in_its_cells_and_labels():
+    import pandas as pd
+
+    df = pd.DataFrame({"claim": ["ΔL < 0 for <b>all</b>"], "ppl": [13.6721]}, index=["<i>8</i>"])
+    html = style.table_style(df.style.format("{:.2f}", subset=["ppl"])).to_html()
+    assert "ΔL &lt; 0 for &lt;b&gt;all&lt;/b&gt;" in html and "&lt;i&gt;8&lt;/i&gt;" in html
+    assert "<b>" not in html and "<i>" not in html and "13.67" in html
+
+
+def test_a_verdict_column_gets_room_for_its_sentence():
+    import pandas as pd
+
+    df = pd.DataFrame({"ΔL": ["+0.02"], "verdict": ["within noise (p = 0.13 adjusted): …"]})
+    html = style.table_style(df.style).to_html()
+    # the rule is keyed to the verdict column (its position, col1), not to every cell
+    assert "min-width: 14em" in html and html.count("min-width") == 1
+    assert "min-width" not in style.table_style(df[["ΔL"]].style).to_html()

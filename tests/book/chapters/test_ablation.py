@@ -1,0 +1,279 @@
+"""The ablation chapters (gtalib.book.chapters.ablation): the final-ΔL table and the ablation result on
+synthetic metrics whose ΔL, CI and verdicts are known in closed form, and the regression tests of
+the book-review fixes to their figure and captions (paper panel limits, legends, band, seeds)."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
+from synthetic import metrics, runs_frame  # noqa: E402
+
+from gtalib.book.analysis import curves as C
+from gtalib.book.analysis import style
+from gtalib.book.chapters import ablation as A
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design.figures import ablation
+from gtalib.book.design.names import display_name
+
+# --- ΔL ----------------------------------------------------------------------------------------
+
+
+def _ablation_runs(deltas, rec_finals=(3.0, 3.0), steps=(0, 50, 100)):
+    """Two seeds; alt = rec + delta_seed at every step; rec final loss per seed given."""
+    spec = {}
+    for seed, (dl, rf) in enumerate(zip(deltas, rec_finals)):
+        rec = np.linspace(rf + 2, rf, len(steps))
+        spec[("mla", "rec", seed)] = metrics(list(steps), rec)
+        spec[("mla", "alt", seed)] = metrics(list(steps), rec + dl)
+    return runs_frame(spec)
+
+
+def test_band_and_final_table_closed_form():
+    runs = _ablation_runs([0.10, 0.30])
+    curves = C.delta_curves(runs)
+    band = C.seed_band(curves)
+    half = math.tan(0.475 * math.pi) * (0.2 / math.sqrt(2)) / math.sqrt(2)  # s = 0.1·√2
+    last = band[band["step"] == 100].iloc[0]
+    assert last["mean"] == pytest.approx(0.2)
+    assert last["hi"] - last["mean"] == pytest.approx(half)
+    table = A.final_delta_table(runs, {"mla": 0.02})
+    row = table.loc["mla"]
+    assert row["ΔL"] == pytest.approx(0.2) and row["seeds"] == 2 and row["step"] == 100
+    # CI (0.2 ± 1.27) covers zero: within noise even though both seeds are positive; one
+    # variant, so Holm's adjustment is the p-value itself: t = 0.2 / (0.1·√2/√2) = 2 on 1 dof
+    assert row["verdict"] == "within noise"
+    assert row["p"] == row["p (Holm)"] == pytest.approx(2 * stats.t.sf(2.0, 1))
+    # alt finals 3.1 and 3.3 -> sd 0.1·√2 (the larger arm); rec sd 0; |ΔL| 0.2 is above it
+    assert row["seed sd"] == pytest.approx(0.2 / math.sqrt(2))
+    assert row["one run shows it?"] == "yes"
+    # resolvable |ΔL| = the half-width; 0.2 needs the smallest n with t_{n-1}·0.1√2/√n < 0.2:
+    # n = 4: 3.182·0.1414/2 = 0.225, n = 5: 2.776·0.1414/√5 = 0.176
+    assert row["resolvable |ΔL|"] == pytest.approx(half)
+    sd = 0.2 / math.sqrt(2)
+    need = min(n for n in range(2, 21) if stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n) < 0.2)
+    assert row["pairs to resolve"] == need == 5
+
+
+def test_final_table_differs_when_seeds_agree_against_paper():
+    # three seeds, ΔL = -0.20, -0.21, -0.19 (tight), rec finals equal -> seed sd 0.01 (alt arm)
+    spec = {}
+    for seed, dl in enumerate([-0.20, -0.21, -0.19]):
+        rec = np.array([5.0, 4.0, 3.0])
+        spec[("gqa", "rec", seed)] = metrics([0, 1, 2], rec)
+        spec[("gqa", "alt", seed)] = metrics([0, 1, 2], rec + dl)
+    t = A.final_delta_table(runs_frame(spec), {"gqa": 0.02})
+    assert t.loc["gqa", "ΔL"] == pytest.approx(-0.20)
+    assert t.loc["gqa", "seed sd"] == pytest.approx(0.01)
+    assert t.loc["gqa", "verdict"] == "differs" and t.loc["gqa", "one run shows it?"] == "yes"
+
+
+def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
+    import shutil
+
+    import synthetic
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
+    r = A.ablation_result("init", "ci", 2, tmp_path)
+    # 20 logged steps -> no smoothing; curves from the training loss at every step
+    assert r.smoothing == 1 and r.curves["step"].nunique() == 20
+    # synthetic alternative arm = recommended + EFFECT["init"] at every step and seed
+    assert r.curves["delta"].to_numpy() == pytest.approx(synthetic.EFFECT["init"])
+    assert r.final.loc["gqa", "ΔL"] == pytest.approx(synthetic.EFFECT["init"])
+    assert r.incomplete == []
+    # delete one run: its variant leaves the figure entirely and is named as incomplete
+    missing = r.collected.status.query("variant == 'mla' and arm == 'alt' and seed == 1")
+    shutil.rmtree(tmp_path / missing["run_id"].iloc[0])
+    r2 = A.ablation_result("init", "ci", 2, tmp_path)
+    assert r2.complete == ["gqa"] and r2.incomplete == ["mla"]
+    assert set(r2.curves["variant"]) == {"gqa"} and list(r2.final.index) == ["gqa"]
+    assert r2.collected.incomplete["state"].tolist() == ["missing"]
+    # a finished run whose metrics were truncated is reported corrupt, never plotted
+    cut = r.collected.status.query("variant == 'gqa' and arm == 'rec' and seed == 0")
+    metrics = tmp_path / cut["run_id"].iloc[0] / "metrics.csv"
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:11]))  # steps 1-10
+    r3 = A.ablation_result("init", "ci", 2, tmp_path)
+    assert r3.complete == [] and sorted(r3.incomplete) == ["gqa", "mla"]
+    failed = r3.collected.incomplete.query("state == 'corrupt'")
+    assert len(failed) == 1 and "truncated" in failed["detail"].iloc[0]
+
+
+@pytest.mark.parametrize("row, text, needle", [
+    (7, "5.6x", "'5.6x' is not a number"), (3, "", "empty cell"), (20, "inf", "not a finite number")])
+def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, monkeypatch, row,
+                                                                     text, needle):
+
+    import pandas as pd
+    import synthetic
+
+    from gtalib.book.analysis import collect
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
+    status = A.ablation_result("init", "ci", 2, tmp_path).collected.status
+    rid = status.query("variant == 'mla' and arm == 'alt' and seed == 1")["run_id"].iloc[0]
+    cells = pd.read_csv(tmp_path / rid / "metrics.csv", dtype=str, keep_default_na=False)
+    cells.loc[row - 1, "train_loss"] = text
+    cells.to_csv(tmp_path / rid / "metrics.csv", index=False)
+    r = A.ablation_result("init", "ci", 2, tmp_path)
+    assert r.complete == ["gqa"] and r.incomplete == ["mla"]  # gqa still plots
+    assert set(r.curves["variant"]) == {"gqa"}
+    bad = r.collected.incomplete
+    assert bad["state"].tolist() == ["corrupt"] and bad["run_id"].tolist() == [rid]
+    want = f"run {rid}: {rid}/metrics.csv, column 'train_loss', row {row} (step {row}): "
+    assert bad["detail"].iloc[0].startswith(want) and needle in bad["detail"].iloc[0]
+    assert str(tmp_path) not in bad["detail"].iloc[0]  # no machine path on the page
+    notice = collect.missing_notice(r.collected)
+    assert f"`{rid}`): corrupt — {want}" in notice
+
+
+# --- the figure, its captions and the verdict line ----------------------------------------------
+
+@pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])
+def test_paper_panel_shows_every_paper_value(key):
+    spec = ablation(key)
+    fig, ax = plt.subplots()
+    A.plot_paper_reference(spec, ax)
+    lo, hi = ax.get_ylim()
+    values = list(spec.paper_curve_frame()["delta"])
+    values += [spec.paper_final(v) for v in spec.variants if v not in spec.paper_curves]
+    # strictly inside: no value on or beyond the frame (the gate curves start at 0.018)
+    assert lo < min(values) and max(values) < hi and lo < 0.0
+    assert ax.get_xlim()[0] < 1.0 and ax.get_xlim()[1] > 100
+    # legend anchored right of the axes, so it cannot cover a marker at x = 100
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1
+    plt.close(fig)
+
+
+def test_variants_get_distinct_markers():
+    spec = ablation("gate")
+    fig, ax = plt.subplots()
+    A.plot_paper_reference(spec, ax)
+    markers = [line.get_marker() for line in ax.get_lines()]
+    assert len(set(markers)) == len(spec.variants)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("key, asked", [("gate", ("mlra-4", "gqa")), ("init", ("tpa",)),
+                                        ("latent_scale", ("mla", "gla-2"))])
+def test_paper_panel_shows_only_the_variants_asked_for(key, asked):
+    """A page run with ``variants=...`` draws those of the paper's curves/markers, no others."""
+    spec = ablation(key)
+    fig, ax = plt.subplots()
+    A.plot_paper_reference(spec, ax, asked)
+    labels = [t.get_text().split(" paper")[0] for t in ax.get_legend().get_texts()]
+    assert labels == [display_name(v) for v in spec.variants if v in asked]
+    assert len(ax.get_lines()) == len(asked)
+    plt.close(fig)
+
+
+def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch):
+    import synthetic
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", 1)  # GQA and MLA only: MLRA-4 stays missing
+    r = A.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
+    assert r.variants == ("mlra-4", "gqa")
+    assert (r.complete, r.incomplete) == (["gqa"], ["mlra-4"])
+    fig = A.plot_ablation(r)
+    paper_ax = fig.axes[1]
+    assert [t.get_text().split(" paper")[0] for t in paper_ax.get_legend().get_texts()] == [
+        "GQA", "MLRA-4"]
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("seeds", [2, 3])
+def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path, monkeypatch,
+                                                                       seeds):
+    """Every seed thin, the mean bold; the t-interval shaded only from 3 seeds (with 2,
+    t = 12.7 makes it cover the plot); the y-range is the curves' (seeds and means, 8 %
+    margin, and 0), so a wider band is clipped; legend and caption say what is drawn."""
+    from dataclasses import replace
+
+    import synthetic
+    from matplotlib.collections import PolyCollection
+
+    from gtalib.book.analysis.curves import seed_band
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", seeds)
+    r = A.ablation_result("init", "ci", seeds, tmp_path)
+    curves = r.curves.copy()
+    curves["delta"] += curves["seed"].map({0: 0.0, 1: 0.03, 2: -0.02})  # a seed-to-seed spread
+    r = replace(r, curves=curves, band=seed_band(curves))
+    fig = A.plot_ablation(r)
+    ax = fig.axes[0]
+    fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(fills) == (len(r.complete) if seeds >= 3 else 0)
+    assert ax.get_ylim() == pytest.approx(style.curve_limits([*curves["delta"],
+                                                                 *r.band["mean"]]))
+    if seeds >= 3:  # this band reaches beyond the curves: cut at the frame, not widening it
+        assert r.band["hi"].max() > ax.get_ylim()[1]
+    thin = [ln for ln in ax.get_lines() if ln.get_linewidth() < 1]
+    assert len(thin) == seeds * len(r.complete) + 1  # + the legend's "each seed" entry
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[-3 if seeds >= 3 else -2:] == (
+        ["each seed's ΔL", f"mean over {seeds} seeds"]
+        + (["95% t-interval of the mean"] if seeds >= 3 else []))
+    caption = A.ablation_caption(r)
+    assert (f"thin lines: each seed's ΔL; bold: mean over {seeds} seeds; " + (
+        "shaded: 95% t-interval of the mean, shown from 3 seeds; the y-range follows the curves, "
+        "the shading is cut at the frame." if seeds >= 3 else
+        "no shading: the 95% t-interval of the mean is shown from 3 seeds, this figure has 2; "
+        "the y-range follows the curves.")) in caption
+    plt.close(fig)
+
+
+def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, monkeypatch):
+    """A figure that runs more seeds than the book (the seed table) draws and tables every
+    variant with all of them, and the title, caption, verdict line and methods text name the
+    count."""
+    import synthetic
+
+    from gtalib.book.design import seeds as seed_policy
+    from gtalib.book.pipeline import snippets
+
+    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for the gate's 4
+    r = A.ablation_result("gate", "ci", 3, tmp_path)
+    assert r.seed_counts == {"gqa": 4, "mla": 4}
+    assert r.final.loc["gqa", "seeds"] == r.final.loc["mla", "seeds"] == 4
+    assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 4, "mla": 4}
+    assert A.seeds_text(r.seed_counts) == "4 seeds" and A.seeds_text({}) == "no seeds"
+    assert "4 seeds per configuration" in A.ablation_caption(r)
+    assert "bold: mean over 4 seeds; shaded" in A.ablation_caption(r)
+    assert "4 seeds" in A.verdict_summary(r)
+    fig = A.plot_ablation(r)
+    assert "4 seeds" in fig.axes[0].get_title()
+    plt.close(fig)
+    text = snippets.statistics_markdown(3, preset="ci")
+    assert "the gating figure runs 4 (factor 3.18: 1.59 standard deviations)" in text
+    assert "runs 4" not in snippets.statistics_markdown(3, preset="ci", max_steps=7)
+    assert "no shading" in A.drawn_text({"gqa": 2, "mla": 2}, 0.95)
+
+
+def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():
+    """Paired ΔL of 0.10, 0.12, 0.14 (tight) on seeds whose own losses differ by 0.6: the paired
+    test resolves it (agrees), the spread rule would not (|ΔL| ≤ max − min of one arm)."""
+    from types import SimpleNamespace
+
+    spec = {}
+    for seed, (rf, dl) in enumerate([(3.0, 0.10), (3.3, 0.12), (3.6, 0.14)]):
+        rec = np.array([5.0, 4.0, rf])
+        spec[("mla", "rec", seed)] = metrics([0, 1, 2], rec)
+        spec[("mla", "alt", seed)] = metrics([0, 1, 2], rec + dl)
+    runs = runs_frame(spec)
+    final = A.final_delta_table(runs, {"mla": 0.02})
+    assert final.loc["mla", "verdict"] == "agrees"
+    assert final.loc["mla", "one run shows it?"] == "no"  # seed sd 0.3 > 0.12
+    result = SimpleNamespace(final=final, collected=SimpleNamespace(runs=runs), runs=runs,
+                             final_column="val_loss", key="init")
+    moved = A.rule_comparison(result)
+    assert list(moved["variant"]) == ["MLA"] and moved.iloc[0]["spread rule"] == "within noise"
+    assert moved.iloc[0]["seed spread"] == "0.640" and "spread test" in moved.iloc[0]["why"]

@@ -1,0 +1,422 @@
+"""The scale ladder's width axis (gtalib.book.chapters.ladder_width): its runs, the parameter matching at d 256,
+the gap and its interval in closed form and against scipy, the trend sentence in both directions,
+and the page's text when runs are missing."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import synthetic  # noqa: E402
+from scipy import stats
+
+from gtalib.book.chapters import ladder_width as W
+from gtalib.book.design import ladder as ladders
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design import seeds as seed_policy
+from gtalib.book.design.ladder import ladder, ladder_runs
+from gtalib.book.design.run_specs import RunRef, main_runs
+from gtalib.model.params import count_params
+from gtalib.model.presets import model_config
+
+WIDTH_VARIANTS = ("mha", "gqa", "mla", "mlra-2", "mlra-4")
+
+
+# --- the runs -----------------------------------------------------------------------------------
+
+
+def test_the_width_axis_runs_and_their_narrow_point_is_the_main_tables_runs():
+    """cpu: 5 variants x 2 widths x 5 seeds; the d-128 runs are the main results' runs of the
+    same variants and seeds (same spec, same run id), so they are shared, not trained twice."""
+    refs = ladder_runs("cpu", part="width")
+    assert len(refs) == len(set(refs)) == 5 * 2 * 5
+    assert {r.arm for r in refs} == {"main"} and {r.variant for r in refs} == set(WIDTH_VARIANTS)
+    assert {dict(r.train)["max_steps"] for r in refs} == {250}
+    assert {r.options for r in refs} == {(("n_layer", 8),),
+                                         (("d_model", 256), ("head_dim", 64), ("n_layer", 8))}
+    assert {W.ref_width(r, "cpu") for r in refs} == {(128, 4, 32), (256, 4, 64)}
+    data = synthetic.synthetic_identity("cpu")
+    narrow = {specs.run_spec(r, "cpu", None, data).run_id for r in refs
+              if W.ref_width(r, "cpu")[0] == 128}
+    main = {specs.run_spec(r, "cpu", None, data).run_id for r in main_runs("cpu", 3)
+            if r.variant in WIDTH_VARIANTS and not r.options}
+    assert narrow == main and len(main) == 25
+    # ci: GQA and MLA, 2 seeds; the narrow point is the token axis' runs without the gate
+    ci = ladder_runs("ci", part="width")
+    assert len(ci) == 2 * 2 * 2
+    token = {specs.run_spec(r, "ci", None, data).run_id for r in ladder_runs("ci", part="gate")
+             if r.arm == "alt" and dict(r.train)["max_steps"] == 10
+             and dict(r.options)["n_layer"] == 2 and r.variant in ("gqa", "mla")}
+    assert {specs.run_spec(r, "ci", None, data).run_id for r in ci
+            if W.ref_width(r, "ci")[0] == 128} == token
+    with pytest.raises(ValueError, match="part"):
+        ladder_runs("cpu", part="widths")
+
+
+def test_the_width_axis_design_is_checked():
+    with pytest.raises(ValueError, match="width_named"):
+        ladders.Ladder(depths=(2,), base_steps=10, width_variants=("gqa", "mla"),
+                       widths=((128, 4, 32), (256, 4, 64)))  # width_named mlra-4 not among them
+    with pytest.raises(ValueError, match="widths"):
+        ladders.Ladder(depths=(2,), base_steps=10, width_variants=("gqa", "mla"),
+                       widths=((128, 4, 32),), width_named="mla")
+    with pytest.raises(ValueError, match=r"seed table \['ci'\]\['ladder_width'\] must be a pos"):
+        seed_policy.check_table({"ci": {"ladder_width": 0}})
+    # every preset with a ladder has a seed count for each of its axes
+    for name in ladders.LADDERS:
+        assert all(seed_policy.seeds_of(k, name) >= 1 for k in seed_policy.LADDER_KEYS)
+    # the first width is each preset's own
+    from gtalib.model.presets import PRESETS
+
+    for name, lad in ladders.LADDERS.items():
+        assert lad.widths[0] == tuple(PRESETS[name][k] for k in ladders.WIDTH_FIELDS)
+
+
+def test_every_variant_is_parameter_matched_to_mha_at_d256():
+    """At d 256 (4 heads of 64) the sizes follow the paper's ratios from head_dim (d_c = 4·64, RoPE
+    64/2, MLRA-4's blocks 64 wide) and every variant is within 0.1 % of the MHA model of that
+    width, whose F is the preset's rule at d 256 (680), not the d-128 value (344)."""
+    mha = model_config("cpu", "mha", d_model=256, head_dim=64, n_layer=8)
+    assert mha.intermediate_size == 680
+    base = count_params(mha)["total"]
+    for v in WIDTH_VARIANTS:
+        cfg = model_config("cpu", v, d_model=256, head_dim=64, n_layer=8)
+        assert abs(count_params(cfg)["total"] - base) / base < 1e-3, v
+    m4 = model_config("cpu", "mlra-4", d_model=256, head_dim=64)
+    assert (m4.kv_lora_rank, m4.kv_lora_rank // m4.latent_blocks, m4.qk_rope_head_dim) == (
+        256, 64, 32)
+    p = W.width_params("cpu").set_index(["d_model", "config"])
+    assert p["vs_mha_pct"].abs().max() < 0.1
+    assert p.loc[(256, "MHA"), "n_params"] == base
+    assert p.loc[(256, "MLRA-4"), "block_width"] == 64 and p.loc[(128, "MLRA-4"), "block_width"] == 32
+    assert pd.isna(p.loc[(256, "GQA"), "block_width"])
+
+
+# --- the gap, in closed form --------------------------------------------------------------------
+
+
+def _frames(losses: dict, seeds=range(3), needed_points=None):
+    """``final`` and ``needed`` of gap_points from {(point, variant): [loss per seed] or None}."""
+    final, needed = [], []
+    for (point, v), values in losses.items():
+        for s in seeds:
+            needed.append((point, v, s))
+            if values is not None and s < len(values) and values[s] is not None:
+                final.append((point, v, s, values[s]))
+    return (pd.DataFrame(final, columns=["point", "variant", "seed", "loss"]),
+            pd.DataFrame(needed, columns=["point", "variant", "seed"]))
+
+
+def test_the_gap_is_the_named_variant_minus_the_best_complete_other_paired_by_seed():
+    final, needed = _frames({
+        (128, "mlra-4"): [2.30, 2.26, 2.28],
+        (128, "gqa"): [2.18, 2.17, 2.20],    # best: mean 2.1833
+        (128, "mha"): [2.19, 2.20, 2.21],
+        (128, "mla"): [2.00, 2.00, None],    # lowest, but a run is missing: left out
+    })
+    pts, per_seed = W.gap_points(final, needed, "mlra-4")
+    r = pts.iloc[0]
+    assert r["best"] == "gqa" and r["others"] == ("gqa", "mha")
+    assert r["left_out"] == (("mla", 2, 3),) and (r["done"], r["needed"]) == (11, 12)
+    gap = np.array([2.30 - 2.18, 2.26 - 2.17, 2.28 - 2.20])
+    lo, hi = stats.t.interval(0.95, 2, loc=gap.mean(), scale=stats.sem(gap))
+    assert r["mean"] == pytest.approx(gap.mean()) and r["n"] == 3
+    assert (r["low"], r["high"]) == (pytest.approx(lo), pytest.approx(hi))
+    assert per_seed["gap"].tolist() == pytest.approx(gap.tolist())
+    assert r["named_loss"] == pytest.approx(2.28)
+    assert r["best_loss"] == pytest.approx((2.18 + 2.17 + 2.20) / 3)
+    assert r["verdict"] == "differs"  # MLRA-4 behind, interval above zero: not the lowest
+    ahead, _ = W.gap_points(final.assign(loss=np.where(final["variant"] == "mlra-4",
+                                                       final["loss"] - 0.3, final["loss"])),
+                            needed, "mlra-4")
+    assert ahead.iloc[0]["verdict"] == "agrees" and ahead.iloc[0]["mean"] < 0
+    with pytest.raises(ValueError, match="loss"):
+        W.gap_points(final.drop(columns="loss"), needed, "mlra-4")
+
+
+def test_a_point_without_the_named_variant_or_any_other_has_no_gap():
+    final, needed = _frames({(128, "mlra-4"): [2.3, 2.3, 2.3], (128, "gqa"): [2.2, 2.1, 2.2],
+                             (256, "mlra-4"): None, (256, "gqa"): [2.0, 2.0, 2.0]})
+    pts, per_seed = W.gap_points(final, needed, "mlra-4")
+    wide = pts.set_index("point").loc[256]
+    assert pd.isna(wide["best"]) and math.isnan(wide["mean"]) and wide["n"] == 0
+    assert (wide["done"], wide["needed"]) == (3, 6)
+    assert set(per_seed["point"]) == {128}
+
+
+# --- the sentence -------------------------------------------------------------------------------
+
+
+def _two_widths(narrow, wide):
+    final, needed = _frames({(128, "mlra-4"): narrow, (128, "gqa"): [2.0, 2.0, 2.0],
+                             (256, "mlra-4"): wide, (256, "gqa"): [1.8, 1.8, 1.8]})
+    return W.gap_points(final, needed, "mlra-4")
+
+
+def test_the_trend_sentence_says_falls_rises_or_no_change_from_the_paired_change():
+    # gap 0.10, 0.12, 0.08 at d 128; 0.04, 0.05, 0.04 at d 256: change -0.06, -0.07, -0.04
+    pts, per = _two_widths([2.10, 2.12, 2.08], [1.84, 1.85, 1.84])
+    s = W.trend_sentence(pts, per, "mlra-4", "width")
+    change = np.array([1.84, 1.85, 1.84]) - 1.8 - (np.array([2.10, 2.12, 2.08]) - 2.0)
+    lo, hi = stats.t.interval(0.95, 2, loc=change.mean(), scale=stats.sem(change))
+    assert s.startswith("MLRA-4's gap to the best other variant (final validation loss, "
+                        "MLRA-4 − best) falls from +0.100 [")
+    assert "at d_model 128 (vs GQA, the only other variant there; 3 pairs) to +0.043 [" in s
+    assert f"a change of {change.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] over 3 seeds, paired by " \
+           f"seed, its interval below zero" in s
+    assert s.endswith("; at d_model 256 MLRA-4 is still behind the best other variant.")
+    # the other sign: the gap rises (-0.18 → -0.10), the named variant still ahead at d 256
+    pts, per = _two_widths([1.82, 1.83, 1.81], [1.70, 1.69, 1.71])
+    s = W.trend_sentence(pts, per, "mlra-4", "width")
+    assert " rises from -0.180 [" in s and "its interval above zero" in s
+    assert s.endswith("; at d_model 256 MLRA-4 is ahead of the best other variant.")
+    pts, per = _two_widths([2.02, 2.01, 2.03], [1.92, 1.93, 1.91])
+    s = W.trend_sentence(pts, per, "mlra-4", "width")
+    assert " rises from +0.020 [" in s and "its interval above zero" in s
+    pts, per = _two_widths([2.10, 2.12, 2.08], [1.91, 1.89, 1.93])
+    s = W.trend_sentence(pts, per, "mlra-4", "width")
+    assert " does not change beyond noise from +0.100 [" in s
+    assert "its interval covering zero" in s
+
+
+def test_the_sentence_counts_missing_runs_and_states_no_trend_without_two_points():
+    pts, per = _two_widths([2.10, 2.12, 2.08], None)
+    s = W.trend_sentence(pts, per, "mlra-4", "width")
+    assert " is +0.100 [" in s and s.endswith(
+        "] at d_model 128 (vs GQA, the only other variant there; 3 pairs); at d_model 256, 3 of 6 "
+        "runs are missing, so no trend can be stated yet.")
+    final, needed = _frames({(128, "mlra-4"): None, (128, "gqa"): None,
+                             (256, "mlra-4"): None, (256, "gqa"): None})
+    none, per = W.gap_points(final, needed, "mlra-4")
+    assert W.trend_sentence(none, per, "mlra-4", "width").endswith(
+        "no point has complete runs (at d_model 128, 6 of 6 runs are missing; at d_model 256, 6 "
+        "of 6 runs are missing).")
+    # three lengths: the path names every point; the change is first to last
+    final, needed = _frames({(250, "mlra-4"): [2.1, 2.1, 2.1], (250, "gqa"): [2.0, 2.0, 2.0],
+                             (1000, "mlra-4"): [1.75, 1.76, 1.74], (1000, "gqa"): [1.7] * 3,
+                             (2000, "mlra-4"): [1.53, 1.54, 1.52], (2000, "gqa"): [1.5] * 3})
+    pts, per = W.gap_points(final, needed, "mlra-4")
+    s = W.trend_sentence(pts, per, "mlra-4", "steps")
+    assert "falls from +0.100 [+0.100, +0.100] at 250 steps" in s
+    assert "through +0.050 [" in s and "at 1,000 steps" in s and "at 2,000 steps" in s
+    with pytest.raises(ValueError, match="axis"):
+        W.point_text("depth", 2)
+    with pytest.raises(ValueError, match="axis"):
+        W.format_gap_table(pts, "mlra-4", "depth")
+    with pytest.raises(KeyError, match="allowed"):
+        W.ref_width(RunRef("gqa", "main", (), 0), "laptop")
+
+
+def test_the_sentence_names_every_variant_compared_and_pairs_the_trend_over_shared_seeds():
+    """Five seeds and three variants at 250 steps, three seeds and two variants at 2000: each gap
+    uses all of its point's seeds and names the variants it compares; the change pairs the three
+    seeds both ends have, so it is not the difference of the two gaps shown."""
+    rows = {(250, "gqa"): [2.00, 2.01, 2.02, 2.00, 2.03], (250, "mla"): [2.05] * 5,
+            (250, "mlra-4"): [2.10, 2.12, 2.11, 2.09, 2.13],
+            (2000, "gqa"): [1.50, 1.51, 1.49], (2000, "mlra-4"): [1.53, 1.545, 1.515]}
+    final = pd.DataFrame([(p, v, i, x) for (p, v), xs in rows.items() for i, x in enumerate(xs)],
+                         columns=["point", "variant", "seed", "loss"])
+    pts, per = W.gap_points(final, final.drop(columns="loss"), "mlra-4")
+    first = np.array([0.10, 0.11, 0.09, 0.09, 0.10])
+    last = np.array([0.03, 0.035, 0.025])
+    change = last - first[:3]  # seeds 0-2 only
+    s = W.trend_sentence(pts, per, "mlra-4", "steps")
+
+    def iv(x):
+        lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+        return f"{x.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    assert s == ("MLRA-4's gap to the best other variant (final validation loss, MLRA-4 − best) "
+                 f"falls from {iv(first)} at 250 steps (vs GQA, the best of GQA and MLA; 5 pairs) "
+                 f"to {iv(last)} at 2,000 steps (vs GQA, the only other variant there; 3 pairs): "
+                 f"a change of {iv(change)} over the 3 seeds that both 250 steps and 2,000 steps "
+                 f"have, paired by seed, its interval below zero; at 2,000 steps MLRA-4 is still "
+                 f"behind the best other variant.")
+    assert change.mean() != pytest.approx(last.mean() - first.mean())
+
+
+# --- the runs of the length axis ---------------------------------------------------------------
+
+
+def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
+    """cpu: 250 steps = the width axis' d-128 runs (5 variants x 5 seeds); 1000 steps = the gating
+    page's runs without the gate of the width variants it has (GQA, MLA, MLRA-2, MLRA-4 x 5 seeds;
+    its GLA-2 is not a width variant), which include the ladder's own 1000-step runs (same run
+    ids); 2000 steps = the ladder's GQA and MLRA-4 without the gate, 3 seeds. Every run is one
+    the default book plans."""
+    from gtalib.book.design.plan import make_plan
+    from gtalib.book.design.seeds import DEFAULT_SEEDS
+
+    data = synthetic.synthetic_identity("cpu")
+
+    def rid(r):
+        return specs.run_spec(r, "cpu", None, data).run_id
+
+    refs = W.length_refs("cpu")
+    got = {steps: {(r.variant, r.seed, src) for s, r, src in refs if s == steps}
+           for steps in (250, 1000, 2000)}
+    assert got[250] == {(v, i, "width") for v in WIDTH_VARIANTS for i in range(5)}
+    assert got[1000] == {(v, i, "gate") for v in ("gqa", "mla", "mlra-2", "mlra-4")
+                         for i in range(5)}
+    assert got[2000] == {(v, i, "ladder") for v in ("gqa", "mlra-4") for i in range(3)}
+    assert len(refs) == 25 + 20 + 6 == len({rid(r) for _, r, _ in refs})
+    plan = make_plan("cpu", DEFAULT_SEEDS)
+    planned = {rid(r) for r in (*plan.runs, *plan.ladder_refs)}
+    assert {rid(r) for _, r, _ in refs} <= planned
+    ladder_1000 = {rid(r) for r in ladder_runs("cpu", part="gate") if r.arm == "alt"
+                   and dict(r.train)["max_steps"] == 1000 and dict(r.options)["n_layer"] == 8}
+    assert ladder_1000 <= {rid(r) for s, r, _ in refs if s == 1000}
+    assert [s for s, _, _ in refs] == sorted(s for s, _, _ in refs)
+    # an explicit seed count takes seeds 0..n-1 of every source
+    two = W.length_refs("cpu", 2)
+    assert [sum(s == n for s, _, _ in two) for n in (250, 1000, 2000)] == [10, 8, 4]
+    assert {r.seed for _, r, _ in two} == {0, 1}
+
+
+# --- the whole section on a synthetic store ------------------------------------------------------
+
+
+def _write_width_store(run_dir, preset, loss):
+    """Finished synthetic runs for every run of the width section: constant loss ``loss(ref)``."""
+    data = synthetic.synthetic_identity(preset)
+    for ref in dict.fromkeys(r for _, _, r in W.width_refs(preset)):
+        spec = specs.run_spec(ref, preset, None, data)
+        path = Path(run_dir) / spec.run_id
+        if path.exists():
+            continue
+        steps = np.arange(1, spec.train.max_steps + 1)
+        on_eval = (steps % spec.train.eval_every == 0) | (steps == steps[-1])
+        value = loss(ref)
+        df = pd.DataFrame({"step": steps, "tokens": steps * 10, "train_loss": value,
+                           "val_loss": np.where(on_eval, value, np.nan), "lr": 1e-3})
+        synthetic.write_finished_run(run_dir, spec, df)
+
+
+def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+
+    def loss(ref):  # MLA behind GQA by 0.1 at d 128 and by 0.04 at d 256, plus 0.002·seed
+        d_model = W.ref_width(ref, "ci")[0]
+        behind = (0.1 if d_model == 128 else 0.04) if ref.variant == "mla" else 0.0
+        return 3.0 - 0.001 * d_model / 128 + behind + 0.002 * ref.seed * (ref.variant == "mla")
+
+    _write_width_store(tmp_path, "ci", loss)
+    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    assert g.named == "mla" and g.collected.incomplete.empty
+    wide = g.width.set_index("point")
+    assert wide.loc[128, "mean"] == pytest.approx(0.101) and wide.loc[256, "mean"] == pytest.approx(0.041)
+    assert g.width_sentence.startswith("MLA's gap to the best other variant (final validation "
+                                       "loss, MLA − best) falls from +0.101 [")
+    assert "a change of -0.060 [-0.060, -0.060] over 2 seeds" in g.width_sentence
+    assert list(g.length["point"]) == [10, 30]
+    table = W.format_gap_table(g.width, g.named, "width", preset="ci")
+    assert table["d_model"].tolist() == ["128 (4 × 32; MLA latent: 1 block of 128)",
+                                         "256 (4 × 64; MLA latent: 1 block of 256)"]
+    assert table["best other (mean loss)"].tolist()[0].startswith("GQA (")
+    assert table["runs done"].tolist() == ["4 of 4", "4 of 4"]
+    words = W.width_words(g)
+    assert "at 10 steps the width axis' runs at d_model 128 (the width table's first row), 2 " \
+           "seeds of GQA and MLA; at 30 steps the scale ladder's gate runs without the gate, 2 " \
+           "seeds of GQA and MLA." in words and "only other" not in words
+    # the wide runs missing: counted in the table, the notice and the sentence; nothing fails
+    for rid in g.collected.status[g.collected.status["label"].str.contains("d_model=256")]["run_id"]:
+        shutil.rmtree(tmp_path / rid)
+    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    assert g.width_sentence.endswith("at d_model 256, 4 of 4 runs are missing, so no trend can be "
+                                     "stated yet.")
+    table = W.format_gap_table(g.width, g.named, "width", preset="ci")
+    assert table["runs done"].tolist() == ["4 of 4", "0 of 4"]
+    assert table["left out"].tolist() == ["—", "every variant: no run done"]
+    assert W.incomplete_notice(g.collected).startswith(
+        "**Incomplete: 4 of 12 runs are missing or failed**")
+    W.show_width_gap(g)  # displays without error outside a notebook too
+    none = W.width_gap("gpu")
+    assert none.note.startswith("The `gpu` preset has no width axis") and none.width.empty
+    W.show_width_gap(none)
+
+
+def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkeypatch):
+    """ci with a 20-step token rung (the gating page's own length there) and a gating page of 4
+    seeds: 10 steps = the width axis' runs (2 seeds), 20 = the gating page's runs without the gate
+    (4 seeds; the ladder's 2 are among them), 30 = the ladder's (2 seeds). Each gap is over its
+    point's seeds, the change 10 → 30 over seeds 0 and 1; a missing run leaves MLA out of 20."""
+    import shutil
+    from dataclasses import replace
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setitem(ladders.LADDERS, "ci", replace(ladder("ci"), token_factors=(1, 2, 3)))
+    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    gaps = {10: lambda s: 0.1 + 0.002 * s, 20: lambda s: 0.05 + 0.01 * s,
+            30: lambda s: 0.02 + 0.005 * s * s}
+
+    def loss(ref):  # MLA (the named variant at ci) behind GQA by gaps[steps](seed) at d 128
+        steps = dict(ref.train).get("max_steps", 20)
+        wide = W.ref_width(ref, "ci")[0] == 256
+        behind = (0.04 if wide else gaps[steps](ref.seed)) if ref.variant == "mla" else 0.0
+        return 3.0 - 0.001 * steps + behind
+
+    _write_width_store(tmp_path, "ci", loss)
+    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    assert {s: {src for p, _, src in g.length_runs if p == s} for s in (10, 20, 30)} == {
+        10: {"width"}, 20: {"gate"}, 30: {"ladder"}}
+    pts = g.length.set_index("point")
+    assert pts["n"].to_dict() == {10: 2, 20: 4, 30: 2}
+    assert pts["needed"].to_dict() == {10: 4, 20: 8, 30: 4}
+    at20 = np.array([gaps[20](s) for s in range(4)])
+    lo, hi = stats.t.interval(0.95, 3, loc=at20.mean(), scale=stats.sem(at20))
+    assert pts.loc[20, "mean"] == pytest.approx(0.065)
+    assert (pts.loc[20, "low"], pts.loc[20, "high"]) == (pytest.approx(lo), pytest.approx(hi))
+    change = np.array([gaps[30](s) - gaps[10](s) for s in range(2)])  # -0.080, -0.077
+    ch = W.gap_trend(g.length_per_seed, 10, 30)
+    assert (ch.n, ch.mean) == (2, pytest.approx(change.mean()))
+    assert (f"a change of {change.mean():+.3f} [{ch.low:+.3f}, {ch.high:+.3f}] over 2 seeds, "
+            f"paired by seed") in g.length_sentence
+    assert "at 20 steps (vs GQA, the only other variant there; 4 pairs)" in g.length_sentence
+    assert "at 20 steps the gating ablation page's runs (no gate), 4 seeds of GQA and MLA" in \
+        W.width_words(g)
+    gone = [r for p, r, _ in g.length_runs if p == 20 and r.variant == "mla" and r.seed == 3]
+    shutil.rmtree(tmp_path / specs.run_spec(gone[0], "ci", None,
+                                             synthetic.synthetic_identity("ci")).run_id)
+    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    r20 = g.length.set_index("point").loc[20]
+    assert pd.isna(r20["best"]) and r20["left_out"] == (("mla", 3, 4),)
+    assert "at 20 steps, 1 of 8 runs is missing" in g.length_sentence
+    assert "over 2 seeds, paired by seed" in g.length_sentence  # 10 → 30 still paired
+
+
+def test_the_parameter_table_prints_a_dash_where_a_variant_has_no_latent():
+    from gtalib.book.chapters.scale_ladder import format_width_params
+
+    t = format_width_params(W.width_params("cpu")).set_index(["d_model", "config"])
+    assert t.loc[(128, "MHA"), "d_c"] == t.loc[(256, "GQA"), "latent block"] == "—"
+    assert t.loc[(256, "MLRA-4"), ["d_c", "latent block"]].tolist() == ["256", "64"]
+    mha = count_params(model_config("cpu", "mha", d_model=256, head_dim=64, n_layer=8))["total"]
+    assert t.loc[(256, "MHA"), "parameters"] == f"{mha:,}" and "," in f"{mha:,}"
+    assert t.loc[(128, "MHA"), "vs MHA (%)"] == "+0.000"
+
+
+def test_width_cost_scales_the_recorded_narrow_run_by_the_flops_ratio(monkeypatch):
+    """core_s(d 256) = median recorded core-s at d 128 × 6·N₂₅₆·T / 6·N₁₂₈·T (the tokens are equal,
+    so the parameter ratio)."""
+    from gtalib.book.design.plan import make_plan
+    from gtalib.training import record_costs
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    plan = make_plan("cpu", 1)
+    narrow = {r.variant: plan.spec(r) for r in ladder_runs("cpu", 1, "width")
+              if W.ref_width(r, "cpu")[0] == 128}
+    costs = pd.DataFrame({"key": [record_costs.config_key(s) for s in narrow.values()],
+                          "core_s_median": [100.0 * (i + 1) for i in range(len(narrow))]})
+    c = W.width_cost("cpu", costs).set_index("variant")
+    assert list(c.index) == list(WIDTH_VARIANTS) and set(c["seeds"]) == {5}
+    for i, (v, s) in enumerate(narrow.items()):
+        wide = model_config("cpu", v, d_model=256, head_dim=64, n_layer=8)
+        ratio = count_params(wide)["total"] / count_params(s.model)["total"]
+        assert c.loc[v, "flops_ratio"] == pytest.approx(ratio)
+        assert c.loc[v, "core_s"] == pytest.approx(100.0 * (i + 1) * ratio)
+    assert 3.9 < c["flops_ratio"].min() <= c["flops_ratio"].max() < 4.0

@@ -1,0 +1,117 @@
+"""Figure definitions: paper values, colours and the run sets behind each figure."""
+
+import math
+
+import pytest
+
+from gtalib.book.design import seeds as seed_policy
+from gtalib.book.design.figures import (
+    ABLATIONS,
+    GATE_CPU_STEPS,
+    ablation,
+    figure_variants,
+)
+from gtalib.book.design.names import canonical_options
+from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_SOURCES
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.run_specs import figure_runs
+from gtalib.book.design.seeds import figure_seeds, seeds_of
+
+
+def test_paper_final_delta_is_ln_ppl_ratio():
+    # docs/paper_values.md: ln(14.094 / 13.860) = 0.017 for MHA's initialisation ablation
+    assert ablation("init").paper_final("mha") == pytest.approx(0.0167, abs=5e-4)
+    assert ablation("gate").paper_final("gqa") == pytest.approx(math.log(14.139 / 13.806))
+    # no perplexities for GQA in the init figure: the curve's value at 100 B tokens (≈)
+    assert ablation("init").paper_final("gqa") == 0.025
+    # every paper ΔL is positive: each figure's recommendation wins in the paper
+    for fig in ABLATIONS.values():
+        assert all(fig.paper_final(v) > 0 for v in fig.variants), fig.key
+
+
+def test_paper_colours_and_variants_follow_paper_md():
+    init = ablation("init")
+    assert init.variants == ("mha", "mqa", "gqa", "mla", "mfa", "tpa", "gla-2", "gla-4", "gta")
+    assert (init.colors["mha"], init.colors["tpa"], init.colors["gta"]) == (
+        "tab:purple", "tab:orange", "tab:green")
+    gate = ablation("gate")
+    assert gate.variants == ("gqa", "mla", "gla-2", "mlra-2", "mlra-4")
+    assert (gate.colors["mlra-4"], gate.colors["gqa"]) == ("tab:red", "teal")
+    for fig in ABLATIONS.values():
+        assert set(fig.variants) <= set(fig.colors), fig.key
+        assert set(fig.ci_variants) <= set(fig.variants), fig.key
+
+
+def test_main_table_values_are_the_papers():
+    assert PAPER_MAIN_PPL.loc["mlra-4", "avg"] == 13.672
+    assert PAPER_MAIN_PPL["avg"].idxmin() == "mlra-4"
+    # the paper's "avg" column is the mean of its seven sets (to its rounding)
+    means = PAPER_MAIN_PPL[list(PAPER_SOURCES)].mean(axis=1)
+    assert (means - PAPER_MAIN_PPL["avg"]).abs().max() < 0.06
+
+
+def test_run_sets_count_each_configuration_once():
+    # cpu: init 9×2 arms = 18 (250 steps); gate 5×2 = 10 at its own 1000 steps, shared with
+    # nothing; latent: 3 unscaled + MLRA-2; heads: 3 doubled; main: 11 plain (all but MLRA-4
+    # counted) + gated MLRA-4 -> 37 configurations, every one at 5 seeds (the seed table:
+    # one n per figure and for the main table) whatever the book asks below that
+    assert {seeds_of(k, "cpu", 1) for k in (*ABLATIONS, "main")} == {5}
+    assert len(make_plan("cpu", 2).runs) == 37 * 5
+    assert len(make_plan("cpu", 5).runs) == 37 * 5
+    assert len(make_plan("cpu", 6).runs) == 37 * 6  # more than 5: the book's count
+    # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
+    assert len(make_plan("cpu", 2, max_steps=20).runs) == 31 * 2
+    gate = make_plan("cpu", 2).figure_refs["gate"]
+    assert {r.train for r in gate} == {(("max_steps", GATE_CPU_STEPS),)}
+    assert {r.train for r in make_plan("cpu", 2).figure_refs["init"]} == {()}
+    # a book-wide length override applies to every figure, the gating page's included
+    assert {r.train for r in make_plan("cpu", 2, max_steps=20).figure_refs["gate"]} == {()}
+    assert make_plan("cpu", 2, max_steps=20).spec(gate[0]).train.max_steps == 1000
+    assert make_plan("cpu", 2, max_steps=20).spec(
+        make_plan("cpu", 2, max_steps=20).figure_refs["gate"][0]).train.max_steps == 20
+    assert {r.train for r in make_plan("ci", 1).figure_refs["gate"]} == {()}
+    # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2
+    assert len(make_plan("ci", 1).runs) == 11
+    refs = figure_runs("gate", "cpu", 3)
+    assert len(refs) == 5 * 2 * seeds_of("gate", "cpu")
+    assert {r.arm for r in refs} == {"alt", "rec"}
+
+
+def test_canonical_options_drop_defaults():
+    assert canonical_options({"gate": False, "init": "zero"}) == ()
+    assert canonical_options({"gate": True}) == (("gate", True),)
+
+
+def test_figure_variants_validation():
+    assert figure_variants("init", "ci") == ("gqa", "mla")
+    assert figure_variants("gate", "cpu", "GQA, mlra4") == ("gqa", "mlra-4")
+    with pytest.raises(KeyError, match="not in the gate figure"):
+        figure_variants("gate", "cpu", ["mha"])
+    with pytest.raises(KeyError, match="allowed"):
+        ablation("nope")
+    with pytest.raises(ValueError, match="seeds"):
+        figure_runs("init", "ci", 0)
+
+
+def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
+    """The seed table raises the seed count of every variant of a figure, both arms alike (the
+    larger of it and the book's); a book-wide max_steps override falls back to the book's
+    count; every cpu figure runs 5."""
+
+    for key, n in (("init", 5), ("latent_scale", 5), ("double_heads", 5), ("gate", 5)):
+        assert figure_seeds(key, "cpu", 3) == dict.fromkeys(figure_variants(key, "cpu"), n)
+    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    assert figure_seeds("gate", "ci", 2) == {"gqa": 4, "mla": 4}
+    assert figure_seeds("gate", "ci", 5) == {"gqa": 5, "mla": 5}  # never fewer than the book's
+    assert figure_seeds("gate", "ci", 2, max_steps=7) == {"gqa": 2, "mla": 2}
+    assert figure_seeds("gate", "ci", 2, variants=["mla"]) == {"mla": 4}
+    refs = figure_runs("gate", "ci", 2)
+    assert sorted((r.variant, r.arm, r.seed) for r in refs) == sorted(
+        (v, a, s) for v in ("gqa", "mla") for a in ("alt", "rec") for s in range(4))
+    assert set(make_plan("ci", 2).figure_refs["gate"]) == set(refs)
+    assert figure_seeds("init", "ci", 3) == {"gqa": 3, "mla": 3}  # ci: the book's count
+    for bad in (0, True, {"mla": 4}):
+        with pytest.raises(ValueError, match=r"seed table \['ci'\]\['gate'\] must be a positive "):
+            seed_policy.check_table({"ci": {"gate": bad}})
+    with pytest.raises(KeyError, match="unknown figure 'rope'.*allowed: init, gate"):
+        seed_policy.check_table({"ci": {"rope": 2}})

