@@ -132,6 +132,21 @@ def delta_stats(values, confidence: float = 0.95, max_pairs: int = MAX_PAIRS) ->
     return DeltaStats(int(x.size), m, sd, m - h, m + h, h, needed, max_pairs)
 
 
+def pairs_needed_at(mean: float, sd: float, level: float, max_pairs: int = MAX_PAIRS) -> float:
+    """The smallest n in ``2..max_pairs`` at which a paired t-test of a mean ΔL ``mean`` with
+    spread ``sd`` would reach p ≤ ``level`` (the level a verdict uses: after Holm's adjustment,
+    at its look), i.e. the pairs that would resolve the measured mean if mean and spread stayed
+    as measured; NaN when none does or either is not finite."""
+    if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0:
+        return math.nan
+    if sd == 0:
+        return 2.0
+    ns = np.arange(2, max_pairs + 1)
+    p = 2 * stats.t.sf(abs(mean) / (sd / np.sqrt(ns)), ns - 1)
+    ok = p <= level
+    return float(ns[ok][0]) if ok.any() else math.nan
+
+
 def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]:
     """Mean of ``values`` (one per seed) with its two-sided Student-t confidence interval
     (:func:`delta_stats`).
@@ -301,14 +316,27 @@ def interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: f
     }
 
 
-def final_table_words(confidence: float = 0.95) -> str:
-    """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is."""
+def final_table_words(confidence: float = 0.95, looks: tuple = ()) -> str:
+    """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is;
+    with two ``looks`` (pair counts), how the group-sequential verdict reads them."""
+    if len(looks) == 2:
+        from_looks = (
+            f" The pairs were read in two looks declared beforehand, at {looks[0]} and "
+            f"{looks[1]} pairs (methods chapter): a row is decided at the first look when its "
+            f"Holm-ordered p-value at {looks[0]} pairs passes the O'Brien–Fleming-type level "
+            f"(about 0.0056 overall, split by Holm's procedure), else read again at {looks[1]} "
+            f"(about 0.048, in place of the 0.05 above); *at {looks[0]} pairs* gives the first look's verdict (*continue*: "
+            f"read again) and its unadjusted p. *Pairs to resolve* uses the level the verdict "
+            f"actually uses, Holm's threshold for the row's rank at its look.")
+    else:
+        from_looks = (" *Pairs to resolve* uses the level the verdict actually uses, Holm's "
+                      "threshold for the row's rank.")
     return (
         f"Final ΔL: validation loss at the last step (unsmoothed), mean over the n seed pairs "
         f"with its {confidence:.0%} Student-t interval. *Resolvable |ΔL|*: the interval's "
         f"half-width t·s/√n, from the measured spread s of the paired ΔL; a mean at least that "
-        f"large would exclude zero at this n. *Pairs to resolve*: the smallest n whose "
-        f"half-width at the same s is below the measured |ΔL| (— : none up to {MAX_PAIRS}). "
+        f"large would exclude zero at this n. *Pairs to resolve*: the smallest n at which "
+        f"the same mean and spread would be decided (— : none up to {MAX_PAIRS}). "
         f"Verdict: each row's paired t-test of ΔL = 0, its p-value adjusted across the "
         f"table's rows (Holm's step-down procedure, so that the chance of any false effect "
         f"in the table stays at or below {1 - confidence:.0%}); *agrees* / *differs* by the sign "
@@ -322,4 +350,4 @@ def final_table_words(confidence: float = 0.95) -> str:
         f"*one run shows it?*: whether |ΔL| exceeds it, i.e. whether a single-seed comparison "
         f"like the paper's could have told the effect from seed noise. *Pair source*, under the "
         f"table: where both arms of each pair come from; MIXED marks a pair whose arms differ in "
-        f"source or machine.")
+        f"source or machine." + from_looks)

@@ -11,6 +11,7 @@ module             what
 ``kv_cache``       the paper's parameter and per-device KV tables (also ``gtalib tables``)
 ``decode_speed``   the decode-speed page's figure and tables
 ``claims``         the claims table (one aggregation rule for every claim) and its page
+``figure_tests``   each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
 =================  ============================================================================
 
 May import: ``gtalib.book.design``, ``gtalib.book.analysis``, ``gtalib.training``,

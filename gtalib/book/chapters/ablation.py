@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 from matplotlib.lines import Line2D
@@ -47,11 +48,13 @@ from gtalib.book.analysis.curves import (
     plateau_escape,
     seed_band,
 )
+from gtalib.book.analysis.sequential import two_look_verdicts
 from gtalib.book.analysis.stats import (
     delta_stats,
     family_verdicts,
     final_table_words,
     interval_columns,
+    pairs_needed_at,
     spread_rule_verdict,
     verdict_text,
     visible_text,
@@ -64,11 +67,11 @@ from gtalib.book.analysis.style import (
     table_style,
     variant_style,
 )
-from gtalib.book.design.figures import ablation
+from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import figure_runs
-from gtalib.book.design.seeds import figure_seeds
+from gtalib.book.design.seeds import figure_seeds, looks_of
 from gtalib.model.presets import PRESETS
 
 # ---------------------------------------------------------------------------------------------
@@ -96,6 +99,8 @@ class AblationResult:
     variants: tuple = ()
     #: variant → seeds (pairs) the figure asked for (:func:`gtalib.book.design.seeds.figure_seeds`)
     seed_counts: dict = field(default_factory=dict)
+    #: the pair counts at which the figure is read (:func:`gtalib.book.design.seeds.looks_of`)
+    looks: tuple = ()
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -126,23 +131,36 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
         smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
     curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
     band = seed_band(curves, confidence)
+    looks = looks_of(key, preset, seeds, max_steps)
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
-                              final_column) if len(runs) else pd.DataFrame()
+                              final_column, looks) if len(runs) else pd.DataFrame()
     if len(final):
         pairs = col.pairs
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
                                 for v in final.index]
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column, tuple(counts), counts)
+                          final, curve_column, final_column, tuple(counts), counts, looks)
+
+
+def ablation_results(preset: str, seeds: int, run_dir, max_steps=None,
+                     confidence: float = 0.95) -> dict:
+    """Every ablation figure's result (:func:`ablation_result`, key → result), computed once
+    for the pages that read them all (the claims page's two tables)."""
+    return {key: ablation_result(key, preset, seeds, run_dir, max_steps=max_steps,
+                                 confidence=confidence) for key in ABLATIONS}
 
 
 def final_delta_table(
-    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss"
+    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss",
+    looks: tuple = (),
 ) -> pd.DataFrame:
     """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
     resolve (:func:`delta_stats`), the seed sd of one arm, the paper's ΔL and a verdict (the
-    figure's variants are one family: :func:`gtalib.book.analysis.stats.family_verdicts`).
+    figure's variants are one family, read at ``looks``: one look, Holm's procedure at
+    1 − ``confidence``; two, the group-sequential rule of
+    :func:`gtalib.book.analysis.sequential.two_look_verdicts`; default one look at the pairs
+    there are).
 
     Args:
         runs: runs frame with ``alt`` and ``rec`` arms.
@@ -152,12 +170,17 @@ def final_delta_table(
         high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), p, p (Holm), verdict,
         one run shows it?`` (nats; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
         standard deviation of the paired ΔL; ``resolvable |ΔL|`` = the interval's half-width,
-        ``pairs to resolve`` = :attr:`DeltaStats.pairs_needed`; ``seed sd`` = the larger of the
-        two arms' standard deviations of the final loss over seeds).
+        ``pairs to resolve`` = the pairs whose t-test would reach the level this variant's
+        verdict uses, Holm's threshold for its rank at the last look
+        (:func:`gtalib.book.analysis.stats.pairs_needed_at`); ``seed sd`` = the larger of the
+        two arms' standard deviations of the final loss over seeds). With two looks also
+        ``p (look 1)``, ``level (look 1)``, ``look 1`` (the first look's verdict: *agrees*,
+        *differs* or *continue*) and ``decided at`` (pairs; 0: not decided).
     """
     finals = final_values(runs, column)
-    rows = []
+    rows, paired = [], {}
     for variant, at in final_deltas(runs, column).groupby("variant", sort=False):
+        paired[variant] = at.sort_values("seed")["delta"].to_numpy()
         last = at["step"].iloc[0]
         st = delta_stats(at["delta"], confidence)
         f = finals[finals["variant"] == variant]
@@ -170,8 +193,37 @@ def final_delta_table(
     cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
             "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
     table = pd.DataFrame(rows, columns=cols).set_index("variant")
-    table["p"], table["p (Holm)"], table["verdict"] = family_verdicts(
+    table["p"], table["p (Holm)"], one_look = family_verdicts(
         table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+    looks = tuple(looks) or (int(table["seeds"].max()),)
+    if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
+        table["verdict"] = one_look
+        levels, seq = (1 - confidence,), None
+    else:
+        seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
+                                1 - confidence)
+        table["verdict"] = [o["verdict"] for o in seq]
+        levels = seq[0]["level"]
+        table["p (look 1)"] = [o["p"][0] for o in seq]
+        table["level (look 1)"] = levels[0]
+        table["look 1"] = [o["interim"] for o in seq]
+        table["first pairs"] = looks[0]
+        table["decided at"] = [looks[o["look"] - 1] if o["look"] else 0 for o in seq]
+    # the level each row's verdict uses: Holm's threshold for its rank among the rows still
+    # open at the last look (a row decided at the first look: at that look)
+    last = table["p"].to_numpy(float)
+    open_ = np.ones(len(table), bool) if seq is None else np.array([o["look"] != 1 for o in seq])
+    need = []
+    for i, (m, s) in enumerate(zip(table["ΔL"], table["ΔL sd"])):
+        if seq is not None and not open_[i]:
+            p1 = np.array([o["p"][0] for o in seq])
+            rank = int((p1 < p1[i]).sum())
+            need.append(pairs_needed_at(m, s, levels[0] / (len(seq) - rank)))
+            continue
+        fam = last[open_]
+        rank = int((fam < last[i]).sum())
+        need.append(pairs_needed_at(m, s, levels[-1] / max(1, len(fam) - rank)))
+    table["pairs to resolve"] = need
     table["one run shows it?"] = [visible_text(m, s) for m, s in
                                   zip(table["ΔL"], table["seed sd"])]
     return table
@@ -407,6 +459,10 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
                         final["p (Holm)"], final["ΔL"])],
         "one run shows it?": final["one run shows it?"],
     })
+    if "look 1" in final:  # two looks: the first one's verdict beside the final one
+        out.insert(len(out.columns) - 1, f"at {int(final['first pairs'].iloc[0])} pairs",
+                   [f"{v} (p = {p:.2g})" for v, p in zip(final["look 1"], final["p (look 1)"])])
+        out = out.rename(columns={"verdict": f"verdict at {int(final['seeds'].max())} pairs"})
     out.index = [display_name(v) for v in final.index]
     out.index.name = "variant"
     return out
@@ -424,7 +480,7 @@ def show_ablation(result) -> None:
     plt.show()
     display(Markdown(ablation_caption(result)))
     if result.complete:
-        display(Markdown(final_table_words(result.confidence)))
+        display(Markdown(final_table_words(result.confidence, result.looks)))
         display(table_style(format_final_table(result.final, result.confidence).style))
         if "pair source" in result.final:
             display(Markdown(pair_source_lines(dict(zip(

@@ -228,8 +228,8 @@ def _decode_claim() -> tuple[str, str]:
     return ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)"
 
 
-def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95
-                 ) -> pd.DataFrame:
+def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95,
+                 results=None) -> pd.DataFrame:
     """Every claim of :func:`gtalib.book.design.figures.claims` with the paper's value, ours and a verdict.
 
     Ablation claims aggregate the per-variant verdicts of their figure by
@@ -250,8 +250,9 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
         seen = {"tables": "exact (no training)",
                 "fresh-layers": "fresh layers (no training)"}.get(c.source, "")
         if c.source in ABLATIONS:
-            r = ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
-                                confidence=confidence)
+            r = (results[c.source] if results else
+                 ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
+                                 confidence=confidence))
             ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
             if r.incomplete:
                 ours += f" (incomplete: {', '.join(display_name(x) for x in r.incomplete)})"

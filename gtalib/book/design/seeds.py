@@ -25,13 +25,21 @@ LADDER_KEYS = ("ladder", "ladder_width")
 #: Per preset, the seeds each figure runs (ablation key, ``"main"`` for the main-results table,
 #: :data:`LADDER_KEYS` for the scale ladder's depth/length axes and its width axis). An ablation
 #: figure or the main table runs the larger of this and the book's count; a ladder axis runs
-#: exactly this. At ``cpu`` every figure and the main table run 5 (the gating figure, whose runs
-#: are 4× longer, included); the ladder 3 per depth and length, 5 per width.
+#: exactly this. At ``cpu`` the four ablation figures run 10 pairs, read in two looks
+#: (:data:`LOOKS`); the main table 5; the ladder 3 per depth and length, 5 per width.
 FIXED: dict[str, dict[str, int]] = {
-    "cpu": {"init": 5, "gate": 5, "latent_scale": 5, "double_heads": 5, "main": 5,
+    "cpu": {"init": 10, "gate": 10, "latent_scale": 10, "double_heads": 10, "main": 5,
             "ladder": 3, "ladder_width": 5},
     "ci": {"ladder": 2, "ladder_width": 2},
 }
+
+
+#: Per preset, the pair counts at which the ablation figures are read: at ``cpu`` a first look
+#: at 5 pairs and a second at 10 (a group-sequential design,
+#: :mod:`gtalib.book.analysis.sequential`). The book's ablation figures were read at 5 pairs
+#: first; the second look was declared, for every variant of all four figures whatever its
+#: verdict, before any of seeds 5–9 was read. A figure read at any other count has one look.
+LOOKS: dict[str, tuple[int, ...]] = {"cpu": (5, 10)}
 
 
 def _check_count(name: str, n) -> None:
@@ -79,6 +87,35 @@ def seeds_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None) 
     if key not in ABLATIONS and key != "main":
         raise KeyError(f"unknown figure {key!r}; allowed: {', '.join([*ABLATIONS, 'main'])}")
     return max(seeds, FIXED.get(preset, {}).get(key, 0)) if max_steps is None else seeds
+
+
+def counts_words(preset: str, seeds: int, max_steps=None) -> str | None:
+    """What ``preset`` makes of the book's ``seeds``, in words, for the pages' parameter tables
+    and the reproduction page: ``None`` when every figure runs the book's count, else e.g.
+    ``"the ablation figures run 10, the main table 5"``."""
+    counts = seed_counts(preset, seeds, max_steps)
+    figures, main = {counts[k] for k in ABLATIONS}, counts["main"]
+    if set(counts.values()) == {seeds}:
+        return None
+    if figures == {main}:
+        return f"every figure and the main table run {main}"
+    if len(figures) == 1:
+        return f"the ablation figures run {figures.pop()}, the main table {main}"
+    return "a figure may run more: its caption says"
+
+
+def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None
+             ) -> tuple[int, ...]:
+    """The pair counts at which figure ``key`` is read: :data:`LOOKS` of ``preset`` for an
+    ablation figure that runs exactly its last look's count (:func:`seeds_of`), else one look at
+    the count it runs.
+
+    Raises:
+        as :func:`seeds_of`.
+    """
+    n = seeds_of(key, preset, seeds, max_steps)
+    looks = LOOKS.get(preset, ())
+    return looks if key in ABLATIONS and looks and looks[-1] == n else (n,)
 
 
 def figure_seeds(key: str, preset: str, seeds: int, variants=None, max_steps=None

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from gtalib.book.design.figures import figure_variants
-from gtalib.book.design.seeds import DEFAULT_SEEDS, seed_counts
+from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
 from gtalib.book.pipeline.paths import REPO
 from gtalib.model.presets import PRESETS
 
@@ -205,13 +205,11 @@ class NotebookParams:
         """The book's count, and what the preset's figures make of it (a figure may run more:
         :func:`gtalib.book.design.seeds.seed_counts`)."""
 
-        counts = set(seed_counts(self.preset, self.seeds, self.max_steps).values())
-        if counts == {self.seeds}:
+        words = counts_words(self.preset, self.seeds, self.max_steps)
+        if words is None:
             return self.seeds
-        if len(counts) == 1:
-            return (f"{self.seeds} (the book's count; at {self.preset} every figure and the "
-                    f"main table run {counts.pop()})")
-        return f"{self.seeds} (the book's count; a figure may run more: its caption says)"
+        at = "" if words.startswith("a figure") else f"at {self.preset} "
+        return f"{self.seeds} (the book's count; {at}{words})"
 
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td><code>{html.escape(str(v))}</code></td>"

@@ -22,13 +22,17 @@ import torch
 
 from gtalib import data as gdata
 from gtalib.book.analysis.stats import MAX_PAIRS, t_critical
-from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, plural, range_text
-from gtalib.book.chapters.ablation import ablation_result, rule_comparison
+from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, plural
+from gtalib.book.chapters.ablation import (
+    ablation_results,
+    rule_comparison,
+)
+from gtalib.book.chapters.figure_tests import prediction_table
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import preset_tokenizer
-from gtalib.book.design.seeds import seed_counts
+from gtalib.book.design.seeds import LOOKS, counts_words, seed_counts
 from gtalib.book.pipeline.paths import BOOK_DIR
 from gtalib.model.presets import PRESETS
 from gtalib.training import records
@@ -130,6 +134,21 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
                 f"and at the `{preset}` preset every ablation figure and the main-results table "
                 f"run {n}, every variant and both arms alike, the count fixed before the runs, "
                 f"so the interval's {factor(n)}.")
+    elif counts and min(counts.values()) > seeds:
+        # no figure at the book's count: each group's intervals are those of its own count
+        by_n = {}
+        for figure, k in counts.items():
+            by_n.setdefault(k, []).append(figure)
+        parts = [f"{and_join(names)} {'run' if len(names) > 1 else 'runs'} {k}, so "
+                 f"{'their' if len(names) > 1 else 'its'} interval's {factor(k)}"
+                 for k, names in sorted(by_n.items(), reverse=True)]
+        looks = LOOKS.get(preset)
+        lead = (f"This build asks for {plural(seeds, 'seed')} per configuration (`--seeds`); at "
+                f"the `{preset}` preset " + "; ".join(parts) + ", every variant and both arms "
+                "alike, the counts fixed before the runs." + (
+                    f" The ablation figures are read at {looks[0]} and at {looks[-1]} pairs "
+                    f"(the second look above)." if looks else ""))
+        n = min(by_n)
     else:
         n = seeds
         by_n = {}
@@ -151,14 +170,12 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     return f"{lead} {shade} {cap}\n"
 
 
-def rule_comparison_markdown(preset: str, seeds: int, run_dir, max_steps=None) -> str:
+def rule_comparison_markdown(results: dict) -> str:
     """The methods chapter's comparison of verdict rules on this build's runs: every ablation
     variant whose verdict under the seed-spread rule differs from its verdict here
-    (:func:`gtalib.book.chapters.ablation.rule_comparison`; runs read, never trained)."""
-
-
-    tables = [rule_comparison(ablation_result(key, preset, seeds, run_dir, max_steps=max_steps))
-              for key in ABLATIONS]
+    (:func:`gtalib.book.chapters.ablation.rule_comparison`; ``results``: key → ablation result,
+    :func:`gtalib.book.chapters.ablation.ablation_results`)."""
+    tables = [rule_comparison(r) for r in results.values()]
     moved = pd.concat([t for t in tables if not t.empty] or [pd.DataFrame()])
     if moved.empty:
         return ("On this build's runs no ablation verdict would differ under the seed-spread "
@@ -167,6 +184,24 @@ def rule_comparison_markdown(preset: str, seeds: int, run_dir, max_steps=None) -
             f"seed-spread rule (*within noise* unless the unadjusted interval excludes zero and "
             f"|ΔL| exceeds the max − min of one arm's final loss over seeds):\n\n"
             + _md_table(moved.set_index("figure")) + "\n")
+
+
+def second_look_markdown(results: dict) -> str:
+    """The methods chapter's check of the first look's prediction by the second
+    (:func:`gtalib.book.chapters.figure_tests.prediction_table`), with the count that held."""
+    table = prediction_table(results)
+    if table.empty:
+        return ("No ablation figure of this build is read in two looks (only the `cpu` "
+                "preset's are, at its own seed counts and lengths).\n")
+    judged = table[table["held"] != "—"]
+    held = int((judged["held"] == "yes").sum())
+    n1, n2 = (int(c.split()[-1]) for c in table.columns[2:4])
+    return (f"Per variant, the pairs that its first {n1} pairs' mean and spread predicted it "
+            f"would need to be decided at the final look's level (Holm's threshold for its rank "
+            f"there), its verdict at {n2} pairs, and whether the prediction held (predicted "
+            f"≤ {n2} exactly when it was decided by {n2}): it held for {held} of "
+            f"{len(judged)} variants with a prediction.\n\n"
+            + _md_table(table.set_index("figure")) + "\n")
 
 
 def intro_markdown() -> str:
@@ -255,10 +290,8 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
     pkgs = ("torch", "lightning", "numpy", "pandas", "matplotlib", "seaborn", "papermill",
             "jupyter-book", "triton")
 
-    counts = set(seed_counts(plan.preset, plan.seeds, plan.max_steps).values())
-    seeds = plural(plan.seeds, "seed") + (
-        "" if counts == {plan.seeds} else
-        f" asked (the figures and the main table run {range_text(counts, '.0f')})")
+    words = counts_words(plan.preset, plan.seeds, plan.max_steps)
+    seeds = plural(plan.seeds, "seed") + ("" if words is None else f" asked ({words})")
     length = ("each chapter's own training length" if plan.max_steps is None
               else f"every run {plan.max_steps:,} steps (`--max-steps`)")
     lines = [
@@ -309,7 +342,8 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
 
 def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None
                            ) -> None:
-    """Write ``presets.md``, ``recipe.md``, ``statistics.md``, ``rule_comparison.md``,
+    """Write ``intro_chapters.md``, ``presets.md``, ``recipe.md``, ``statistics.md``,
+    ``rule_comparison.md``, ``second_look.md``,
     ``provenance.md`` and ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
     chapters: numbers in their prose come from the configuration and this build)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
@@ -319,7 +353,8 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     (out_dir / "recipe.md").write_text(recipe_markdown())
     (out_dir / "statistics.md").write_text(statistics_markdown(
         summary["seeds"], preset=summary["preset"], max_steps=summary["max_steps"]))
-    (out_dir / "rule_comparison.md").write_text(rule_comparison_markdown(
-        summary["preset"], summary["seeds"], run_dir, summary["max_steps"]))
+    results = ablation_results(summary["preset"], summary["seeds"], run_dir, summary["max_steps"])
+    (out_dir / "rule_comparison.md").write_text(rule_comparison_markdown(results))
+    (out_dir / "second_look.md").write_text(second_look_markdown(results))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))

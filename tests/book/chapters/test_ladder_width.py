@@ -243,7 +243,7 @@ def test_the_sentence_names_every_variant_compared_and_pairs_the_trend_over_shar
 
 def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
     """cpu: 250 steps = the width axis' d-128 runs (5 variants x 5 seeds); 1000 steps = the gating
-    page's runs without the gate of the width variants it has (GQA, MLA, MLRA-2, MLRA-4 x 5 seeds;
+    page's runs without the gate of the width variants it has (GQA, MLA, MLRA-2, MLRA-4 x 10 seeds;
     its GLA-2 is not a width variant), which include the ladder's own 1000-step runs (same run
     ids); 2000 steps = the ladder's GQA and MLRA-4 without the gate, 3 seeds. Every run is one
     the default book plans."""
@@ -260,9 +260,9 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
            for steps in (250, 1000, 2000)}
     assert got[250] == {(v, i, "width") for v in WIDTH_VARIANTS for i in range(5)}
     assert got[1000] == {(v, i, "gate") for v in ("gqa", "mla", "mlra-2", "mlra-4")
-                         for i in range(5)}
+                         for i in range(10)}
     assert got[2000] == {(v, i, "ladder") for v in ("gqa", "mlra-4") for i in range(3)}
-    assert len(refs) == 25 + 20 + 6 == len({rid(r) for _, r, _ in refs})
+    assert len(refs) == 25 + 40 + 6 == len({rid(r) for _, r, _ in refs})
     plan = make_plan("cpu", DEFAULT_SEEDS)
     planned = {rid(r) for r in (*plan.runs, *plan.ladder_refs)}
     assert {rid(r) for _, r, _ in refs} <= planned

@@ -272,7 +272,7 @@ def _result(preset, seeds, width_seeds, rows):
 
 def test_the_page_states_its_seeds_its_family_and_where_the_ablation_pages_differ():
     """cpu: the rungs at the book's depth (8 layers) and each ablation page's length (init 250,
-    gate 1000 steps) are those pages' runs; the pages read 5 of them (the seed table), the ladder its 3,
+    gate 1000 steps) are those pages' runs; the pages read 10 of them (the seed table), the ladder its 3,
     and the page says so with the family size (here 7 points, one of them not shared)."""
     rows = [("init", v, "alt", 8, 250) for v in ("mha", "mla", "tpa")]
     rows += [("init", "mha", "scaled", 8, 250), ("init", "mha", "alt", 2, 250)]
@@ -281,18 +281,18 @@ def test_the_page_states_its_seeds_its_family_and_where_the_ablation_pages_diffe
     assert L.shared_rungs(r) == [("init", ("mha", "mla", "tpa"), 8, 250),
                                  ("gate", ("gqa", "mlra-4"), 8, 1000)]
     words = L.seeds_words(r)
-    assert seeds_of("init", "cpu", 1) == 5
+    assert seeds_of("init", "cpu", 1) == seeds_of("gate", "cpu", 1) == 10
     assert (seeds_of("ladder", "cpu"), seeds_of("ladder_width", "cpu")) == (3, 5)
     assert "axes pairs 3 seeds (seeds 0 to 2: the ladder's own count, whatever the book's); the " \
            "width axis, at the end of the page, compares 5 seeds of each variant at each width" \
         in words
     assert "Holm-adjusted across all 7 points of the table below as one family" in words
     assert ("MHA, MLA and TPA, normal − zero, at 8 layers and 250 steps (the initialisation page, "
-            "5 seeds); GQA and MLRA-4, no gate − gate, at 8 layers and 1,000 steps (the gating "
-            "page, 5 seeds)") in words
+            "10 seeds); GQA and MLRA-4, no gate − gate, at 8 layers and 1,000 steps (the gating "
+            "page, 10 seeds)") in words
     assert "reads more seeds of these runs than this page's 3" in words
     # at the pages' own count there are no more seeds to read, only the family differs
-    same = L.seeds_words(_result("cpu", 5, 5, rows))
+    same = L.seeds_words(_result("cpu", 10, 5, rows))
     assert "more seeds" not in same and "adjusts its p-values only across its own variants" in same
     # ci: no rung at the book's depth and an ablation page's length, no width text without one
     ci = L.seeds_words(_result("ci", 2, 0, [("init", "mha", "alt", 2, 10)]))

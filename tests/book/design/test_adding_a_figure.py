@@ -13,8 +13,8 @@ from gtalib.book.design import run_specs as specs
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.seeds import seeds_of
 from gtalib.book.pipeline import execute
-from gtalib.book.pipeline.snippets import intro_markdown
 from gtalib.book.pipeline.paths import NOTEBOOK_DIR
+from gtalib.book.pipeline.snippets import intro_markdown
 from gtalib.cli import build_parser
 
 #: The figure, as a user would add it to gtalib/book/design/figures.py.

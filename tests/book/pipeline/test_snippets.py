@@ -44,11 +44,18 @@ def test_methods_prose_takes_its_numbers_from_the_configuration():
     assert "undetermined (1 seed)" in snippets.statistics_markdown(1)
     assert "from 3 seeds on, as here." in three and "do not: at 2 the factor" in two
     assert "*Pairs to resolve* is sought up to 20 pairs." in three
-    # at cpu every figure and the main table raise the book's 3 to 5: the intervals are 5 seeds'
+    # at cpu the ablation figures raise the book's 3 to 10 and the main table to 5: each
+    # group's intervals are those of its own count, and the two looks are named
     cpu = snippets.statistics_markdown(3, preset="cpu")
-    assert ("asks for 3 seeds per configuration (`--seeds`), and at the `cpu` preset every "
-            "ablation figure and the main-results table run 5") in cpu
-    assert "t_{0.975,\\,4} = 2.78$: an effect is resolved only when it exceeds 1.24 times" in cpu
+    assert ("asks for 3 seeds per configuration (`--seeds`); at the `cpu` preset the "
+            "initialisation figure, the gating figure, the latent-scaling figure and the "
+            "double-heads figure run 10, so their interval's factor is $t_{0.975,\\,9} = 2.26$")\
+        in cpu
+    assert "the main-results table runs 5, so its interval's factor is $t_{0.975,\\,4} = " in cpu
+    assert "exceeds 1.24 times" in cpu and "read at 5 and at 10 pairs" in cpu
+    # one count for all: one sentence
+    one = snippets.statistics_markdown(4, preset="ci")
+    assert "This build trains 4 seeds per configuration" in one
     assert "4.3" not in cpu
     assert "3 seeds per configuration, so" in snippets.statistics_markdown(3, preset="cpu",
                                                                           max_steps=20)
@@ -110,8 +117,8 @@ def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
     assert "MLRA-4 + gate" in rows and "MLRA-4 + gate (1,000 steps)" in rows
     assert len(rows) == len(set(rows))
     # the settings line says what the preset makes of the book's count, in words, not None
-    assert (f"- preset `cpu`, 3 seeds asked (the figures and the main table run "
-            f"{seeds_of('main', 'cpu')}), each chapter's own training length, 2 training jobs") in info
+    assert (f"- preset `cpu`, 3 seeds asked (the ablation figures run "
+            f"{seeds_of('init', 'cpu')}, the main table {seeds_of('main', 'cpu')}), each chapter's own training length, 2 training jobs") in info
 
 
 def test_a_pipe_inside_a_cell_does_not_end_it():
