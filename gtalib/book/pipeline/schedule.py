@@ -173,7 +173,6 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
                              f"scheduler first (dask scheduler --scheduler-file {scheduler_file})")
         return Client(scheduler_file=str(scheduler_file)), None, f"scheduler file {scheduler_file}"
     if cluster is None:
-
         gpus = {}
         if accelerator == "gpu":  # one run at a time per GPU
 

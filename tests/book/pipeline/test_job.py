@@ -225,6 +225,29 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
         assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
 
 
+def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch):
+    """``--only init_ablation`` trains the initialisation figure's runs and nothing else;
+    ``--only kv_cache`` (a page that reads no runs) trains none."""
+    import synthetic
+
+    from gtalib.book.design import run_specs as specs
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
+    monkeypatch.setattr(book, "execute_notebooks", lambda *a, **k: [])
+    trained = []
+    monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
+        {s.run_id for _, s in specs}) or [])
+    plan = make_plan("ci", 2)
+    init = {plan.spec(r).run_id for r in plan.figure_refs["init"]}
+    for only, expected in ((("init_ablation",), init), (("kv_cache",), set())):
+        trained.clear()
+        book.build_book("ci", 2, run_dir=tmp_path / "empty", notebooks=only, html=False,
+                        book_dir=tmp_path / "book", budget_min=None, log=lambda _: None)
+        assert trained == [expected]
+    assert len(init) == 8  # 2 variants x 2 arms x 2 seeds
+
+
 def test_pages_say_which_runs_are_recorded():
     """An ablation or main-results page names the recorded configurations and where they were
     recorded; a page whose runs all share one source is not given a list."""
