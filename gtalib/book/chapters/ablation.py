@@ -468,10 +468,26 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     return out
 
 
+def seeds_paragraph(result) -> str:
+    """The page's **Seeds** paragraph, from the result: the pairs each variant runs, that the
+    count is one for the figure and fixed before the runs, how the pairs are read (one look, or
+    the two declared looks) and the size of the family the verdicts adjust for."""
+    n = seeds_text(result.seed_counts)
+    looks = tuple(result.looks)
+    read = (f"read in two looks declared beforehand, at {looks[0]} and at {looks[-1]} pairs "
+            f"(methods chapter, \"A second look\")" if len(looks) == 2 else
+            "read once (methods chapter, \"Statistics\")")
+    m = len(result.variants)
+    return (f"**Seeds.** At the `{result.preset}` preset every variant runs {n}, both arms: one "
+            f"n for the whole figure, fixed before the runs, {read}, and the verdicts adjust "
+            f"for testing {plural(m, 'variant')} at once.")
+
+
 def show_ablation(result) -> None:
     """Display an ablation page's content in a notebook: incomplete-runs notice, figure,
     caption, final ΔL table and the plateau-escape table."""
 
+    display(Markdown(seeds_paragraph(result)))
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))

@@ -249,6 +249,8 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     assert "4 seeds per configuration" in A.ablation_caption(r)
     assert "bold: mean over 4 seeds; shaded" in A.ablation_caption(r)
     assert "4 seeds" in A.verdict_summary(r)
+    assert ("At the `ci` preset every variant runs 4 seeds, both arms" in A.seeds_paragraph(r)
+            and "read once" in A.seeds_paragraph(r) and "testing 2 variants" in A.seeds_paragraph(r))
     fig = A.plot_ablation(r)
     assert "4 seeds" in fig.axes[0].get_title()
     plt.close(fig)
