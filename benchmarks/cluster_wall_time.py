@@ -80,6 +80,8 @@ def markdown() -> str:
                and (s.model.d_model, s.model.variant) not in wider]
     if missing:
         raise SystemExit(f"no recorded cost for {missing[:3]} ...: record them first")
+    # the kinds that trained the recorded runs, as the costs page names them
+    cpus = "; ".join(sorted({k.strip() for c in costs["cpu"].dropna() for k in str(c).split(";")}))
     estimated = sum(record_costs.config_key(s) not in median for s in everything)
     gplan = make_plan("gpu", 3)
     gpu = _specs(gplan, gplan.runs, data={"cost-only": "gpu"})
@@ -92,7 +94,7 @@ def markdown() -> str:
         f"Generated {dt.date.today().isoformat()} at commit {commit} (torch {torch.__version__}) "
         "by `benchmarks/cluster_wall_time.py` from the recorded costs (`docs/recorded_runs.md`: "
         "each configuration's median core-seconds, one thread per run, as measured on the "
-        "recording CPUs, AMD EPYC family 25 and 26) and, for the `gpu` preset, from FLOPs at the "
+        f"recording CPUs, {cpus}) and, for the `gpu` preset, from FLOPs at the "
         "throughputs named. Wall time = the makespan of the longest-first schedule of the "
         "tasks (both arms of every ΔL pair in one task) on N workers; the scheduler's own cost "
         "(milliseconds per run) aside. *Longest task* bounds the wall time however many workers."
