@@ -11,6 +11,8 @@ texts), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.styl
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import torch
 from IPython.display import Markdown, display
@@ -313,17 +315,28 @@ def _ranking_values(result) -> tuple[pd.DataFrame, object]:
 # The claims page
 # ---------------------------------------------------------------------------------------------
 
-def claims_resolution_lines(claims: pd.DataFrame) -> str:
-    """Markdown under the claims table: each claim's *resolution* (what its seeds could see,
-    :func:`gtalib.book.chapters.claims.claims_table`) as one bullet, kept out of the table, where a
-    paragraph per cell made it too narrow to read."""
-    return "**Resolution** of each claim:\n\n" + "\n".join(
-        f"- **Claim {k}** ({r['verdict']}): {r['resolution']}" for k, r in claims.iterrows())
+#: One variant's piece of an ablation claim's resolution (:func:`_resolution`): "NAME: n ..."
+_PIECE = re.compile(r"^(?P<name>[^:;]+): (?P<rest>(?:n \d+|1 pair).*)$")
+
+
+def resolution_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims' *resolution* (what their seeds could see) as a table under the claims table:
+    one row per variant of an ablation claim (split from :func:`_resolution`'s pieces), one row
+    for any other claim; columns ``claim, verdict, variant`` ("—" where the claim is not per
+    variant) and ``what the seeds could see``."""
+    rows = []
+    for k, r in claims.iterrows():
+        pieces = [_PIECE.match(x) for x in str(r["resolution"]).split("; ")]
+        if r["resolution"] and all(pieces):
+            rows += [(k, r["verdict"], m["name"], m["rest"]) for m in pieces]
+        else:
+            rows.append((k, r["verdict"], "—", r["resolution"] or "—"))
+    return pd.DataFrame(rows, columns=["claim", "verdict", "variant", "what the seeds could see"])
 
 
 def show_claims(claims: pd.DataFrame) -> None:
     """Display the claims table with verdicts coloured (agrees green, differs red), each claim's
-    resolution under it (:func:`claims_resolution_lines`)."""
+    resolution under it (:func:`resolution_table`)."""
 
     def color(v):
         if v == "agrees":
@@ -336,4 +349,7 @@ def show_claims(claims: pd.DataFrame) -> None:
     # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
     display(table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
         [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))
-    display(Markdown(claims_resolution_lines(claims)))
+    display(Markdown("**Resolution** of each claim:"))
+    display(table_style(resolution_table(claims).set_index(["claim", "variant"]).style)
+            .set_table_styles([{"selector": "td", "props": "text-align: left; white-space: normal;"}],
+                              overwrite=False))

@@ -119,16 +119,21 @@ def test_main_claim_verdict_tests_both_halves_as_paired_differences():
         "not measured")
 
 
-def test_claims_resolution_is_printed_under_the_table_one_bullet_per_claim():
+def test_claims_resolution_is_a_table_one_row_per_variant_of_an_ablation_claim():
     import pandas as pd
 
+    final = _final({"mha": "within noise", "tpa": "agrees"})
+    _, _, seen = C._claim_from_final(final, None)
     claims = pd.DataFrame({"paper says": ["a", "b"], "paper value": ["1", "2"],
                            "ours": ["x", "y"], "verdict": ["agrees", "within noise"],
-                           "resolution": ["exact (no training)", "MHA: n 3; GQA: n 5"]},
+                           "resolution": ["exact (no training)", seen]},
                           index=pd.Index([1, 4], name="claim"))
-    assert C.claims_resolution_lines(claims) == (
-        "**Resolution** of each claim:\n\n- **Claim 1** (agrees): exact (no training)\n"
-        "- **Claim 4** (within noise): MHA: n 3; GQA: n 5")
+    table = C.resolution_table(claims)
+    assert list(table["variant"]) == ["—", "MHA", "TPA"]
+    assert list(table["claim"]) == [1, 4, 4] and table["verdict"].iloc[1] == "within noise"
+    assert table["what the seeds could see"].iloc[0] == "exact (no training)"
+    assert table["what the seeds could see"].iloc[1].startswith("n 3, ΔL +0.010 [-0.100, +0.100]")
+    assert "could hide here" in table["what the seeds could see"].iloc[1]
 
 
 def test_a_ranking_claim_is_one_paired_test_of_the_difference_to_the_closest_rival():
