@@ -14,9 +14,11 @@ are 0.0056 and 0.048 (:func:`nominal_levels`, computed here from the bivariate n
 two looks' z statistics, whose correlation is √(t₁/t₂); Jennison & Turnbull 2000, *Group
 Sequential Methods with Applications to Clinical Trials*, ch. 7).
 
-Across a figure's variants, each look applies Holm's step-down procedure (Holm 1979) at that
-look's nominal level to the variants not yet decided; a variant decided at the first look keeps
-its verdict (the sequentially rejective procedure of Maurer & Bretz 2013, *Statistics in
+Across a figure's variants, each look applies Holm's step-down procedure (Holm 1979) to the
+variants not yet decided, the i-th smallest p-value of the m still open compared with the
+look's boundary of a design at level α / (m − i) (:func:`nominal_levels` at that level); a
+variant decided at the first look keeps its verdict, and its share of α passes to the others
+(the sequentially rejective group-sequential procedure of Maurer & Bretz 2013, *Statistics in
 Biopharmaceutical Research* 5:311–320, with Holm's weights). Each look's p-value is the paired
 t-test's on the pairs read so far (as :func:`gtalib.book.analysis.stats.paired_p_value`): the
 boundaries are normal-theory ones, and :func:`simulate` checks the whole procedure's family-wise
@@ -78,17 +80,27 @@ def nominal_levels(looks: tuple[int, ...], alpha: float = 0.05) -> tuple[float, 
     return (a1, float(2 * stats.norm.sf(c2)))
 
 
-def holm_rejects(p, level: float) -> np.ndarray:
-    """Which p-values Holm's step-down procedure rejects at ``level``, along the last axis (one
-    family per row; NaN: not in the family): the i-th smallest (from 0) of the m finite ones is
-    rejected while every smaller one was and it is at most ``level / (m − i)``."""
+def holm_level(looks: tuple[int, ...], alpha: float, divisor: int, look: int) -> float:
+    """The nominal level a Holm step with ``divisor`` open hypotheses uses at ``look`` (an index
+    into ``looks``): that look's boundary of the design at ``alpha / divisor``."""
+    return nominal_levels(tuple(looks), alpha / divisor)[look]
+
+
+def holm_rejects(p, level) -> np.ndarray:
+    """Which p-values Holm's step-down procedure rejects, along the last axis (one family per
+    row; NaN: not in the family): the i-th smallest (from 0) of the m finite ones is rejected
+    while every smaller one was and it is at most its threshold, ``level / (m − i)`` for a number
+    ``level``, or ``level[m − i]`` for an array indexed by the divisor (``level[0]`` unused)."""
     p = np.asarray(p, dtype=float)
     finite = np.isfinite(p)
     m = finite.sum(axis=-1, keepdims=True)
     order = np.argsort(np.where(finite, p, np.inf), axis=-1, kind="stable")
     ranked = np.take_along_axis(p, order, axis=-1)
     i = np.arange(p.shape[-1])
-    ok = np.isfinite(ranked) & (ranked <= level / np.maximum(m - i, 1))
+    divisor = np.maximum(m - i, 1)
+    threshold = (level / divisor if np.ndim(level) == 0
+                 else np.asarray(level, dtype=float)[np.minimum(divisor, len(level) - 1)])
+    ok = np.isfinite(ranked) & (ranked <= threshold)
     ok = np.cumprod(ok, axis=-1).astype(bool)  # step-down: stop at the first failure
     out = np.zeros(p.shape, dtype=bool)
     np.put_along_axis(out, order, ok, axis=-1)
@@ -120,10 +132,14 @@ def decide(deltas: np.ndarray, looks: tuple[int, ...], alpha: float = 0.05):
     deltas = np.asarray(deltas, dtype=float)
     p = np.stack([_t_p_values(deltas[..., :n]) if deltas.shape[-1] >= n
                   else np.full(deltas.shape[:-1], np.nan) for n in looks], axis=-1)
+    m = deltas.shape[-2]
+    # boundaries of each look for the designs at α/1 … α/m (Holm's divisors)
+    by_divisor = np.array([[np.nan] * len(looks)]
+                          + [nominal_levels(tuple(looks), alpha / d) for d in range(1, m + 1)])
     look = np.zeros(deltas.shape[:-1], dtype=int)
-    for k, level in enumerate(levels):
+    for k in range(len(levels)):
         open_p = np.where(look == 0, p[..., k], np.nan)
-        look = np.where(holm_rejects(open_p, level), k + 1, look)
+        look = np.where(holm_rejects(open_p, by_divisor[:, k]), k + 1, look)
     return p, look
 
 

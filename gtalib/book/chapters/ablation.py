@@ -48,7 +48,7 @@ from gtalib.book.analysis.curves import (
     plateau_escape,
     seed_band,
 )
-from gtalib.book.analysis.sequential import two_look_verdicts
+from gtalib.book.analysis.sequential import holm_level, two_look_verdicts
 from gtalib.book.analysis.stats import (
     delta_stats,
     family_verdicts,
@@ -195,10 +195,12 @@ def final_delta_table(
     table = pd.DataFrame(rows, columns=cols).set_index("variant")
     table["p"], table["p (Holm)"], one_look = family_verdicts(
         table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+    alpha = 1 - confidence
     looks = tuple(looks) or (int(table["seeds"].max()),)
     if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
+        # one look at the pairs there are (a figure not yet complete at its last look included)
         table["verdict"] = one_look
-        levels, seq = (1 - confidence,), None
+        looks, seq = (int(table["seeds"].max()),), None
     else:
         seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
                                 1 - confidence)
@@ -218,11 +220,11 @@ def final_delta_table(
         if seq is not None and not open_[i]:
             p1 = np.array([o["p"][0] for o in seq])
             rank = int((p1 < p1[i]).sum())
-            need.append(pairs_needed_at(m, s, levels[0] / (len(seq) - rank)))
+            need.append(pairs_needed_at(m, s, holm_level(looks, alpha, len(seq) - rank, 0)))
             continue
         fam = last[open_]
         rank = int((fam < last[i]).sum())
-        need.append(pairs_needed_at(m, s, levels[-1] / max(1, len(fam) - rank)))
+        need.append(pairs_needed_at(m, s, holm_level(looks, alpha, max(1, len(fam) - rank), -1)))
     table["pairs to resolve"] = need
     table["one run shows it?"] = [visible_text(m, s) for m, s in
                                   zip(table["ΔL"], table["seed sd"])]

@@ -3,12 +3,14 @@ these variants on average" (claims page).
 
 The per-variant verdicts of an ablation page answer "does it help this variant"; a claim such as
 "zero init helps all nine baselines" is about the figure. Its figure-level test pools the
-per-variant mean ΔL by a random-effects meta-analysis (DerSimonian & Laird 1986, *Controlled
-Clinical Trials* 7:177–188, τ² by Paule–Mandel iteration; statsmodels'
-``statsmodels.stats.meta_analysis.combine_effects``): each variant's mean paired ΔL with its
+per-variant mean ΔL by a random-effects meta-analysis (the model of DerSimonian & Laird 1986,
+*Controlled Clinical Trials* 7:177–188, with τ² estimated by Paule–Mandel iteration, not their
+moment estimator; statsmodels' ``statsmodels.stats.meta_analysis.combine_effects``): each variant's mean paired ΔL with its
 variance s²/n, the pooled mean with the Hartung–Knapp–Sidik–Jonkman interval on k − 1 degrees
 of freedom (IntHout, Ioannidis & Borm 2014, *BMC Medical Research Methodology* 14:25: better
-coverage with few studies), τ² (the variance of the true effects between variants) and I² (the
+coverage with few studies), its standard error floored at the plain random-effects one (the
+modification of Röver, Knapp & Friede 2015, *BMC Medical Research Methodology* 15:99, without
+which the test rejects too often when the variants agree closely), τ² (the variance of the true effects between variants) and I² (the
 share of the spread that is not sampling noise, floored at 0). The pooled test is one
 hypothesis per claim, read at the figure's looks at their nominal levels
 (:mod:`gtalib.book.analysis.sequential`). It does not say the change helps every variant: a
@@ -26,7 +28,7 @@ from scipy import stats
 from statsmodels.stats.meta_analysis import combine_effects
 
 from gtalib.book.analysis.curves import final_deltas
-from gtalib.book.analysis.sequential import nominal_levels
+from gtalib.book.analysis.sequential import holm_level, nominal_levels
 from gtalib.book.analysis.stats import pairs_needed_at
 from gtalib.book.analysis.style import table_style
 from gtalib.book.chapters.ablation import ablation_results
@@ -53,11 +55,16 @@ def pooled(means, variances, confidence: float = 0.95) -> dict:
         raise ValueError(f"pooling needs at least two variants with a variance each, got {len(m)}")
     if not (np.isfinite(v).all() and (v > 0).all()):
         raise ValueError(f"variances must be positive, got {v.tolist()}")
-    r = combine_effects(m, v, method_re="iterated", alpha=1 - confidence)
-    # "random effect wls": the HKSJ-scaled standard error; its interval and test on t_{k-1}
-    row = r.summary_frame().loc["random effect wls"]
+    with np.errstate(divide="ignore", invalid="ignore"):  # I² of identical means: 0/0, floored
+        r = combine_effects(m, v, method_re="iterated", alpha=1 - confidence)
+    # the HKSJ standard error ("random effect wls"), floored at the plain random-effects one:
+    # unfloored, it is anti-conservative when the variants' means agree more closely than their
+    # standard errors say (Röver, Knapp & Friede 2015, BMC Med. Res. Methodol. 15:99)
+    frame = r.summary_frame()
     k = len(m)
-    se, mean = float(row["sd_eff"]), float(row["eff"])
+    mean = float(frame.loc["random effect wls", "eff"])
+    se = max(float(frame.loc["random effect wls", "sd_eff"]),
+             float(frame.loc["random effect", "sd_eff"]))
     h = float(stats.t.ppf(0.5 + confidence / 2, k - 1)) * se
     p = float(2 * stats.t.sf(abs(mean) / se, k - 1)) if se > 0 else (0.0 if mean else 1.0)
     return {"mean": mean, "low": mean - h, "high": mean + h, "p": p,
@@ -176,11 +183,11 @@ def prediction_table(results: dict, confidence: float = 0.95) -> pd.DataFrame:
         d = final_deltas(r.runs[r.runs["variant"].isin(r.final.index)], r.final_column)
         first = d[d["seed"] < n1].groupby("variant", sort=False)["delta"]
         mean, sd = first.mean(), first.std(ddof=1)
-        level = nominal_levels(r.looks, 1 - confidence)[-1]
         p1 = r.final["p (look 1)"]
         for v in r.final.index:
             rank = int((p1 < p1[v]).sum())
-            need = pairs_needed_at(float(mean[v]), float(sd[v]), level / (len(p1) - rank))
+            need = pairs_needed_at(float(mean[v]), float(sd[v]),
+                                   holm_level(r.looks, 1 - confidence, len(p1) - rank, -1))
             decided = r.final.loc[v, "decided at"] > 0
             held = "—" if math.isnan(need) else ("yes" if (need <= n2) == decided else "no")
             rows.append((ABLATIONS[key].title.split(":")[0], display_name(v),

@@ -114,10 +114,12 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
     unknown = [n for n in notebooks if n not in allowed]
     if unknown:
         raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(allowed)}")
+    notebooks = tuple(n for n in allowed if n in notebooks)  # book order, each once
     refs = {k: tuple(figure_runs(k, preset, seeds, max_steps=max_steps))
             for k in ABLATIONS}
     refs["main"] = tuple(main_runs(preset, seeds, max_steps))
-    ladder = (tuple(ladder_runs(preset)) if preset in ladders.LADDERS
-              and reads(notebooks) & set(LADDER_KEYS) else ())
+    read = reads(notebooks)
+    ladder = () if preset not in ladders.LADDERS or not read & set(LADDER_KEYS) else tuple(
+        ladder_runs(preset, part=None if "ladder" in read else "width"))
     return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
                 specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))

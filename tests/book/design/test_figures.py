@@ -130,3 +130,14 @@ def test_the_ablation_figures_are_read_in_the_declared_looks():
     assert seed_policy.looks_of("main", "cpu") == (5,)
     assert seed_policy.counts_words("cpu", 3) == "the ablation figures run 10, the main table 5"
     assert seed_policy.counts_words("ci", 2) is None
+
+
+def test_a_plan_of_some_chapters_runs_them_once_in_book_order_and_reads_only_their_ladder_axes():
+    from gtalib.book.design.ladder import ladder_runs
+
+    plan = make_plan("ci", 2, notebooks=["claims", "init_ablation", "init_ablation"])
+    assert plan.notebooks == ("init_ablation", "claims")
+    width = make_plan("cpu", 3, notebooks=["main_results"]).ladder_refs
+    assert set(width) == set(ladder_runs("cpu", part="width"))
+    assert set(make_plan("cpu", 3, notebooks=["scale_ladder"]).ladder_refs) == set(ladder_runs("cpu"))
+    assert make_plan("cpu", 3, notebooks=["kv_cache"]).ladder_refs == ()
