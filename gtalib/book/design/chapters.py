@@ -4,7 +4,8 @@ and the figure data it reads.
 Everything that lists chapters derives from :func:`chapters`: the table of contents
 (:func:`toc_yaml`, written to ``book/_toc.yml`` by the main job), the notebooks the pipeline
 executes and the pages it checks for figures (:func:`notebooks`, :func:`figure_notebooks`), the
-introduction's list of chapters (:func:`intro_markdown`), the runs a subset of chapters needs
+introduction's list of chapters
+(:func:`gtalib.book.pipeline.snippets.intro_markdown`), the runs a subset of chapters needs
 (:func:`reads`) and the tests' lists. The ablation chapters come from
 :data:`gtalib.book.design.figures.ABLATIONS` (their :attr:`~gtalib.book.design.figures.Ablation.
 notebook` and :attr:`~gtalib.book.design.figures.Ablation.summary`), so a new ablation figure is
