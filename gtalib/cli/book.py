@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gtalib.book.design.chapters import notebooks
-from gtalib.book.design.seeds import DEFAULT_SEEDS
+from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
 from gtalib.book.pipeline.execute import CELL_TIMEOUT_S
 from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN, build_book
 from gtalib.book.pipeline.paths import BookError
@@ -51,7 +51,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
     p.add_argument("--seeds", type=positive_int, default=DEFAULT_SEEDS,
-                   help=f"seeds per configuration (default {DEFAULT_SEEDS})")
+                   help=f"seeds per configuration (default {DEFAULT_SEEDS}; a preset may run "
+                        f"more, at cpu {counts_words('cpu', DEFAULT_SEEDS)})")
     p.add_argument("--max-steps", type=positive_int, default=None, help="override the preset's steps")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="torch threads per training run (default 1)")
@@ -94,7 +95,10 @@ def budget_minutes(text: str) -> float | None:
 
 
 def _run_cli(args) -> int:
-    names = notebooks() if args.only is None else tuple(n.strip() for n in args.only.split(","))
+    names = notebooks() if args.only is None else tuple(
+        n.strip() for n in args.only.split(",") if n.strip())
+    if not names:
+        raise CliError(f"--only: name at least one notebook; allowed: {', '.join(notebooks())}")
     if args.predict:
         return _predict(args, names)
     try:

@@ -45,3 +45,14 @@ def test_an_argument_error_is_one_line_naming_the_command_and_its_help(capsys):
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith(head)
         assert "usage:" not in err and err.rstrip().endswith("--help`)")
+
+
+def test_an_empty_only_is_a_one_line_error():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gtalib", "book", "--only", ","],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().startswith("gtalib book: error: --only: name at least one notebook")
+    assert "Traceback" not in out.stderr
