@@ -29,10 +29,12 @@ LADDER_KEYS = ("ladder", "ladder_width")
 #: Per preset, the seeds each figure runs (ablation key, ``"main"`` for the main-results table,
 #: :data:`LADDER_KEYS` for the scale ladder's depth/length axes and its width axis). An ablation
 #: figure or the main table runs the larger of this and the book's count; a ladder axis runs
-#: exactly this. At ``cpu`` the four ablation figures run 10 pairs, read in two looks
-#: (:data:`LOOKS`); the main table 5; the ladder 3 per depth and length, 5 per width.
+#: exactly this. At ``cpu`` the ablation figures run 10 pairs, read in two looks
+#: (:data:`LOOKS`); the main table 5; the ladder 3 per depth and length, 5 per width. The gating
+#: figure stays at its first look's 5 until all of its seeds 5–9 are recorded (its 1,000-step
+#: runs train last; the default book reads the others' from records and must not train them).
 FIXED: dict[str, dict[str, int]] = {
-    "cpu": {"init": 10, "gate": 10, "latent_scale": 10, "double_heads": 10, "main": 5,
+    "cpu": {"init": 10, "gate": 5, "latent_scale": 10, "double_heads": 10, "main": 5,
             "ladder": 3, "ladder_width": 5},
     "ci": {"ladder": 2, "ladder_width": 2},
 }
@@ -105,7 +107,25 @@ def counts_words(preset: str, seeds: int, max_steps=None) -> str | None:
         return f"every figure and the main table run {main}"
     if len(figures) == 1:
         return f"the ablation figures run {figures.pop()}, the main table {main}"
-    return "a figure may run more: its caption says"
+    groups = {}
+    for key, n in counts.items():
+        groups.setdefault(n, []).append("the main table" if key == "main" else
+                                        ABLATIONS[key].title.split(" ablation")[0].lower())
+
+    def named(names):
+        figs = [x for x in names if x != "the main table"]
+        words = ([f"the {_join(figs)} figure{'s' if len(figs) > 1 else ''}"] if figs else [])
+        return _join(words + [x for x in names if x == "the main table"])
+
+    (n, first), *rest = sorted(groups.items(), reverse=True)
+    single = len(first) == 1 and first[0] != "the main table" or first == ["the main table"]
+    return (f"{named(first)} {'runs' if single else 'run'} {n}"
+            + "".join(f"; {named(names)} {k}" for k, names in rest))
+
+
+def _join(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None

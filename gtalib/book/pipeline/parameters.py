@@ -202,14 +202,13 @@ class NotebookParams:
         return out
 
     def _seeds_shown(self):
-        """The book's count, and what the preset's figures make of it (a figure may run more:
-        :func:`gtalib.book.design.seeds.seed_counts`)."""
+        """The book's count, and what the preset's figures make of it
+        (:func:`gtalib.book.design.seeds.counts_words`)."""
 
         words = counts_words(self.preset, self.seeds, self.max_steps)
         if words is None:
             return self.seeds
-        at = "" if words.startswith("a figure") else f"at {self.preset} "
-        return f"{self.seeds} (the book's count; {at}{words})"
+        return f"{self.seeds} (the book's count; at {self.preset} {words})"
 
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td><code>{html.escape(str(v))}</code></td>"

@@ -19,6 +19,7 @@ from gtalib.book.design import run_specs as specs
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.design.ladder import ladder, ladder_runs
 from gtalib.book.design.run_specs import RunRef, main_runs
+from gtalib.book.design.seeds import seeds_of
 from gtalib.model.params import count_params
 from gtalib.model.presets import model_config
 
@@ -260,9 +261,9 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
            for steps in (250, 1000, 2000)}
     assert got[250] == {(v, i, "width") for v in WIDTH_VARIANTS for i in range(5)}
     assert got[1000] == {(v, i, "gate") for v in ("gqa", "mla", "mlra-2", "mlra-4")
-                         for i in range(10)}
+                         for i in range(seeds_of("gate", "cpu"))}
     assert got[2000] == {(v, i, "ladder") for v in ("gqa", "mlra-4") for i in range(3)}
-    assert len(refs) == 25 + 40 + 6 == len({rid(r) for _, r, _ in refs})
+    assert len(refs) == 25 + 4 * seeds_of("gate", "cpu") + 6 == len({rid(r) for _, r, _ in refs})
     plan = make_plan("cpu", DEFAULT_SEEDS)
     planned = {rid(r) for r in (*plan.runs, *plan.ladder_refs)}
     assert {rid(r) for _, r, _ in refs} <= planned
