@@ -30,11 +30,11 @@ LADDER_KEYS = ("ladder", "ladder_width")
 #: :data:`LADDER_KEYS` for the scale ladder's depth/length axes and its width axis). An ablation
 #: figure or the main table runs the larger of this and the book's count; a ladder axis runs
 #: exactly this. At ``cpu`` the ablation figures run 10 pairs, read in two looks
-#: (:data:`LOOKS`); the main table 5; the ladder 3 per depth and length, 5 per width. The gating
-#: figure stays at its first look's 5 until all of its seeds 5–9 are recorded (its 1,000-step
-#: runs train last; the default book reads the others' from records and must not train them).
+#: (:data:`LOOKS`); the main table 5; the ladder 3 per depth and length, 5 per width. A figure
+#: is raised to its second look's count only once all of its new runs are recorded, so that the
+#: default book reads them instead of training them.
 FIXED: dict[str, dict[str, int]] = {
-    "cpu": {"init": 10, "gate": 5, "latent_scale": 10, "double_heads": 10, "main": 5,
+    "cpu": {"init": 10, "gate": 10, "latent_scale": 10, "double_heads": 10, "main": 5,
             "ladder": 3, "ladder_width": 5},
     "ci": {"ladder": 2, "ladder_width": 2},
 }

@@ -57,13 +57,10 @@ def test_run_sets_count_each_configuration_once():
     # of the ablation figures at 10 pairs (two looks) and the main table at 5, whatever the
     # book asks below that: the main table's plain runs share seeds 0-4 with the init
     # figure's zero-init arms, so only MLRA-4 and gated MLRA-4 are the table's alone.
-    # (the gating figure's 10 gated/ungated configurations stay at 5 until their seeds 5-9
-    # are recorded)
-    assert {seeds_of(k, "cpu", 1) for k in ABLATIONS if k != "gate"} == {10}
-    assert seeds_of("main", "cpu", 1) == seeds_of("gate", "cpu", 1) == 5
-    assert len(make_plan("cpu", 2).runs) == 25 * 10 + 10 * 5 + 2 * 5
-    assert len(make_plan("cpu", 5).runs) == 25 * 10 + 10 * 5 + 2 * 5
-    assert len(make_plan("cpu", 6).runs) == 25 * 10 + 10 * 6 + 2 * 6  # the book's count
+    assert {seeds_of(k, "cpu", 1) for k in ABLATIONS} == {10} and seeds_of("main", "cpu", 1) == 5
+    assert len(make_plan("cpu", 2).runs) == 35 * 10 + 2 * 5
+    assert len(make_plan("cpu", 5).runs) == 35 * 10 + 2 * 5
+    assert len(make_plan("cpu", 6).runs) == 35 * 10 + 2 * 6  # more than 5: the book's count
     # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
     assert len(make_plan("cpu", 2, max_steps=20).runs) == 31 * 2
     gate = make_plan("cpu", 2).figure_refs["gate"]
@@ -103,7 +100,7 @@ def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
     larger of it and the book's); a book-wide max_steps override falls back to the book's
     count; every cpu figure runs 5."""
 
-    for key, n in (("init", 10), ("latent_scale", 10), ("double_heads", 10), ("gate", 5)):
+    for key, n in (("init", 10), ("latent_scale", 10), ("double_heads", 10), ("gate", 10)):
         assert figure_seeds(key, "cpu", 3) == dict.fromkeys(figure_variants(key, "cpu"), n)
     monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
     assert figure_seeds("gate", "ci", 2) == {"gqa": 4, "mla": 4}
@@ -126,12 +123,12 @@ def test_the_ablation_figures_are_read_in_the_declared_looks():
     """cpu: the four ablation figures at 10 pairs, read at 5 and 10; the main table and every
     other preset or count: one look at the count run."""
     for key in ABLATIONS:
-        assert seed_policy.looks_of(key, "cpu") == ((5,) if key == "gate" else (5, 10))
+        assert seed_policy.looks_of(key, "cpu") == (5, 10)
         assert seed_policy.looks_of(key, "cpu", 12) == (12,)  # more than declared: one look
         assert seed_policy.looks_of(key, "cpu", 3, max_steps=20) == (3,)
         assert seed_policy.looks_of(key, "ci", 2) == (2,)
     assert seed_policy.looks_of("main", "cpu") == (5,)
-    assert seed_policy.counts_words("cpu", 3) == "the initialisation, latent-scaling and double-heads figures run 10; the gating figure and the main table 5"
+    assert seed_policy.counts_words("cpu", 3) == "the ablation figures run 10, the main table 5"
     assert seed_policy.counts_words("ci", 2, max_steps=5) is None
     assert seed_policy.counts_words("ci", 2) is None
 

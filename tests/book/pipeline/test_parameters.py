@@ -104,7 +104,7 @@ def test_the_parameters_table_names_no_machine_path(tmp_path):
 def test_the_parameters_table_says_what_the_preset_makes_of_the_books_seeds(monkeypatch):
     # cpu raises every figure and the main table to 5 (the seed table); a book-wide length does not
     assert notebook_params(preset="cpu", seeds=3).shown()["seeds"] == (
-        "3 (the book's count; at cpu the initialisation, latent-scaling and double-heads figures run 10; the gating figure and the main table 5)")
+        "3 (the book's count; at cpu the ablation figures run 10, the main table 5)")
     assert notebook_params(preset="cpu", seeds=3, max_steps=20).shown()["seeds"] == 3
     assert notebook_params(preset="cpu", seeds=11).shown()["seeds"] == 11  # above every count
     monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})

@@ -48,10 +48,10 @@ def test_methods_prose_takes_its_numbers_from_the_configuration():
     # group's intervals are those of its own count, and the two looks are named
     cpu = snippets.statistics_markdown(3, preset="cpu")
     assert ("asks for 3 seeds per configuration (`--seeds`); at the `cpu` preset the "
-            "initialisation figure, the latent-scaling figure and the double-heads figure run "
-            "10, so their interval's factor is $t_{0.975,\\,9} = 2.26$") in cpu
-    assert ("the gating figure and the main-results table run 5, so their interval's factor is "
-            "$t_{0.975,\\,4} = ") in cpu
+            "initialisation figure, the gating figure, the latent-scaling figure and the "
+            "double-heads figure run 10, so their interval's factor is $t_{0.975,\\,9} = 2.26$")\
+        in cpu
+    assert "the main-results table runs 5, so its interval's factor is $t_{0.975,\\,4} = " in cpu
     assert "exceeds 1.24 times" in cpu and "read at 5 and at 10 pairs" in cpu
     # one count for all: one sentence
     one = snippets.statistics_markdown(4, preset="ci")
