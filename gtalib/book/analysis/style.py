@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from gtalib.book.design.names import and_join  # noqa: F401  (the pages' word lists)
+
 
 def set_style() -> None:
     """The book's seaborn style (white grid, readable at page width)."""
@@ -87,12 +89,6 @@ def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f
                 for r in order]
 
     return table_style(df.style.apply(mark, axis=0).format(fmt))
-
-
-def and_join(names) -> str:
-    """``"GQA, MLA and MLRA-2"``: names joined by commas and a final "and"."""
-    names = list(names)
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def plural(n, word: str) -> str:

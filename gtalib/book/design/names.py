@@ -80,3 +80,9 @@ def canonical_options(options) -> tuple:
 def option_pairs(options: dict) -> tuple:
     """``options`` as sorted ``(key, value)`` pairs: hashable, one spelling per configuration."""
     return tuple(sorted(options.items()))
+
+
+def and_join(names) -> str:
+    """``"GQA, MLA and MLRA-2"``: names joined by commas and a final "and"."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -19,6 +19,7 @@ Everything that needs a seed count reads it here: the runs each figure enumerate
 from __future__ import annotations
 
 from gtalib.book.design.figures import ABLATIONS, figure_variants
+from gtalib.book.design.names import and_join
 
 #: Seeds per configuration when the book is asked for none (``gtalib book --seeds``).
 DEFAULT_SEEDS = 3
@@ -114,18 +115,14 @@ def counts_words(preset: str, seeds: int, max_steps=None) -> str | None:
 
     def named(names):
         figs = [x for x in names if x != "the main table"]
-        words = ([f"the {_join(figs)} figure{'s' if len(figs) > 1 else ''}"] if figs else [])
-        return _join(words + [x for x in names if x == "the main table"])
+        words = ([f"the {and_join(figs)} figure{'s' if len(figs) > 1 else ''}"] if figs else [])
+        return and_join(words + [x for x in names if x == "the main table"])
 
     (n, first), *rest = sorted(groups.items(), reverse=True)
     single = len(first) == 1 and first[0] != "the main table" or first == ["the main table"]
     return (f"{named(first)} {'runs' if single else 'run'} {n}"
             + "".join(f"; {named(names)} {k}" for k, names in rest))
 
-
-def _join(names) -> str:
-    names = list(names)
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None
