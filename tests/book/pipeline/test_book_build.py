@@ -7,7 +7,9 @@ see tests/conftest.py, never the user's): marked ``slow``; the README's test com
 
 import importlib.util
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -40,15 +42,42 @@ def built(tmp_path_factory):
     return dst, summary
 
 
-def test_ci_book_builds_and_passes_the_checks(built, tmp_path):
-    dst, summary = built
-    html = dst / "_build" / "html"
+def _check_book():
     spec = importlib.util.spec_from_file_location("check_book", REPO / "scripts" / "check_book.py")
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
-    assert check.main(["--html-dir", str(html), "--screenshots", str(tmp_path / "shots")]) == 0
+    return check
+
+
+def test_ci_book_builds_and_passes_the_checks(built):
+    """The static checks (the browser's are the next test, so that their skip is reported)."""
+    dst, summary = built
+    html = dst / "_build" / "html"
+    assert _check_book().main(["--html-dir", str(html), "--no-browser"]) == 0
     assert json.loads((dst / "generated" / "build_summary.json").read_text())["preset"] == "ci"
     assert summary["total_s"] > 0
+
+
+def test_every_page_passes_in_a_real_browser(built, tmp_path, real_parts_report):
+    """scripts/check_book.py's browser checks (check_rendered) on every page of the built book,
+    at 1280 and 390 px; skipped, with the reason, where no browser is installed (failed instead
+    under ``GTALIB_REQUIRE_BROWSER=1``, as in CI, which installs one)."""
+    check = _check_book()
+    browser = check.chromium()
+    if browser is None:
+        reason = f"no browser installed ({', '.join(check.BROWSERS)}): the browser checks need one"
+        real_parts_report(f"browser: test_every_page_passes_in_a_real_browser skipped: {reason}")
+        if os.environ.get("GTALIB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"GTALIB_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    dst, _ = built
+    html = dst / "_build" / "html"
+    problems = check.check_rendered(html, tmp_path / "shots", browser, check.site_url_prefix(dst),
+                                    check.Repository.from_book(dst), check.SEARCH)
+    assert problems == [], "\n".join(problems)
+    version = subprocess.run([browser, "--version"], capture_output=True, text=True).stdout.strip()
+    real_parts_report(f"browser: {len(check.site_pages(html))} pages of the ci book at "
+                      f"{' and '.join(map(str, check.VIEWPORT_WIDTHS))} px in {version or browser}")
 
 
 def test_the_predicted_wall_time_is_within_a_factor_of_the_measured(built):

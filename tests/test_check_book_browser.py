@@ -1,0 +1,74 @@
+"""The browser checks of scripts/check_book.py (Playwright driving Debian's chromium) on a tiny
+site written here: a good page passes; a too-wide table without a scroll container, a broken
+image, a console error and raw TeX are each reported. Skipped where no browser is installed,
+unless ``GTALIB_REQUIRE_BROWSER=1`` (CI), where they fail."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("check_book", REPO / "scripts" / "check_book.py")
+check_book = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_book)
+
+BROWSER = check_book.chromium()
+#: CI installs a browser and sets this: there the checks must run, not skip.
+REQUIRED = os.environ.get("GTALIB_REQUIRE_BROWSER") == "1"
+pytestmark = pytest.mark.skipif(BROWSER is None and not REQUIRED,
+                                reason=f"no browser installed ({', '.join(check_book.BROWSERS)})")
+
+# a 1x1 PNG
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                    "0000000d49444154789c6360f80f000001010100186dd8a90000000049454e44ae426082")
+PAGE = ('<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width">'
+        '<style>body{{margin:0}} main{{max-width:600px;padding:16px}}</style></head>'
+        '<body><main><p>Loss falls with width.</p><img src="fig.png" alt="">{}</main></body></html>')
+WIDE = "<table><tr>" + "<td style='white-space:nowrap'>a very wide cell</td>" * 12 + "</tr></table>"
+
+
+def _check(tmp_path: Path, body: str) -> list[str]:
+    assert BROWSER is not None, "GTALIB_REQUIRE_BROWSER=1 but no browser is installed"
+    html = tmp_path / "html"
+    html.mkdir(exist_ok=True)
+    (html / "fig.png").write_bytes(PNG)
+    (html / "page.html").write_text(PAGE.format(body))
+    return check_book.check_rendered(html, None, BROWSER)
+
+
+def test_a_good_page_passes(tmp_path):
+    # a wide table in a scroll container that shows its scrollbar is fine, as is a narrow one
+    scrolled = ("<div style='overflow-x:auto' class='s'>" + WIDE + "</div><style>"
+                ".s::-webkit-scrollbar{height:8px}.s::-webkit-scrollbar-thumb{background:#999}"
+                "</style><table><tr><td>n</td><td>2</td></tr></table>")
+    assert _check(tmp_path, scrolled) == []
+
+
+@pytest.mark.parametrize("body, expected", [
+    (WIDE, "page.html at 390 px: table 1 (\"a very wide cell\") is "),
+    ('<img src="missing.png" alt="">', "page.html: image missing.png did not load"),
+    ("<script>console.error('boom')</script>", "page.html: console error: boom"),
+    ("<script>undefinedFunction()</script>", "page.html: uncaught error: "),
+    (r"<p>the gate \(g = \sigma(x)\) and $W_O$</p>", "page.html: raw TeX in the rendered text"),
+])
+def test_each_kind_of_break_is_reported(tmp_path, body, expected):
+    problems = _check(tmp_path, body)
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_launch_links_must_open_the_page_source_in_this_repository(tmp_path):
+    repo = check_book.Repository("org", "repo", "main", "https://mybinder.org",
+                                 "https://colab.research.google.com", tmp_path)
+    assert repo.launch_problem("https://mybinder.org/v2/gh/org/repo/main?urlpath=lab/tree/"
+                               "page.ipynb", "page") is not None  # no such file in the checkout
+    (tmp_path / "page.ipynb").write_text("{}")
+    assert repo.launch_problem("https://mybinder.org/v2/gh/org/repo/main?urlpath=lab/tree/"
+                               "page.ipynb", "page") is None
+    assert repo.launch_problem("https://colab.research.google.com/github/org/repo/blob/main/"
+                               "page.ipynb", "page") is None
+    assert "not a Binder/Colab URL of org/repo@main" in repo.launch_problem(
+        "https://mybinder.org/v2/gh/other/repo/main?urlpath=lab/tree/page.ipynb", "page")
