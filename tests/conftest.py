@@ -14,7 +14,9 @@ or data cache was added, removed or modified.
 A test that re-trains a recorded run reports the check's outcome with the ``record_check_report``
 fixture; :func:`pytest_terminal_summary` prints those lines at the end of the run (also under
 ``-q``), so the output says which outcome the check had on this machine (bit-identical, within
-the cross-machine envelope, or mismatch; :mod:`gtalib.training.records`).
+the cross-machine envelope, or mismatch; :mod:`gtalib.training.records`). The tests that use a
+real Slurm or a real browser report, with ``real_parts_report``, what they ran on or why they
+were skipped.
 
 So that every test file passes when run alone on a fresh clone (no corpus built yet), the
 session then builds the default byte corpus (about 5 s, fetching its pinned archives) into the
@@ -59,12 +61,14 @@ def _private_stores(tmp_path_factory):
     assert not touched, f"the tests changed the user's data: {touched}"
 
 
-#: The lines reported with ``record_check_report`` during the session.
+#: The lines reported with ``record_check_report`` and ``real_parts_report`` during the session.
 _RECORD_CHECKS = pytest.StashKey[list]()
+_REAL_PARTS = pytest.StashKey[list]()
 
 
 def pytest_configure(config):
     config.stash[_RECORD_CHECKS] = []
+    config.stash[_REAL_PARTS] = []
 
 
 @pytest.fixture
@@ -74,9 +78,19 @@ def record_check_report(request):
     return request.config.stash[_RECORD_CHECKS].append
 
 
+@pytest.fixture(scope="session")
+def real_parts_report(request):
+    """A function ``report(line)`` for the tests that use a real outside part (a Slurm, a
+    browser): what they ran on, or why they were skipped, printed at the end of the run (also
+    under ``-q``), so that CI's output says whether they ran."""
+    return request.config.stash[_REAL_PARTS].append
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    lines = config.stash.get(_RECORD_CHECKS, [])
-    if lines:
-        terminalreporter.section("recorded-run checks")
-        for line in lines:
-            terminalreporter.write_line(f"record check: {line}")
+    for title, prefix, key in (("recorded-run checks", "record check", _RECORD_CHECKS),
+                               ("real parts", "real part", _REAL_PARTS)):
+        lines = config.stash.get(key, [])
+        if lines:
+            terminalreporter.section(title)
+            for line in dict.fromkeys(lines):
+                terminalreporter.write_line(f"{prefix}: {line}")

@@ -93,8 +93,9 @@ def test_readme_commands_install_first(target):
 def test_workflows_run_exactly_the_readme_commands():
     readme = readme_commands()
     wf = workflows()
+    # the test job starts the one-node Slurm of the Slurm test first (scripts/slurm.sh)
     assert {j: run_steps(job) for j, job in wf["test.yml"]["jobs"].items()} == \
-        {"test": [readme["test"]]}
+        {"test": ["sudo bash scripts/slurm.sh start", readme["test"]]}
     assert {j: run_steps(job) for j, job in wf["book.yml"]["jobs"].items()} == \
         {"build": [readme["main"]], "deploy": []}
 
