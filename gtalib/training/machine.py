@@ -68,6 +68,14 @@ def cpu_info(cpuinfo="/proc/cpuinfo") -> dict:
     return found
 
 
+def machine_label(cpuinfo="/proc/cpuinfo") -> str:
+    """This machine in words, as pages and logs name it: ``"<model name>, family F, model M (N
+    logical CPUs)"`` (:func:`cpu_info`; ``?`` for a field the CPU does not report)."""
+    cpu = cpu_info(cpuinfo)
+    return (f"{cpu['model_name']}, family {cpu['family'] or '?'}, model {cpu['model'] or '?'} "
+            f"({os.cpu_count()} logical CPUs)")
+
+
 def blas() -> str:
     """The BLAS torch was built with: ``"oneMKL <version>"`` (e.g. ``"oneMKL 2024.2"``, from the
     "Math Kernel Library Version" line of ``torch.__config__.show()``), else the build's

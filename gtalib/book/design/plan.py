@@ -95,6 +95,17 @@ class Plan:
         """``(label, RunSpec)`` of ``refs`` (default :attr:`runs`), for the job's trainer."""
         return [(r.label, self.spec(r)) for r in (self.runs if refs is None else refs)]
 
+    def of_chapter(self, notebook: str) -> "Plan":
+        """The plan of one of this plan's chapters alone: the runs and the ladder it reads.
+
+        Raises:
+            KeyError: ``notebook`` is not one of :attr:`notebooks`.
+        """
+        if notebook not in self.notebooks:
+            raise KeyError(f"notebook {notebook!r} is not in this plan; its chapters: "
+                           f"{', '.join(self.notebooks)}")
+        return make_plan(self.preset, self.seeds, self.max_steps, (notebook,))
+
 
 def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
     """Resolve ``preset`` once (see :class:`Plan`); ``notebooks``: the chapters to execute

@@ -269,6 +269,46 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     return Choice(train, read, seconds, basis, wall, wall + rest, budget_s, workers)
 
 
+def train_deadline_s(choice: Choice) -> float | None:
+    """Seconds after the job's start by which its training must end so that the job stays
+    within :data:`BUDGET_FILL` of its budget: the filled budget minus the rest of the job
+    (:data:`REST_S`, scaled, as :func:`choose` counted it); ``None`` without a budget. The job
+    drops the tasks that the measured pace says would end later (:func:`late_tasks`), so a
+    prediction that was low for this machine costs runs read from records, not the budget."""
+    if choice.budget_s is None:
+        return None
+    return BUDGET_FILL * choice.budget_s - (choice.job_wall_s - choice.train_wall_s)
+
+
+def late_tasks(pending, cost, running_ends, workers: int, now: float, deadline: float,
+               pace: float = 1.0) -> list:
+    """The tasks of ``pending`` to drop: those that, started in order as workers free up,
+    would end after ``deadline``.
+
+    ``pending``: ``(key, optional)`` of the tasks not started, in the order the scheduler starts
+    them (longest first); only ``optional`` ones (every run recorded) are dropped, and a dropped
+    task leaves its worker free for the next. ``cost``: key → predicted seconds on one worker;
+    ``pace``: measured over predicted seconds of the runs finished so far, which scales every
+    prediction. ``running_ends``: predicted end times (scaled already) of the tasks running;
+    the other of the ``workers`` workers are free at ``now`` (all times in the same clock,
+    seconds).
+
+    Returns:
+        the keys to drop, in ``pending``'s order.
+    """
+    free = sorted(running_ends)[:workers] + [now] * max(0, workers - len(running_ends))
+    heapq.heapify(free)
+    late = []
+    for key, optional in pending:
+        start = max(now, free[0])
+        end = start + cost[key] * pace
+        if optional and end > deadline:
+            late.append(key)
+        else:
+            heapq.heapreplace(free, end)
+    return late
+
+
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 

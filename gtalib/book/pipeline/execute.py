@@ -6,11 +6,13 @@ outputs stored in them (step 3 of :mod:`gtalib.book.pipeline.job`). Reads ``note
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -20,6 +22,7 @@ from nbclient.exceptions import CellTimeoutError
 
 from gtalib.book.design.chapters import notebooks
 from gtalib.book.pipeline.paths import BOOK_DIR, NOTEBOOK_DIR, BookError
+from gtalib.training.machine import machine_label
 
 # ---------------------------------------------------------------------------------------------
 # 3. notebooks
@@ -153,15 +156,81 @@ def _running_cell(path: Path) -> str:
     return f"cell {started[-1]} ({first.strip()[:60]!r})"
 
 
+@dataclass(frozen=True)
+class NotebookRun:
+    """What executing one notebook gave (:func:`execute_notebooks`).
+
+    Attributes:
+        name: the notebook's stem.
+        status: ``"ok"``, ``"raised"`` (a cell raised) or ``"timed out"`` (a cell ran past the
+            limit).
+        seconds: wall time of its execution, kernel start and shutdown included (seconds).
+        cells, executed: code cells of the notebook (papermill's injected parameters aside) and
+            how many of them ran to the end.
+        started_utc: when its execution started (ISO 8601, UTC, to the second).
+        machine: the machine it ran on (:func:`gtalib.training.machine.machine_label`).
+        message: the one-line failure, or None.
+    """
+
+    name: str
+    status: str
+    seconds: float
+    cells: int
+    executed: int
+    started_utc: str
+    machine: str
+    message: str | None = None
+
+
+def _cell_counts(path: Path, stopped: bool = False) -> tuple[int, int]:
+    """(code cells, code cells that ran to their end without an error) of an executed copy,
+    injected parameters aside; with ``stopped`` (a timeout) the last cell started does not count,
+    whatever papermill marked it. (0, 0) when no copy was written."""
+    if not path.is_file():
+        return 0, 0
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"
+            and "injected-parameters" not in c.metadata.get("tags", [])]
+    ran = [c.metadata.get("papermill", {}).get("status") == "completed"
+           and not any(o.get("output_type") == "error" for o in c.get("outputs", []))
+           for c in code]
+    started = [i for i, c in enumerate(code) if c.metadata.get("papermill", {}).get("start_time")]
+    if stopped and started:
+        ran[started[-1]] = False
+    return len(code), sum(ran)
+
+
+def _execute(name: str, params: dict, out_dir: Path, timeout, notebook_dir) -> NotebookRun:
+    """:func:`execute_notebook`, its failure caught and described in one line."""
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    t0 = time.perf_counter()
+    status, message = "ok", None
+    try:
+        execute_notebook(name, params, out_dir, timeout, notebook_dir)
+    except NotebookTimeout as e:
+        status, message = "timed out", str(e)
+    except Exception as e:  # noqa: BLE001 - collected, the build fails at the end
+        last = (str(e).strip().splitlines() or [""])[-1]
+        status, message = "raised", f"notebook {name} raised {type(e).__name__}: {last}"
+    cells, executed = _cell_counts(Path(out_dir) / f"{name}.ipynb", status == "timed out")
+    return NotebookRun(name, status, time.perf_counter() - t0, cells, executed, started,
+                       machine_label(), message)
+
+
 def execute_notebooks(params: dict, names=None, out_dir: Path | None = None, jobs: int = 1,
                       log=print, timeout: float | None = None,
-                      notebook_dir: Path = NOTEBOOK_DIR) -> list[str]:
-    """Run the notebooks ``names`` (default: every notebook chapter) with papermill into ``out_dir`` (default ``book/generated``),
-    ``jobs`` at a time (each in its own kernel process), each cell under ``timeout`` seconds
-    (:func:`execute_notebook`).
+                      notebook_dir: Path = NOTEBOOK_DIR) -> list[NotebookRun]:
+    """Run the notebooks ``names`` (default: every notebook chapter) with papermill into
+    ``out_dir`` (default ``book/generated``), ``jobs`` at a time (each in its own kernel
+    process), each cell under ``timeout`` seconds (:func:`execute_notebook`), logging one line
+    per notebook as it ends.
 
     Returns:
-        messages of notebooks that raised (their executed copy, with the error, is still written).
+        one :class:`NotebookRun` per notebook, in the order of ``names``; a notebook that raised
+        or timed out has its ``message`` (its executed copy, with the error, is still written).
+
+    Raises:
+        KeyError: a name without a notebook in ``notebook_dir``.
     """
 
     names = notebooks() if names is None else tuple(names)
@@ -170,24 +239,14 @@ def execute_notebooks(params: dict, names=None, out_dir: Path | None = None, job
     for name in names:
         if not (Path(notebook_dir) / f"{name}.ipynb").exists():
             raise KeyError(f"no notebook {name!r}; known: {', '.join(notebooks())}")
-    failures = []
+    done = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
-        futures = {ex.submit(execute_notebook, n, params, out_dir, timeout, notebook_dir): n
-                   for n in names}
+        futures = [ex.submit(_execute, n, params, out_dir, timeout, notebook_dir) for n in names]
         for i, fut in enumerate(as_completed(futures), 1):
-            name = futures[fut]
-            try:
-                log(f"[{i}/{len(names)}] notebook {name}: {fut.result():.1f} s")
-            except NotebookTimeout as e:
-                msg = str(e)
-                failures.append(msg)
-                log(f"[{i}/{len(names)}] {msg}")
-            except Exception as e:  # noqa: BLE001 - collected, the build fails at the end
-                last = (str(e).strip().splitlines() or [""])[-1]
-                msg = f"notebook {name} raised {type(e).__name__}: {last}"
-                failures.append(msg)
-                log(f"[{i}/{len(names)}] {msg}")
-    return failures
+            run = fut.result()
+            done[run.name] = run
+            log(f"[{i}/{len(names)}] " + (run.message or f"notebook {run.name}: {run.seconds:.1f} s"))
+    return [done[n] for n in names]
 
 
 def notebook_errors(nb_dir: Path) -> list[str]:

@@ -253,8 +253,6 @@ def machine_paths(html_dir: Path, paths) -> list[str]:
 def build_machine_folders(run_dir: Path, book_dir: Path) -> list[Path]:
     """Folders whose paths must not appear in the book: the repository, the home and temporary
     folders, the run store, the book sources and the data cache."""
-
-
     return [REPO, Path.home(), Path(tempfile.gettempdir()), Path(run_dir),
             Path(book_dir).resolve(), default_data_dir()]
 
@@ -328,12 +326,20 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         with open_cluster(cluster, scheduler_file, jobs, batch, accelerator) as (client, where):
             specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
                                                    train_recorded, where, log, client)
+            deadline = budget.train_deadline_s(choice)
             problems += [f"run {m}" for m in train_all(
                 specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
-                seconds=seconds, client=client, where=where)]
+                seconds=seconds, client=client, where=where,
+                deadline=None if deadline is None else t_all + deadline,
+                optional={s.run_id for _, s in specs if records.find_record(s) is not None})]
+        trained = [s for _, s in specs if is_done(run_path(s, run_dir))]
         predicted = {"predicted_train_s": choice.train_wall_s,
                      "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
-                     "runs_trained": len(specs), "runs_read": len(choice.read)}
+                     "runs_trained": len(trained),
+                     # what the budget left to the records, and what the deadline then dropped
+                     "runs_read": len(choice.read) + sum(
+                         records.find_record(s) is not None for _, s in specs
+                         if not is_done(run_path(s, run_dir)))}
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
@@ -350,13 +356,15 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
     with _environment(GTALIB_RUN_DIR=str(run_dir)):
-        problems += execute_notebooks(params, plan.notebooks, nb_dir, jobs, log, cell_timeout)
+        executed = execute_notebooks(params, plan.notebooks, nb_dir, jobs, log, cell_timeout)
+    problems += [r.message for r in executed if r.message]
     problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
     times["notebooks_s"] = time.perf_counter() - t0
 
     summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times,
                **predicted}
-    write_chapter_snippets(summary, plan, run_dir, nb_dir)
+    write_chapter_snippets(summary, plan, run_dir, nb_dir, executed,
+                           {s.run_id for s in trained} if train else set())
     if html:
         t0 = time.perf_counter()
         write_toc(book_dir)
@@ -378,5 +386,3 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         raise BookError("the book has problems:\n  " + "\n  ".join(problems))
     return summary
 
-
-#: ``gtalib book --help`` text: plain text (the module docstring is RST, for Sphinx).

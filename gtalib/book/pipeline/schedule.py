@@ -25,11 +25,13 @@ reaches the store (runs write atomically).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import tempfile
 import time
 import uuid
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import dask
@@ -37,7 +39,8 @@ import torch
 from distributed import Client, LocalCluster, as_completed, get_worker
 from tqdm import tqdm
 
-from gtalib.book.pipeline.budget import groups, time_steps, training_flops
+from gtalib.book.pipeline.budget import groups, late_tasks, time_steps, training_flops
+from gtalib.book.pipeline.paths import BookError
 from gtalib.training import bundles, runs
 from gtalib.training.machine import MALLOC_TRIM, untrim_malloc
 from gtalib.training.runs import RunSpec
@@ -75,6 +78,12 @@ QUIET_WORKERS = {
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
 }
+
+
+class SchedulerLost(BookError):
+    """The client lost its Dask scheduler while runs were still to train: the runs that finished
+    are in the store, the others are trained by the same command run again."""
+
 
 def default_jobs() -> int:
     """Worker processes of the embedded cluster: the cores this process may use
@@ -184,7 +193,10 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
             gpus = {"resources": {"GPU": 1}, "env": {EMBEDDED_GPUS: ",".join(ids)}}
         # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
         # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
+        # worker-saturation 1.0: a worker holds only the task it trains, the rest wait on the
+        # scheduler, where the deadline can still cancel them (train_all's `deadline`)
         with dask.config.set({"distributed.worker.daemon": False,
+                              "distributed.scheduler.worker-saturation": 1.0,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
                               **QUIET_WORKERS}):
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
@@ -240,9 +252,6 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     finished runs are handed back as files. One dict per run: ``run_id``, ``seconds``,
     ``error`` (one line, or None), ``files`` (the bundle, or None when written in place),
     ``worker`` (host and pid)."""
-
-
-
     torch.set_num_threads(max(1, threads))
     untrim_malloc()
     if accelerator == "gpu" and os.environ.get(EMBEDDED_GPUS):
@@ -275,8 +284,8 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
 def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = None,
               accelerator: str = "auto", log=print, cluster: str | None = None,
               scheduler_file=None, batch: dict | None = None,
-              seconds: dict | None = None, client=None, where: str = "the given cluster"
-              ) -> list[str]:
+              seconds: dict | None = None, client=None, where: str = "the given cluster",
+              deadline: float | None = None, optional=frozenset()) -> list[str]:
     """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
     longest task first, with one progress bar weighted by each run's expected seconds (its ETA
     is the expected work left at the rate seen so far), a line when a worker starts a run and
@@ -297,6 +306,13 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             (:func:`gtalib.book.pipeline.budget.training_flops`), in units of 10^10.
         client, where: a client already open (:func:`open_cluster`) and what it is; the other
             cluster options are then ignored and the client is left open.
+        deadline, optional: a ``time.perf_counter()`` value by which training should end, and
+            the ids of the runs that may then be left untrained (they have records). At the
+            start and whenever a task ends, the tasks not yet on a worker whose every run is
+            ``optional`` and that would end after the deadline
+            (:func:`gtalib.book.pipeline.budget.late_tasks`: ``seconds`` scaled by the slowest
+            pace measured so far, never below 1) are cancelled, with one line saying how many
+            runs they hold. Needs ``seconds``.
 
     Returns:
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
@@ -332,16 +348,22 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
                                                              accelerator))
         try:
             return _train(client, where, tasks, cost, name, len(unique), run_dir, marker,
-                          threads, accelerator, log, cluster, seconds)
+                          threads, accelerator, log, cluster, seconds, deadline,
+                          {i for i, g in enumerate(tasks)
+                           if all(s.run_id in optional for s in g)})
         finally:
             (run_dir / marker).unlink(missing_ok=True)
 
 
 def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, accelerator, log,
-           cluster, seconds) -> list[str]:
-    """:func:`train_all`'s loop over the tasks on ``client``; returns the failure messages."""
+           cluster, seconds, deadline=None, optional=frozenset()) -> list[str]:
+    """:func:`train_all`'s loop over the tasks on ``client``; returns the failure messages.
+    ``optional``: indices of the tasks that may be dropped at the ``deadline``.
 
-
+    Raises:
+        SchedulerLost: the client lost its scheduler (Dask cancels every future at once then);
+            the message counts the runs in the store and those left.
+    """
     todo = [s for g in tasks for s in g]
     failures, futures = [], []
     try:
@@ -354,9 +376,14 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
             say(f"runs: {needed} needed, {needed - len(todo)} cached, {len(todo)} to "
                 f"train in {run_dir} on {where}"
                 + (f"; dashboard {dashboard}" if cluster and dashboard else ""))
-            client.subscribe_topic(START_TOPIC, lambda event: say(  # event: (time, message)
-                f"  worker {event[1].get('worker', '?')} ({event[1]['process']}) trains "
-                f"{event[1]['run_id']} {name.get(event[1]['run_id'], '')}"))
+            started = {}  # run id -> when its worker said it starts (perf_counter, here)
+
+            def on_start(event):  # event: (time, message); runs in the client's event thread
+                started.setdefault(event[1]["run_id"], time.perf_counter())
+                say(f"  worker {event[1].get('worker', '?')} ({event[1]['process']}) trains "
+                    f"{event[1]['run_id']} {name.get(event[1]['run_id'], '')}")
+
+            client.subscribe_topic(START_TOPIC, on_start)
             resources = {"GPU": 1} if accelerator == "gpu" else None
             # longest task first (priority), so the last to finish is a short one
             futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
@@ -364,11 +391,18 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                                      priority=len(tasks) - i,
                                      key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
                        for i, g in enumerate(tasks)]
+            pace = _Pace(client, tasks, futures, cost, started, optional, deadline, say)
+            if seconds:
+                pace.drop_late()
             done = 0
             for fut in as_completed(futures):
+                if fut.key in pace.dropped:
+                    continue
                 try:
                     rows = fut.result()
                 except Exception as e:  # noqa: BLE001 - the task itself was lost for good
+                    if _scheduler_gone(client, e):  # every future goes at once: say it once
+                        raise _scheduler_lost(client, where, todo, run_dir) from None
                     rows = [{"run_id": s.run_id, "error": f"{type(e).__name__}: {e}", "files": None,
                              "seconds": 0.0, "worker": "?"} for s in tasks[futures.index(fut)]]
                 for row in rows:
@@ -387,9 +421,102 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                         failures.append(f"{rid} {name[rid]}: {error}")
                     bar.update(cost[rid])
                     say(f"[{done}/{len(todo)}] {rid} {name[rid]}: {state}")
+                if seconds:
+                    pace.finished(fut, rows)
+                    pace.drop_late()
+    except SchedulerLost:
+        _quiet_closing(client)
+        raise
     except BaseException:
         client.cancel(futures)  # Ctrl-C: nothing keeps training on the cluster
         raise
     finally:
-        client.unsubscribe_topic(START_TOPIC)
+        if client.status == "running":
+            client.unsubscribe_topic(START_TOPIC)
     return failures
+
+
+class _Pace:
+    """The deadline of :func:`train_all`: the pace of the finished tasks, and the optional
+    tasks not yet started that it says would end too late, cancelled (:meth:`drop_late`)."""
+
+    def __init__(self, client, tasks, futures, cost, started, optional, deadline, say):
+        self.client, self.tasks, self.futures, self.cost = client, tasks, futures, cost
+        self.started, self.optional, self.deadline, self.say = started, optional, deadline, say
+        self.index = {f.key: i for i, f in enumerate(futures)}
+        self.ended, self.dropped = set(), set()
+        self.pace = 1.0
+
+    def task_cost(self, i: int) -> float:
+        return sum(self.cost[s.run_id] for s in self.tasks[i])
+
+    def finished(self, fut, rows) -> None:
+        """A task ended: its measured seconds over its prediction can only slow the pace."""
+        i = self.index[fut.key]
+        self.ended.add(i)
+        measured = sum(r.get("seconds") or 0.0 for r in rows if r["error"] is None)
+        if measured > 0 and len(rows) == len(self.tasks[i]):
+            # the slowest pace seen, never faster than predicted: the deadline errs on the safe
+            # side, as the budget does (a prediction is off by configuration, not uniformly)
+            self.pace = max(self.pace, measured / self.task_cost(i))
+
+    def drop_late(self) -> None:
+        """Cancel the optional tasks that neither run nor wait on a worker and would end after
+        the deadline (:func:`gtalib.book.pipeline.budget.late_tasks`)."""
+        if self.deadline is None:
+            return
+        now = time.perf_counter()
+        on_workers = {k for keys in self.client.processing().values() for k in keys}
+        running, pending = [], []
+        for i, fut in enumerate(self.futures):
+            if i in self.ended or fut.key in self.dropped:
+                continue
+            first = [self.started[s.run_id] for s in self.tasks[i] if s.run_id in self.started]
+            if first:
+                running.append(min(first) + self.task_cost(i) * self.pace)
+            else:  # waiting: on a worker already (then it starts next there), or queued
+                pending.append((i, i in self.optional and fut.key not in on_workers))
+        workers = max(1, len(self.client.nthreads()))
+        late = late_tasks(pending, {i: self.task_cost(i) for i, _ in pending}, running, workers,
+                          now, self.deadline, self.pace)
+        if not late:
+            return
+        self.client.cancel([self.futures[i] for i in late])
+        self.dropped |= {self.futures[i].key for i in late}
+        n = sum(len(self.tasks[i]) for i in late)
+        self.say(f"deadline: {n} run(s) of {len(late)} task(s) not started would end after the "
+                 f"budget at the pace measured so far (× {self.pace:.2f} of the prediction): "
+                 "read from their records instead")
+
+
+def _scheduler_gone(client, error: Exception) -> bool:
+    """Whether ``error``, raised by a future's result, means the client lost its scheduler
+    (Dask then cancels every future with the reason ``scheduler-connection-lost``)."""
+    return isinstance(error, CancelledError) and (
+        getattr(error, "reason", None) == "scheduler-connection-lost"
+        or client.status not in ("running", "newly-created"))
+
+
+def _scheduler_lost(client, where, todo, run_dir) -> SchedulerLost:
+    """The one error of a lost scheduler: which one, how many runs are kept, what to do."""
+    done = sum(runs.is_done(runs.run_path(s, run_dir)) for s in todo)
+    address = getattr(client.scheduler, "address", None) or where
+    return SchedulerLost(f"lost the Dask scheduler {address} after {done} of {len(todo)} runs "
+                         f"(kept in {run_dir}); run the same command again to train the other "
+                         f"{len(todo) - done}")
+
+
+def _quiet_closing(client) -> None:
+    """Close a client whose scheduler is gone without Dask's reconnection attempts and their log
+    lines: the caller reports the loss once (:class:`SchedulerLost`)."""
+    loggers = [logging.getLogger(f"distributed.{name}")
+               for name in ("client", "core", "comm", "batched", "utils")]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.suppress(Exception):
+            client.close(timeout=5)
+    finally:
+        for log, level in zip(loggers, levels):
+            log.setLevel(level)

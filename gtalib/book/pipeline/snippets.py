@@ -37,6 +37,7 @@ from gtalib.book.pipeline.paths import BOOK_DIR
 from gtalib.model.presets import PRESETS
 from gtalib.training import records
 from gtalib.training.config import train_config
+from gtalib.training.runs import is_done, run_path
 
 
 def _md_table(df) -> str:
@@ -55,8 +56,6 @@ def _md_table(df) -> str:
 def presets_markdown() -> str:
     """Markdown table of every preset's model sizes and training settings (from the code), one
     column per preset so that it fits the text column."""
-
-
     rows = {}
     for name, p in PRESETS.items():
         t = train_config(name)
@@ -278,9 +277,6 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
     with each seed's run id (shortened, full value in a tooltip) and the mean wall time and
     throughput. A run the store lacks is described by its recorded bundle's card (source
     ``recorded``), if the repository holds one."""
-
-
-
     def ver(pkg):
         try:
             return version(pkg)
@@ -340,11 +336,53 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
     return "\n".join(lines) + "\n\n" + _md_table(table) + "\n"
 
 
-def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None
-                           ) -> None:
+#: Where a chapter's run comes from in this build, the execution table's columns in order.
+RUN_SOURCES = ("trained in this build", "in the store before", "read from records", "missing")
+
+
+def run_source(spec, run_dir: Path, trained: set) -> str:
+    """Where the run of ``spec`` that a chapter read comes from (one of :data:`RUN_SOURCES`):
+    trained by this build (its id in ``trained``), already in the store ``run_dir``, read from
+    its recorded bundle (:func:`gtalib.training.records.find_record`), or missing."""
+    if spec.run_id in trained:
+        return RUN_SOURCES[0]
+    if is_done(run_path(spec, run_dir)):
+        return RUN_SOURCES[1]
+    return RUN_SOURCES[2] if records.find_record(spec) is not None else RUN_SOURCES[3]
+
+
+def execution_markdown(executed, plan: Plan, run_dir: Path, trained: set) -> str:
+    """The execution-status table of this build: one row per executed notebook
+    (:class:`gtalib.book.pipeline.execute.NotebookRun`) with its status, code cells run,
+    runtime (seconds), start (UTC) and machine, and how many of the runs it reads
+    (:meth:`Plan.of_chapter`, the scale ladder's included) came from each of
+    :data:`RUN_SOURCES`."""
+    rows = []
+    for run in executed:
+        chapter = plan.of_chapter(run.name)
+        read = {s.run_id: s for _, s in chapter.specs([*chapter.runs, *chapter.ladder_refs])}
+        sources = [run_source(s, run_dir, trained) for s in read.values()]
+        rows.append({"notebook": run.name, "status": run.status,
+                     "cells run": f"{run.executed} of {run.cells}",
+                     "runtime (s)": f"{run.seconds:.1f}",
+                     "started (UTC)": run.started_utc.replace("T", " ").removesuffix("Z"),
+                     **{k: sources.count(k) for k in RUN_SOURCES}})
+    if not rows:
+        return "No notebook was executed in this build.\n"
+    machines = sorted({r.machine for r in executed})
+    table = pd.DataFrame(rows).set_index("notebook")
+    return ("Every notebook of this build ran on " + and_join(machines) + ". The last four "
+            "columns count the runs each one reads, by where they came from.\n\n"
+            + _md_table(table) + "\n")
+
+
+def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None,
+                           executed=(), trained: set = frozenset()) -> None:
     """Write ``intro_chapters.md``, ``presets.md``, ``recipe.md``, ``statistics.md``,
     ``rule_comparison.md``, ``second_look.md``,
-    ``provenance.md`` and ``build_info.md`` into ``book/generated/`` (included by the methods and reproduction
+    ``provenance.md``, ``build_info.md`` and ``execution.md`` (``executed``: the job's
+    :class:`gtalib.book.pipeline.execute.NotebookRun` list; ``trained``: the ids of the runs it
+    trained) into ``book/generated/`` (included by the methods and reproduction
     chapters: numbers in their prose come from the configuration and this build)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -358,3 +396,4 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     (out_dir / "second_look.md").write_text(second_look_markdown(results))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
+    (out_dir / "execution.md").write_text(execution_markdown(executed, plan, run_dir, trained))

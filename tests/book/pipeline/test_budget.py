@@ -124,3 +124,32 @@ def test_the_job_prints_its_prediction(ci_specs):
     assert "0.300 s per step" in text and "recorded costs × 1.50" in text
     assert f"training {len(todo)} run(s)" in text and "budget: 60 min; 0 run(s)" in text
     assert not math.isnan(c.job_wall_s)
+
+
+def test_late_tasks_drops_the_optional_tasks_that_would_end_after_the_deadline():
+    cost = {"a": 10, "b": 10, "c": 10, "d": 1}
+    # two workers, one busy until t=5: a starts at 0 and ends at 10, b at 5 -> 15, c at 10 -> 20
+    # (past 18: dropped, its worker stays free), d at 10 -> 11
+    assert budget.late_tasks([("a", True), ("b", True), ("c", True), ("d", True)], cost,
+                             running_ends=[5.0], workers=2, now=0.0, deadline=18.0) == ["c"]
+    # a task that must be trained (not optional) is kept, and takes its worker's time
+    assert budget.late_tasks([("a", False), ("b", False), ("c", False), ("d", True)], cost,
+                             running_ends=[5.0], workers=2, now=0.0, deadline=18.0) == []
+    assert budget.late_tasks([("c", False), ("a", True), ("b", True)], cost, [5.0], 2, 0.0,
+                             18.0) == ["b"]  # c 0->10, a 5->15, b 10->20
+    # the pace scales every prediction: at x2, a ends at 20
+    assert budget.late_tasks([("a", True), ("d", True)], cost, [], 1, 0.0, 18.0, pace=2.0) == ["a"]
+    # a worker still busy past `now` is used from when it frees up, a free one from now
+    assert budget.late_tasks([("d", True)], cost, [30.0], 1, 0.0, 18.0) == ["d"]
+    assert budget.late_tasks([("d", True)], cost, [30.0], 2, 12.0, 18.0) == []
+
+
+def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci_specs):
+    _, todo = ci_specs
+    cal = budget.Calibration(1.5, 1.0, 1e9)  # this machine 1.5x the records
+    costs = _costs([(s, 100.0) for s in todo])
+    c = budget.choose(todo, {s.run_id: True for s in todo}, cal, costs, 2, budget_s=600)
+    assert budget.train_deadline_s(c) == pytest.approx(
+        budget.BUDGET_FILL * 600 - budget.REST_S * 1.5)
+    assert budget.train_deadline_s(budget.choose(todo, {s.run_id: True for s in todo}, cal, costs,
+                                                 2, None)) is None

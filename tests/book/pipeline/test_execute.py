@@ -44,11 +44,19 @@ def test_execute_notebooks_reports_the_timeout_and_goes_on(tmp_path):
     _notebook(src / "stuck.ipynb", "import time\ntime.sleep(60)")
     _notebook(src / "fine.ipynb", "print('ok')")
     lines = []
-    failures = notebooks.execute_notebooks({"preset": "ci"}, ("stuck", "fine"), tmp_path / "out",
-                                           log=lines.append, timeout=2, notebook_dir=src)
-    assert failures == ["notebook stuck: cell 0 ('import time') ran past the 2 s limit per cell "
-                        "and was stopped (raise it with gtalib book --cell-timeout)"]
+    stuck, fine = notebooks.execute_notebooks({"preset": "ci"}, ("stuck", "fine"),
+                                              tmp_path / "out", log=lines.append, timeout=2,
+                                              notebook_dir=src)
+    assert stuck.message == ("notebook stuck: cell 0 ('import time') ran past the 2 s limit per "
+                             "cell and was stopped (raise it with gtalib book --cell-timeout)")
+    assert (stuck.name, stuck.status, stuck.cells, stuck.executed) == ("stuck", "timed out", 1, 0)
+    assert (fine.name, fine.status, fine.cells, fine.executed, fine.message) == (
+        "fine", "ok", 1, 1, None)
+    assert 2 <= stuck.seconds and 0 < fine.seconds
     assert (tmp_path / "out" / "fine.ipynb").exists()
+    # one line per notebook as it ends ("[i/2] ..."), the stuck one with its failure
+    assert {ln.split("] ", 1)[1] for ln in lines} == {stuck.message,
+                                                     f"notebook fine: {fine.seconds:.1f} s"}
 
 
 def test_default_time_limit_comes_from_the_preset():
@@ -120,9 +128,9 @@ def test_concurrent_kernels_run_over_private_sockets_and_leave_nothing(tmp_path,
     for i, name in enumerate(names):
         _notebook(src / f"{name}.ipynb", "import time\ntime.sleep(0.3)", f"print({i} * 7)")
     before = set(Path(tempfile.gettempdir()).glob("gtalib-kernel-*"))
-    failures = notebooks.execute_notebooks({}, names, tmp_path / "out", jobs=3,
+    executed = notebooks.execute_notebooks({}, names, tmp_path / "out", jobs=3,
                                            log=lambda m: None, timeout=60, notebook_dir=src)
-    assert failures == []
+    assert [(r.name, r.status, r.executed) for r in executed] == [(n, "ok", 2) for n in names]
     for i, name in enumerate(names):
         nb = nbformat.read(tmp_path / "out" / f"{name}.ipynb", as_version=4)
         assert nb.cells[-1].outputs[0]["text"] == f"{i * 7}\n"

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -230,3 +231,29 @@ def test_importing_the_cli_leaves_ctrl_c_to_python():
     code = ("import signal, gtalib.cli; "
             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_deadline_cancels_the_optional_tasks_that_would_end_after_it(tmp_path):
+    """Three tasks of two runs on one worker. The first must be trained (no record) and is
+    predicted at 100 s a run, so the two optional ones queued behind it would end after a
+    deadline 60 s away: they are cancelled, one line says so, and nothing is reported failed."""
+    from gtalib.book.design.plan import make_plan
+    from gtalib.book.pipeline.budget import groups
+    from gtalib.training.runs import is_done, run_path
+
+    plan = make_plan("ci", 1)
+    tasks = groups([s for _, s in plan.specs()])[:3]
+    must, rest = tasks[0], [s for g in tasks[1:] for s in g]
+    seconds = {**{s.run_id: 100.0 for s in must}, **{s.run_id: 1.0 for s in rest}}
+    lines = []
+    failures = schedule.train_all([(s.model.variant, s) for g in tasks for s in g], tmp_path,
+                                  jobs=1, log=lines.append, seconds=seconds,
+                                  deadline=time.perf_counter() + 60,
+                                  optional={s.run_id for s in rest})
+    assert failures == []
+    assert all(is_done(run_path(s, tmp_path)) for s in must)
+    assert not any(is_done(run_path(s, tmp_path)) for s in rest)
+    [line] = [ln for ln in lines if ln.startswith("deadline: ")]
+    assert line.startswith(f"deadline: {len(rest)} run(s) of 2 task(s) not started would end "
+                           "after the budget")
+    assert not any(ln.startswith("[") and any(s.run_id in ln for s in rest) for ln in lines)

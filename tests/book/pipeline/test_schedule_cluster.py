@@ -1,10 +1,13 @@
 """The book's runs on a real Dask cluster on this machine: ``dask scheduler`` and two ``dask
 worker`` processes over TCP, each in its own working folder and training into its own scratch
 store (``GTALIB_SCRATCH_ONLY``: they hand every run back), one of them killed with SIGKILL while
-it trains. Every run finishes, and equals a run trained here cell for cell."""
+it trains. Every run finishes, and equals a run trained here cell for cell. Then the same
+through ``gtalib book`` with the scheduler itself killed mid-plan: one error line, exit status
+2, and the finished runs kept. And Ctrl-C on the embedded cluster."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -136,3 +139,66 @@ def test_ctrl_c_cancels_the_runs_and_leaves_nothing_half_written(tmp_path):
     assert states and {s.state for s in states} <= {"incomplete"}, states
     time.sleep(2.0)
     assert {p: p.stat().st_mtime_ns for p in store.rglob("*")} == before
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_is_one_error_and_the_finished_runs_are_kept(tmp_path):
+    """``gtalib book`` on a running cluster whose scheduler is killed (SIGKILL) after two runs
+    finished: exit status 2 and one line saying how many runs are kept and what to do, no
+    traceback, no run reported as failed, no notebook executed; the store holds exactly the
+    runs that line counts, each complete, and nothing half-written."""
+    from gtalib.training.runs import check_store
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    sched_file, store = tmp_path / "scheduler.json", tmp_path / "store"
+    log = open(tmp_path / "cluster.log", "w")
+    scheduler = _start(["scheduler", "--scheduler-file", str(sched_file), "--port", "0",
+                        "--dashboard-address", ":0"], tmp_path / "scheduler", env, log)
+    procs = [scheduler]
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists() and time.time() < deadline:
+            time.sleep(0.2)
+        worker = _start(["worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
+                             "--no-nanny", "--local-directory", str(tmp_path / "w0")],
+                            tmp_path / "w0", env, log)
+        procs.append(worker)
+        job = subprocess.Popen(
+            [str(Path(sys.executable).with_name("gtalib")), "book", "--preset", "ci", "--seeds",
+             "2", "--max-steps", "40", "--only", "init_ablation", "--no-html", "--budget", "none",
+             "--scheduler-file", str(sched_file), "--run-dir", str(store)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        procs.append(job)
+        out, finished = [], 0
+        for line in job.stdout:
+            out.append(line)
+            finished += line.startswith("[")
+            if finished == 2:
+                # the worker first, so that no run finishes after the scheduler is gone
+                worker.kill()
+                worker.wait(30)
+                scheduler.kill()
+                break
+        rest, err = job.communicate(timeout=120)
+        out.append(rest)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(30)
+        log.close()
+    out = "".join(out)
+    assert finished == 2, out + err
+    assert job.returncode == 2, out + err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    m = re.fullmatch(r"gtalib book: error: lost the Dask scheduler tcp://\S+ after (\d+) of (\d+) "
+                     r"runs \(kept in (.+)\); run the same command again to train the other (\d+)",
+                     lines[0])
+    assert m, lines[0]
+    kept, todo, where, left = int(m[1]), int(m[2]), m[3], int(m[4])
+    assert where == str(store) and kept + left == todo and kept >= 2
+    assert "Traceback" not in out and "FAILED" not in out and "notebook" not in out, out
+    states = check_store(store)
+    assert sum(s.state == "done" for s in states) == kept, states
+    assert {s.state for s in states} <= {"done", "incomplete"}, states
+    assert len([ln for ln in out.splitlines() if re.match(r"\[\d+/\d+\] ", ln)]) <= kept

@@ -132,3 +132,36 @@ def test_a_pipe_inside_a_cell_does_not_end_it():
     cells = re.split(r"(?<!\\)\|", row)[1:-1]
     assert len(cells) == len(re.split(r"(?<!\\)\|", header)[1:-1]) == 3
     assert cells[1].strip() == r"\|ΔL\| 0.033 ≤ spread 0.034"
+
+
+def test_execution_table_counts_each_chapters_runs_by_where_they_came_from(tmp_path, monkeypatch):
+    """One row per executed notebook: status, cells, runtime, start, and the runs it reads split
+    into trained here / in the store before / read from records / missing; the counts add up to
+    that chapter's own plan, counted here from make_plan of the chapter alone."""
+    import shutil
+
+    import synthetic
+
+    from gtalib.book.design import run_specs as specs
+    from gtalib.book.pipeline.execute import NotebookRun
+    from gtalib.training.runs import run_path
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    store = tmp_path / "runs"
+    synthetic.write_store(store, "ci", 2)
+    plan = make_plan("ci", 2, notebooks=["init_ablation", "kv_cache"])
+    init = [s for _, s in make_plan("ci", 2, notebooks=["init_ablation"]).specs()]
+    trained = {init[0].run_id, init[1].run_id}
+    shutil.rmtree(run_path(init[2], store))  # neither in the store nor recorded (ci): missing
+    executed = [NotebookRun("init_ablation", "ok", 12.34, 9, 9, "2026-12-03T16:00:00Z", "CPU X"),
+                NotebookRun("kv_cache", "raised", 1.0, 5, 2, "2026-12-03T16:00:05Z", "CPU X",
+                            "notebook kv_cache raised ValueError: bad")]
+    md = snippets.execution_markdown(executed, plan, store, trained)
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert rows[0] == ("| notebook | status | cells run | runtime (s) | started (UTC) | trained in "
+                       "this build | in the store before | read from records | missing |")
+    n = len({s.run_id for s in init})
+    assert rows[1] == (f"| init_ablation | ok | 9 of 9 | 12.3 | 2026-12-03 16:00:00 | 2 | {n - 3} "
+                       "| 0 | 1 |")
+    assert rows[2] == "| kv_cache | raised | 2 of 5 | 1.0 | 2026-12-03 16:00:05 | 0 | 0 | 0 | 0 |"
+    assert md.startswith("Every notebook of this build ran on CPU X.")
