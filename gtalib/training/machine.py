@@ -68,12 +68,13 @@ def cpu_info(cpuinfo="/proc/cpuinfo") -> dict:
     return found
 
 
-def machine_label(cpuinfo="/proc/cpuinfo") -> str:
+def machine_label(cpuinfo="/proc/cpuinfo", cpus: bool = True) -> str:
     """This machine in words, as pages and logs name it: ``"<model name>, family F, model M (N
-    logical CPUs)"`` (:func:`cpu_info`; ``?`` for a field the CPU does not report)."""
+    logical CPUs)"`` (:func:`cpu_info`; ``?`` for a field the CPU does not report), without the
+    count of logical CPUs when ``cpus`` is false."""
     cpu = cpu_info(cpuinfo)
-    return (f"{cpu['model_name']}, family {cpu['family'] or '?'}, model {cpu['model'] or '?'} "
-            f"({os.cpu_count()} logical CPUs)")
+    label = f"{cpu['model_name']}, family {cpu['family'] or '?'}, model {cpu['model'] or '?'}"
+    return label + (f" ({os.cpu_count()} logical CPUs)" if cpus else "")
 
 
 def blas() -> str:

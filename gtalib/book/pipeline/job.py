@@ -57,7 +57,7 @@ from gtalib.book.pipeline.schedule import (
 from gtalib.book.pipeline.snippets import write_chapter_snippets
 from gtalib.data.archives import default_data_dir
 from gtalib.training import record_costs, records, runs
-from gtalib.training.machine import cpu_info
+from gtalib.training.machine import machine_label
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
 
 MATHJAX_VERSION = "3.2.2"
@@ -110,9 +110,7 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
     choice = budget.choose(todo, recorded, cal, costs, workers,
                            None if train_recorded or budget_min is None else budget_min * 60)
-    cpu = cpu_info()
-    here = (f"this machine ({cpu['model_name']}, family {cpu['family'] or '?'}, model "
-            f"{cpu['model'] or '?'})")
+    here = f"this machine ({machine_label(cpus=False)})"
     where = here if where is None or where.startswith("embedded") else (
         f"{where}, workers as fast as measured" if measured
         else f"{where}, workers assumed as fast as {here}")
@@ -327,19 +325,19 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
                                                    train_recorded, where, log, client)
             deadline = budget.train_deadline_s(choice)
+            # the runs the deadline may leave to their records
+            optional = {s.run_id for _, s in specs if records.find_record(s) is not None}
             problems += [f"run {m}" for m in train_all(
                 specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
                 seconds=seconds, client=client, where=where,
-                deadline=None if deadline is None else t_all + deadline,
-                optional={s.run_id for _, s in specs if records.find_record(s) is not None})]
+                deadline=None if deadline is None else t_all + deadline, optional=optional)]
         trained = [s for _, s in specs if is_done(run_path(s, run_dir))]
+        dropped = sum(s.run_id in optional and not is_done(run_path(s, run_dir)) for _, s in specs)
         predicted = {"predicted_train_s": choice.train_wall_s,
                      "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
                      "runs_trained": len(trained),
                      # what the budget left to the records, and what the deadline then dropped
-                     "runs_read": len(choice.read) + sum(
-                         records.find_record(s) is not None for _, s in specs
-                         if not is_done(run_path(s, run_dir)))}
+                     "runs_read": len(choice.read) + dropped}
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
