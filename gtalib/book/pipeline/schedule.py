@@ -308,7 +308,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             cluster options are then ignored and the client is left open.
         deadline, optional: a ``time.perf_counter()`` value by which training should end, and
             the ids of the runs that may then be left untrained (they have records). At the
-            start and whenever a task ends, the tasks not yet on a worker whose every run is
+            start and whenever a task ends, the tasks not yet started whose every run is
             ``optional`` and that would end after the deadline
             (:func:`gtalib.book.pipeline.budget.late_tasks`: ``seconds`` scaled by the slowest
             pace measured so far, never below 1) are cancelled, with one line saying how many
@@ -466,7 +466,6 @@ class _Pace:
         if self.deadline is None:
             return
         now = time.perf_counter()
-        on_workers = {k for keys in self.client.processing().values() for k in keys}
         running, pending = [], []
         for i, fut in enumerate(self.futures):
             if i in self.ended or fut.key in self.dropped:
@@ -474,8 +473,13 @@ class _Pace:
             first = [self.started[s.run_id] for s in self.tasks[i] if s.run_id in self.started]
             if first:
                 running.append(min(first) + self.task_cost(i) * self.pace)
-            else:  # waiting: on a worker already (then it starts next there), or queued
-                pending.append((i, i in self.optional and fut.key not in on_workers))
+            else:
+                # not started, whether queued on the scheduler or already handed to a worker:
+                # Dask hands the first tasks of a small graph to the workers at once (they are
+                # not "root-ish"), so where a task waits says nothing of when it starts. One
+                # cancelled in the instant it starts, before its start event arrives, trains
+                # to the end and is ignored here.
+                pending.append((i, i in self.optional))
         workers = max(1, len(self.client.nthreads()))
         late = late_tasks(pending, {i: self.task_cost(i) for i, _ in pending}, running, workers,
                           now, self.deadline, self.pace)
