@@ -16,7 +16,8 @@ fixture; :func:`pytest_terminal_summary` prints those lines at the end of the ru
 ``-q``), so the output says which outcome the check had on this machine (bit-identical, within
 the cross-machine envelope, or mismatch; :mod:`gtalib.training.records`). The tests that use a
 real Slurm or a real browser report, with ``real_parts_report``, what they ran on or why they
-were skipped.
+were skipped. Under pytest-xdist (``scripts/test.sh`` runs two workers) each worker has its own
+private stores and hands its lines to the controller at the end.
 
 So that every test file passes when run alone on a fresh clone (no corpus built yet), the
 session then builds the default byte corpus (about 5 s, fetching its pinned archives) into the
@@ -84,6 +85,22 @@ def real_parts_report(request):
     browser): what they ran on, or why they were skipped, printed at the end of the run (also
     under ``-q``), so that CI's output says whether they ran."""
     return request.config.stash[_REAL_PARTS].append
+
+
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, a worker hands its reported lines to the controller, which prints
+    them (:func:`pytest_testnodedown`)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["gtalib_reports"] = {"record": session.config.stash[_RECORD_CHECKS],
+                                 "real": session.config.stash[_REAL_PARTS]}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, called on the controller
+def pytest_testnodedown(node, error):
+    reports = getattr(node, "workeroutput", {}).get("gtalib_reports", {})
+    node.config.stash[_RECORD_CHECKS] += reports.get("record", [])
+    node.config.stash[_REAL_PARTS] += reports.get("real", [])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -12,6 +12,7 @@ module             what
 ``decode_speed``   the decode-speed page's figure and tables
 ``claims``         the claims table (one aggregation rule for every claim) and its page
 ``figure_tests``   each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
+``prose``          the numbers the pages' prose states, glued in from the data (myst-nb)
 =================  ============================================================================
 
 May import: ``gtalib.book.design``, ``gtalib.book.analysis``, ``gtalib.training``,

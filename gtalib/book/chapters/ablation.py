@@ -69,7 +69,7 @@ from gtalib.book.analysis.style import (
 )
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.names import display_name
-from gtalib.book.design.plan import make_plan
+from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of
 from gtalib.model.presets import PRESETS
@@ -107,11 +107,12 @@ class AblationResult:
         return self.collected.runs
 
 
-def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, max_steps=None,
-                    train: bool = False, smoothing=None, confidence: float = 0.95,
-                    curve_column: str = "train_loss", final_column: str = "val_loss"
-                    ) -> AblationResult:
-    """Collect the runs of ablation ``key`` and compute its curves, band and final table.
+def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
+                    smoothing=None, confidence: float = 0.95, curve_column: str = "train_loss",
+                    final_column: str = "val_loss") -> AblationResult:
+    """Collect the runs of ablation ``key`` under ``plan`` (its preset, seed count and length
+    override, :func:`gtalib.book.design.plan.make_plan`) and compute its curves, band and final
+    table; ``variants``: a subset of the figure's (default: those it shows at the preset).
 
     Curves use ``curve_column`` (default the training loss: paired runs see the same batch at
     every step, so its per-step ΔL is dense and the batch difficulty cancels), smoothed per seed
@@ -122,8 +123,10 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
     """
 
     fig = ablation(key)
-    refs = figure_runs(key, preset, seeds, variants, max_steps)
-    col = collect_runs(refs, make_plan(preset, seeds, max_steps), run_dir, train=train)
+    preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
+    refs = (plan.figure_refs[key] if variants is None
+            else figure_runs(key, preset, seeds, variants, max_steps))
+    col = collect_runs(refs, plan, run_dir, train=train)
     ok, bad = complete_variants(col)
     runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
     if smoothing is None:
@@ -143,12 +146,10 @@ def ablation_result(key: str, preset: str, seeds: int, run_dir, variants=None, m
                           final, curve_column, final_column, tuple(counts), counts, looks)
 
 
-def ablation_results(preset: str, seeds: int, run_dir, max_steps=None,
-                     confidence: float = 0.95) -> dict:
-    """Every ablation figure's result (:func:`ablation_result`, key → result), computed once
-    for the pages that read them all (the claims page's two tables)."""
-    return {key: ablation_result(key, preset, seeds, run_dir, max_steps=max_steps,
-                                 confidence=confidence) for key in ABLATIONS}
+def ablation_results(plan: Plan, run_dir, confidence: float = 0.95) -> dict:
+    """Every ablation figure's result under ``plan`` (:func:`ablation_result`, key → result),
+    computed once for the pages that read them all (the claims page's two tables)."""
+    return {key: ablation_result(key, plan, run_dir, confidence=confidence) for key in ABLATIONS}
 
 
 def final_delta_table(

@@ -31,6 +31,7 @@ from gtalib.book.chapters.main_results import (
 from gtalib.book.design.figures import ABLATIONS, rankings
 from gtalib.book.design.figures import claims as paper_claims
 from gtalib.book.design.names import display_name
+from gtalib.book.design.plan import Plan
 from gtalib.kernels import decode_model as dm
 from gtalib.model.attention import build_attention
 from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
@@ -230,9 +231,11 @@ def _decode_claim() -> tuple[str, str]:
     return ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)"
 
 
-def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: float = 0.95,
-                 results=None) -> pd.DataFrame:
-    """Every claim of :func:`gtalib.book.design.figures.claims` with the paper's value, ours and a verdict.
+def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None) -> pd.DataFrame:
+    """Every claim of :func:`gtalib.book.design.figures.claims` with the paper's value, ours and a
+    verdict, under ``plan`` (:func:`gtalib.book.design.plan.make_plan`); ``results``: ablation key
+    → its result (:func:`gtalib.book.chapters.ablation.ablation_results`), computed here if
+    ``None``.
 
     Ablation claims aggregate the per-variant verdicts of their figure by
     :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
@@ -253,13 +256,12 @@ def claims_table(preset: str, seeds: int, run_dir, max_steps=None, confidence: f
                 "fresh-layers": "fresh layers (no training)"}.get(c.source, "")
         if c.source in ABLATIONS:
             r = (results[c.source] if results else
-                 ablation_result(c.source, preset, seeds, run_dir, max_steps=max_steps,
-                                 confidence=confidence))
+                 ablation_result(c.source, plan, run_dir, confidence=confidence))
             ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
             if r.incomplete:
                 ours += f" (incomplete: {', '.join(display_name(x) for x in r.incomplete)})"
         elif c.source == "main":
-            m = main_result(preset, seeds, run_dir, max_steps, confidence=confidence)
+            m = main_result(plan, run_dir, confidence=confidence)
             if m.ppl.empty:
                 ours, v = "no complete runs", "not measured"
             else:

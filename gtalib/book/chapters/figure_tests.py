@@ -34,6 +34,7 @@ from gtalib.book.analysis.style import table_style
 from gtalib.book.chapters.ablation import ablation_results
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.names import display_name
+from gtalib.book.design.plan import Plan
 
 COLUMNS = ["figure", "variants", "pairs", "pooled ΔL", "interval", "τ²", "I²", "p by look",
            "verdict", "variants' verdicts", "one run shows it"]
@@ -102,17 +103,18 @@ def figure_test(result, confidence: float = 0.95) -> dict:
     return out
 
 
-def figure_tests_table(preset: str, seeds: int, run_dir, max_steps=None,
-                       confidence: float = 0.95, results=None) -> pd.DataFrame:
+def figure_tests_table(plan: Plan, run_dir, confidence: float = 0.95,
+                       results=None) -> pd.DataFrame:
     """One row per ablation figure: its pooled ΔL at the last look with interval, τ² and I², the
     p-value at each look, the figure-level verdict, the per-variant verdict counts (with the
     first look's beside them) and how many variants a single run shows (|ΔL| above one arm's
     seed sd).
 
     Args:
+        plan: the book's plan (:func:`gtalib.book.design.plan.make_plan`).
         results: ablation key → its result (:func:`ablation_result`), computed here if ``None``.
     """
-    results = results or ablation_results(preset, seeds, run_dir, max_steps, confidence)
+    results = results or ablation_results(plan, run_dir, confidence)
     rows = []
     for key, r in results.items():
         t = figure_test(r, confidence)

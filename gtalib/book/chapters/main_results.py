@@ -30,7 +30,7 @@ from gtalib.book.analysis.stats import delta_stats
 from gtalib.book.analysis.style import plural, set_style, style_best, table_style
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MLRA4_GATED_AVG_PPL
-from gtalib.book.design.plan import make_plan
+from gtalib.book.design.plan import Plan
 from gtalib.book.design.seeds import LOOKS, seeds_of
 
 
@@ -130,15 +130,15 @@ class MainResult:
     entropy: pd.DataFrame
 
 
-def main_result(preset: str, seeds: int, run_dir, max_steps=None, train: bool = False,
-                confidence: float = 0.95) -> MainResult:
+def main_result(plan: Plan, run_dir, train: bool = False, confidence: float = 0.95) -> MainResult:
     """Final validation perplexity/loss per held-out source of every main-table configuration
-    whose runs are all complete, and their distance to the corpus's unigram entropy."""
+    under ``plan`` (:func:`gtalib.book.design.plan.make_plan`) whose runs are all complete, and
+    their distance to the corpus's unigram entropy."""
     from gtalib.book.analysis.curves import (
         corpus_entropy,  # at call time: a test kernel replaces it
     )
 
-    plan = make_plan(preset, seeds, max_steps)
+    preset = plan.preset
     col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train)
     runs = complete_runs(col)
     if len(runs):

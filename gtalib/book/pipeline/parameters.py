@@ -24,11 +24,13 @@ import html
 import math
 import os
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 
 import yaml
 
 from gtalib.book.design.figures import figure_variants
+from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
 from gtalib.book.pipeline.paths import REPO
 from gtalib.model.presets import PRESETS
@@ -184,6 +186,12 @@ class NotebookParams:
     confidence: float = 0.95
     remeasure_decode: bool = False
     given: tuple = ()
+
+    @cached_property
+    def plan(self) -> Plan:
+        """The book's plan at these parameters (:func:`gtalib.book.design.plan.make_plan`),
+        resolved once per page and handed to its chapter functions."""
+        return make_plan(self.preset, self.seeds, self.max_steps)
 
     def shown(self) -> dict:
         """The parameters this notebook was given, as a reader should see them."""

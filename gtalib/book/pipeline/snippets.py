@@ -391,7 +391,7 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     (out_dir / "recipe.md").write_text(recipe_markdown())
     (out_dir / "statistics.md").write_text(statistics_markdown(
         summary["seeds"], preset=summary["preset"], max_steps=summary["max_steps"]))
-    results = ablation_results(summary["preset"], summary["seeds"], run_dir, summary["max_steps"])
+    results = ablation_results(plan, run_dir)
     (out_dir / "rule_comparison.md").write_text(rule_comparison_markdown(results))
     (out_dir / "second_look.md").write_text(second_look_markdown(results))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))

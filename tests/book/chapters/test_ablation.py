@@ -19,6 +19,7 @@ from gtalib.book.chapters import ablation as A
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
+from gtalib.book.design.plan import make_plan
 
 # --- ΔL ----------------------------------------------------------------------------------------
 
@@ -79,7 +80,7 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
-    r = A.ablation_result("init", "ci", 2, tmp_path)
+    r = A.ablation_result("init", make_plan("ci", 2), tmp_path)
     # 20 logged steps -> no smoothing; curves from the training loss at every step
     assert r.smoothing == 1 and r.curves["step"].nunique() == 20
     # synthetic alternative arm = recommended + EFFECT["init"] at every step and seed
@@ -89,7 +90,7 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     # delete one run: its variant leaves the figure entirely and is named as incomplete
     missing = r.collected.status.query("variant == 'mla' and arm == 'alt' and seed == 1")
     shutil.rmtree(tmp_path / missing["run_id"].iloc[0])
-    r2 = A.ablation_result("init", "ci", 2, tmp_path)
+    r2 = A.ablation_result("init", make_plan("ci", 2), tmp_path)
     assert r2.complete == ["gqa"] and r2.incomplete == ["mla"]
     assert set(r2.curves["variant"]) == {"gqa"} and list(r2.final.index) == ["gqa"]
     assert r2.collected.incomplete["state"].tolist() == ["missing"]
@@ -97,7 +98,7 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     cut = r.collected.status.query("variant == 'gqa' and arm == 'rec' and seed == 0")
     metrics = tmp_path / cut["run_id"].iloc[0] / "metrics.csv"
     metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:11]))  # steps 1-10
-    r3 = A.ablation_result("init", "ci", 2, tmp_path)
+    r3 = A.ablation_result("init", make_plan("ci", 2), tmp_path)
     assert r3.complete == [] and sorted(r3.incomplete) == ["gqa", "mla"]
     failed = r3.collected.incomplete.query("state == 'corrupt'")
     assert len(failed) == 1 and "truncated" in failed["detail"].iloc[0]
@@ -115,12 +116,12 @@ def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, m
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds=2, max_steps=20)
-    status = A.ablation_result("init", "ci", 2, tmp_path).collected.status
+    status = A.ablation_result("init", make_plan("ci", 2), tmp_path).collected.status
     rid = status.query("variant == 'mla' and arm == 'alt' and seed == 1")["run_id"].iloc[0]
     cells = pd.read_csv(tmp_path / rid / "metrics.csv", dtype=str, keep_default_na=False)
     cells.loc[row - 1, "train_loss"] = text
     cells.to_csv(tmp_path / rid / "metrics.csv", index=False)
-    r = A.ablation_result("init", "ci", 2, tmp_path)
+    r = A.ablation_result("init", make_plan("ci", 2), tmp_path)
     assert r.complete == ["gqa"] and r.incomplete == ["mla"]  # gqa still plots
     assert set(r.curves["variant"]) == {"gqa"}
     bad = r.collected.incomplete
@@ -177,7 +178,7 @@ def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch)
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 1)  # GQA and MLA only: MLRA-4 stays missing
-    r = A.ablation_result("gate", "ci", 1, tmp_path, variants="mlra-4,gqa")
+    r = A.ablation_result("gate", make_plan("ci", 1), tmp_path, variants="mlra-4,gqa")
     assert r.variants == ("mlra-4", "gqa")
     assert (r.complete, r.incomplete) == (["gqa"], ["mlra-4"])
     fig = A.plot_ablation(r)
@@ -202,7 +203,7 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", seeds)
-    r = A.ablation_result("init", "ci", seeds, tmp_path)
+    r = A.ablation_result("init", make_plan("ci", seeds), tmp_path)
     curves = r.curves.copy()
     curves["delta"] += curves["seed"].map({0: 0.0, 1: 0.03, 2: -0.02})  # a seed-to-seed spread
     r = replace(r, curves=curves, band=seed_band(curves))
@@ -241,7 +242,7 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for the gate's 4
-    r = A.ablation_result("gate", "ci", 3, tmp_path)
+    r = A.ablation_result("gate", make_plan("ci", 3), tmp_path)
     assert r.seed_counts == {"gqa": 4, "mla": 4}
     assert r.final.loc["gqa", "seeds"] == r.final.loc["mla", "seeds"] == 4
     assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 4, "mla": 4}

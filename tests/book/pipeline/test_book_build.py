@@ -178,3 +178,30 @@ def test_pages_carry_no_machine_paths_and_show_their_parameters(built):
     page = (html / "generated" / "gating_ablation.html").read_text()
     assert "Parameters of this page" in page and "injected-parameters" not in page
     assert "<th>train</th><td><code>False</code>" in page
+
+
+def test_the_prose_numbers_are_pasted_from_the_data(built):
+    """The glued facts (gtalib.book.chapters.prose) reach the built pages as text, none is left
+    as a raw role, and the hidden glue cell shows nothing."""
+    import html as html_lib
+    import re
+
+    from gtalib.book.chapters import prose
+
+    dst, _ = built
+    html = dst / "_build" / "html" / "generated"
+    facts = prose.facts()
+
+    def text(stem):
+        page = (html / f"{stem}.html").read_text()
+        # Sphinx's smart quotes make the prose's apostrophes typographic
+        return html_lib.unescape(re.sub(r"<[^>]+>", "", page)).replace("’", "'")
+
+    gating = " ".join(text("gating_ablation").split())
+    assert f"(average perplexity {facts['gate_mlra-4_rec_ppl']})" in gating
+    assert (f"train {facts['gate_steps']} steps ({facts['gate_tokens']} tokens per run), "
+            f"{facts['gate_factor']} times the other ablation pages' {facts['steps']}.") in gating
+    init = " ".join(text("init_ablation").split())
+    assert f"(final perplexity {facts['init_tpa_alt_ppl']} → {facts['init_tpa_rec_ppl']})" in init
+    for stem in registry.notebooks():
+        assert "glue:md" not in text(stem) and "glue_prose" not in text(stem), stem

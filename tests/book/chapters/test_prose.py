@@ -1,0 +1,98 @@
+"""The chapters' prose states its numbers through glue (gtalib.book.chapters.prose): every name a
+page pastes exists, every fact is pasted somewhere, the facts follow the data they are read from,
+and no page types a number the data holds."""
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gtalib.book.chapters import prose
+from gtalib.book.design import chapters as registry
+from gtalib.book.design import figures
+from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MLRA4_GATED_AVG_PPL
+
+REPO = Path(__file__).resolve().parents[3]
+GLUE = re.compile(r"\{glue:md\}`([^`]+)`")
+
+
+def _markdown(stem: str) -> str:
+    nb = json.loads((REPO / "notebooks" / f"{stem}.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def _code(stem: str) -> str:
+    nb = json.loads((REPO / "notebooks" / f"{stem}.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_every_pasted_name_is_a_fact_and_every_fact_is_pasted():
+    """Every fact of prose.facts() is pasted by some page, except those each figure's spec brings
+    (figure_facts: a page pastes the ones it quotes)."""
+    facts = prose.facts()
+    used = {}
+    for stem in registry.notebooks():
+        names = set(GLUE.findall(_markdown(stem)))
+        assert names <= set(facts), f"{stem} pastes unknown facts {sorted(names - set(facts))}"
+        if names:  # a page that pastes must glue (the build fails on a missing key anyway)
+            assert "prose.glue_prose()" in _code(stem), stem
+        for n in names:
+            used.setdefault(n, stem)
+    unused = set(facts) - set(used) - set(prose.figure_facts())
+    assert not unused, f"facts no page pastes: {sorted(unused)}"
+
+
+def test_no_page_types_a_paper_perplexity_or_a_training_length():
+    """The values the data holds appear in the prose only through glue."""
+    values = {f"{v:.3f}" for a in figures.ABLATIONS.values() for pair in a.paper_ppl.values()
+              for v in pair}
+    values |= {f"{v:.3f}" for v in PAPER_MAIN_PPL.to_numpy().ravel()}
+    values.add(f"{PAPER_MLRA4_GATED_AVG_PPL:.3f}")
+    steps = dict(figures.ablation("gate").train["cpu"])["max_steps"]
+    lengths = [rf"\b{steps:,}\s+steps", rf"\b{steps}\s+steps", r"\b250\s+steps"]
+    for stem in registry.notebooks():
+        text = GLUE.sub("", _markdown(stem))
+        typed = sorted(v for v in values if v in text)
+        assert not typed, f"{stem} types paper values {typed}"
+        for pattern in lengths:
+            assert not re.search(pattern, text), f"{stem} types a length ({pattern})"
+
+
+def test_the_facts_follow_the_data(monkeypatch):
+    """Changed data, changed words: the gate figure's own length at cpu (tokens = steps × the cpu
+    batch of 16 sequences × 128 tokens) and the init figure's paper perplexities."""
+    gate, init = figures.ablation("gate"), figures.ablation("init")
+    ppl = dict(init.paper_ppl, tpa=(15.5, 14.25))
+    monkeypatch.setitem(figures.ABLATIONS, "gate",
+                        dataclasses.replace(gate, train={"cpu": (("max_steps", 2000),)}))
+    monkeypatch.setitem(figures.ABLATIONS, "init", dataclasses.replace(init, paper_ppl=ppl))
+    facts = prose.facts()
+    assert facts["gate_steps"] == "2,000"
+    assert facts["gate_tokens"] == f"{2000 * 16 * 128 / 1e6:.2f} M" == "4.10 M"
+    assert facts["gate_factor"] == "eight"  # 2,000 / the cpu preset's 250
+    assert (facts["init_tpa_alt_ppl"], facts["init_tpa_rec_ppl"]) == ("15.500", "14.250")
+    assert facts["init_steps"] == "250"  # no override: the cpu preset's length
+
+
+def test_the_facts_as_the_book_states_them():
+    """The values themselves, against the paper (docs/paper_values.md) and the cpu presets."""
+    facts = prose.facts()
+    assert (facts["init_tpa_alt_ppl"], facts["init_tpa_rec_ppl"]) == ("14.478", "13.985")
+    assert (facts["latent_scale_mlra-2_alt_ppl"], facts["latent_scale_mlra-2_rec_ppl"]) == (
+        "13.808", "13.804")
+    assert facts["gate_mlra-4_rec_ppl"] == f"{PAPER_MLRA4_GATED_AVG_PPL:.3f}" == "13.621"
+    assert (facts["gate_steps"], facts["gate_tokens"], facts["gate_factor"]) == (
+        "1,000", "2.05 M", "four")
+    assert (facts["paper_params"], facts["paper_layers"], facts["paper_tokens"]) == (
+        "2.9 B", "24", "100 B")
+    assert (facts["paper_heads"], facts["paper_heads_doubled"]) == ("24", "48")
+    assert facts["ladder_token_lengths"] == "250, 1,000 and 2,000"
+    assert facts["ladder_token_tokens"] == "0.51, 2.05 and 4.10"
+    assert facts["looks"] == "5 and then 10"
+
+
+@pytest.mark.parametrize("factor, words", [(4, "four"), (4.0, "four"), (2.5, "2.5"), (12, "12")])
+def test_factors_are_written_as_the_prose_writes_them(factor, words):
+    assert prose._times(factor) == words
