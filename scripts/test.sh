@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-.venv/bin/python -m pytest -q -x "$@"
+# two pytest-xdist workers, each test file on one (its module fixtures, such as the built ci
+# book, are then made once); GTALIB_TEST_WORKERS=0 runs in this process alone
+.venv/bin/python -m pytest -q -x -n "${GTALIB_TEST_WORKERS:-2}" --dist loadfile "$@"

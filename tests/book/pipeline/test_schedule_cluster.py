@@ -62,7 +62,9 @@ def test_ci_book_runs_on_a_scheduler_and_two_workers_one_killed(tmp_path):
                     killed.append(pid_of[busy[0]])
                 time.sleep(0.1)
 
-        plan = make_plan("ci", 2)
+        # the initialisation figure's 8 runs (2 variants × 2 arms × 2 seeds), as in test_slurm:
+        # four a worker, so one is killed inside a run with runs still to come
+        plan = make_plan("ci", 2, None, ("init_ablation",))
         specs = plan.specs(list(plan.runs))
         store, lines = tmp_path / "store", []
         killer = threading.Thread(target=kill_one_while_it_trains, daemon=True)
