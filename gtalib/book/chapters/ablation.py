@@ -21,8 +21,13 @@ some of the paper's colours are close (GQA teal, MLA blue).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import pickle
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -73,6 +78,7 @@ from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of
 from gtalib.model.presets import PRESETS
+from gtalib.training.runs import resolve_run_dir
 
 # ---------------------------------------------------------------------------------------------
 # The ablation result: curves, band and the final-ΔL table
@@ -107,12 +113,33 @@ class AblationResult:
         return self.collected.runs
 
 
+#: Set by the book job for its own steps and its kernels: a folder private to one build where
+#: each figure's result is kept once computed (:func:`ablation_result`), so that the figure's
+#: page, the claims page and the generated methods snippets read one computation. The job fills
+#: it before it executes the pages and removes it at the end.
+ENV_SHARED_RESULTS = "GTALIB_BOOK_RESULTS"
+
+
+def _shared_file(key: str, plan: Plan, run_dir, confidence: float) -> Path | None:
+    """Where the build keeps the result of ``key`` read at the page defaults (all the figure's
+    variants, no training, default smoothing and columns), or ``None`` outside a build."""
+    folder = os.environ.get(ENV_SHARED_RESULTS)
+    if not folder:
+        return None
+    ident = repr((key, plan.preset, plan.seeds, plan.max_steps, str(resolve_run_dir(run_dir)),
+                  float(confidence)))
+    return Path(folder) / f"{key}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pkl"
+
+
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
                     smoothing=None, confidence: float = 0.95, curve_column: str = "train_loss",
                     final_column: str = "val_loss") -> AblationResult:
     """Collect the runs of ablation ``key`` under ``plan`` (its preset, seed count and length
     override, :func:`gtalib.book.design.plan.make_plan`) and compute its curves, band and final
     table; ``variants``: a subset of the figure's (default: those it shows at the preset).
+
+    Within a book build (:data:`ENV_SHARED_RESULTS` set), a result read at the page defaults is
+    computed once and then loaded by every page and snippet that asks for it again.
 
     Curves use ``curve_column`` (default the training loss: paired runs see the same batch at
     every step, so its per-step ΔL is dense and the batch difficulty cancels), smoothed per seed
@@ -122,6 +149,12 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     for the band and verdict conventions.
     """
 
+    defaults = (variants is None and not train and smoothing is None
+                and (curve_column, final_column) == ("train_loss", "val_loss"))
+    shared = _shared_file(key, plan, run_dir, confidence) if defaults else None
+    if shared is not None and shared.exists():
+        with shared.open("rb") as f:
+            return pickle.load(f)
     fig = ablation(key)
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
     refs = (plan.figure_refs[key] if variants is None
@@ -142,8 +175,13 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
                                 for v in final.index]
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
-    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column, tuple(counts), counts, looks)
+    result = AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves,
+                            band, final, curve_column, final_column, tuple(counts), counts, looks)
+    if shared is not None:  # atomically: a page executed meanwhile reads it whole or not at all
+        with tempfile.NamedTemporaryFile("wb", dir=shared.parent, delete=False) as f:
+            pickle.dump(result, f)
+        os.replace(f.name, shared)
+    return result
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95) -> dict:

@@ -10,9 +10,12 @@
    fit, whole ΔL pairs at a time, and trains the rest on a Dask cluster
    (:mod:`gtalib.book.pipeline.schedule`), printing which worker trains which run and an ETA;
    ``--train-recorded`` trains every run, the scale ladder's too, whatever the budget;
-3. executes every notebook of ``notebooks/`` with papermill at the preset (parameters injected,
-   training off: a run that is still missing is reported on its page), writing the executed
-   copies to ``book/generated/``;
+3. computes each ablation figure's result once, into a folder private to the build
+   (:data:`gtalib.book.chapters.ablation.ENV_SHARED_RESULTS`), then executes every notebook of
+   ``notebooks/`` with papermill at the preset (parameters injected, training off: a run that
+   is still missing is reported on its page), writing the executed copies to
+   ``book/generated/``; the figure pages, the claims page and the generated snippets of the
+   methods chapter read those results;
 4. installs MathJax 3 from npm into ``.cache/mathjax`` (once) so that math renders offline;
 5. builds the HTML with Jupyter Book 1.x (execution off, ``-W -n --keep-going``) into
    ``book/_build/html`` and fails if a notebook raised, Sphinx warned, or any rendered page
@@ -36,6 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gtalib.book.chapters.ablation import ENV_SHARED_RESULTS, ablation_results
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.seeds import DEFAULT_SEEDS
@@ -353,16 +357,20 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     params = notebook_parameters(preset, seeds, None, max_steps)
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
-    with _environment(GTALIB_RUN_DIR=str(run_dir)):
+    with tempfile.TemporaryDirectory(prefix="gtalib-results-") as shared, _environment(
+            GTALIB_RUN_DIR=str(run_dir), **{ENV_SHARED_RESULTS: shared}):
+        # each figure's result once, before the pages that read it (its own, the claims page)
+        # run side by side; the snippets below read the same
+        ablation_results(plan, run_dir)
         executed = execute_notebooks(params, plan.notebooks, nb_dir, jobs, log, cell_timeout)
-    problems += [r.message for r in executed if r.message]
-    problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
-    times["notebooks_s"] = time.perf_counter() - t0
+        problems += [r.message for r in executed if r.message]
+        problems += [f"error output in {e}" for e in notebook_errors(nb_dir)]
+        times["notebooks_s"] = time.perf_counter() - t0
 
-    summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs, **times,
-               **predicted}
-    write_chapter_snippets(summary, plan, run_dir, nb_dir, executed,
-                           {s.run_id for s in trained} if train else set())
+        summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs,
+                   **times, **predicted}
+        write_chapter_snippets(summary, plan, run_dir, nb_dir, executed,
+                               {s.run_id for s in trained} if train else set())
     if html:
         t0 = time.perf_counter()
         write_toc(book_dir)

@@ -104,6 +104,34 @@ def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
     assert len(failed) == 1 and "truncated" in failed["detail"].iloc[0]
 
 
+def test_within_a_build_each_figure_result_is_computed_once(tmp_path, monkeypatch):
+    """With the build's folder set (ENV_SHARED_RESULTS), the first call at the page defaults
+    collects the runs and keeps the result; the next (the claims page's, the snippets') loads
+    it without collecting; a call with other options, or with another plan, computes its own;
+    outside a build nothing is kept."""
+    import synthetic
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path / "store", "ci", seeds=2, max_steps=20)
+    collected = []
+    real = A.collect_runs
+    monkeypatch.setattr(A, "collect_runs", lambda refs, *a, **k: collected.append(len(refs))
+                        or real(refs, *a, **k))
+    plan, store = make_plan("ci", 2), tmp_path / "store"
+    A.ablation_result("init", plan, store)  # outside a build: kept nowhere
+    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
+    (tmp_path / "shared").mkdir()
+    first = A.ablation_result("init", plan, store)
+    again = A.ablation_result("init", make_plan("ci", 2), store)  # a page's own plan, same
+    assert collected == [8, 8]  # the second call of the build collected nothing
+    assert again.final.equals(first.final) and again.curves.equals(first.curves)
+    assert len(list((tmp_path / "shared").glob("init-*.pkl"))) == 1
+    A.ablation_result("init", plan, store, smoothing=3)  # other options: computed, not kept
+    A.ablation_result("init", make_plan("ci", 1), store)  # another seed count: its own
+    assert collected == [8, 8, 8, 4]
+    assert len(list((tmp_path / "shared").glob("init-*.pkl"))) == 2
+
+
 @pytest.mark.parametrize("row, text, needle", [
     (7, "5.6x", "'5.6x' is not a number"), (3, "", "empty cell"), (20, "inf", "not a finite number")])
 def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, monkeypatch, row,

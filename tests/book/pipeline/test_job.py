@@ -248,6 +248,39 @@ def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch):
     assert len(init) == 8  # 2 variants x 2 arms x 2 seeds
 
 
+def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monkeypatch):
+    """Before the pages run, the job computes each ablation figure's result once into a folder
+    private to the build, named to the kernels by ENV_SHARED_RESULTS; the snippets read the same
+    (nothing collects runs after the pages); the folder is gone after the build."""
+    import os
+
+    import synthetic
+
+    from gtalib.book.chapters import ablation
+    from gtalib.book.design import run_specs as specs
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
+    seen = {}
+
+    def pages(*a, **k):
+        folder = os.environ[ablation.ENV_SHARED_RESULTS]
+        seen["folder"], seen["files"] = folder, sorted(p.name.split("-")[0]
+                                                        for p in Path(folder).iterdir())
+        return []
+
+    monkeypatch.setattr(book, "execute_notebooks", pages)
+    collected = []
+    real = ablation.collect_runs
+    monkeypatch.setattr(ablation, "collect_runs", lambda *a, **k: collected.append(1)
+                        or real(*a, **k))
+    book.build_book("ci", 2, run_dir=tmp_path / "store", train=False, html=False,
+                    book_dir=tmp_path / "book", log=lambda _: None)
+    assert seen["files"] == sorted(ablation.ABLATIONS)  # one result per figure, before the pages
+    assert len(collected) == len(ablation.ABLATIONS)  # and the snippets computed none again
+    assert not Path(seen["folder"]).exists() and ablation.ENV_SHARED_RESULTS not in os.environ
+
+
 def test_pages_say_which_runs_are_recorded():
     """An ablation or main-results page names the recorded configurations and where they were
     recorded; a page whose runs all share one source is not given a list."""
