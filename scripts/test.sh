@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # two pytest-xdist workers, each test file on one (its module fixtures, such as the built ci
 # book, are then made once); GTALIB_TEST_WORKERS=0 runs in this process alone
-.venv/bin/python -m pytest -q -x -n "${GTALIB_TEST_WORKERS:-2}" --dist loadfile "$@"
+workers=${GTALIB_TEST_WORKERS:-2}
+dist=()
+if [ "$workers" != 0 ]; then dist=(-n "$workers" --dist loadfile); fi
+.venv/bin/python -m pytest -q -x "${dist[@]}" "$@"

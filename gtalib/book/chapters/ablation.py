@@ -124,7 +124,7 @@ def _shared_file(key: str, plan: Plan, run_dir, confidence: float) -> Path | Non
     """Where the build keeps the result of ``key`` read at the page defaults (all the figure's
     variants, no training, default smoothing and columns), or ``None`` outside a build."""
     folder = os.environ.get(ENV_SHARED_RESULTS)
-    if not folder:
+    if not folder or not Path(folder).is_dir():  # a variable left over from a build that ended
         return None
     ident = repr((key, plan.preset, plan.seeds, plan.max_steps, str(resolve_run_dir(run_dir)),
                   float(confidence)))

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import dask
 import torch
-from distributed import Client, LocalCluster, as_completed, get_worker
+from distributed import Client, Event, LocalCluster, as_completed, get_worker
 from tqdm import tqdm
 
 from gtalib.book.pipeline.budget import groups, late_tasks, time_steps, training_flops
@@ -58,6 +58,11 @@ SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
 
 #: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
 START_TOPIC = "gtalib-run-start"
+
+
+def _drop_event(key: str) -> str:
+    """The name of the Dask event by which the deadline tells task ``key`` not to start."""
+    return f"{key}-dropped"
 
 #: Environment variable of the embedded cluster's GPU workers: the GPUs, comma-separated, that
 #: its workers share out, one each (worker ``i`` of the ``LocalCluster`` trains on the ``i``-th).
@@ -193,8 +198,8 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
             gpus = {"resources": {"GPU": 1}, "env": {EMBEDDED_GPUS: ",".join(ids)}}
         # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
         # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
-        # worker-saturation 1.0: a worker holds only the task it trains, the rest wait on the
-        # scheduler, where the deadline can still cancel them (train_all's `deadline`)
+        # worker-saturation 1.0: the many tasks of a large plan wait on the scheduler rather
+        # than queued on a worker, so the longest-first priority holds as workers free up
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.worker-saturation": 1.0,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
@@ -260,6 +265,11 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
                                                         get_worker().name)
     # a worker started with GTALIB_SCRATCH_ONLY=1 never writes the client's store, even where
     # it could see it (a read-only share; the tests' stand-in for another machine)
+    with contextlib.suppress(ValueError):  # ValueError: not on a Dask worker (a direct call)
+        # the deadline cancels tasks whose start it has not yet heard of, and Dask cannot stop
+        # one that already runs: a task dropped before it got here trains nothing
+        if Event(_drop_event(get_worker().get_current_task())).is_set():
+            return []
     shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
     store = Path(run_dir) if shared else Path(tempfile.mkdtemp(prefix="gtalib-scratch-"))
     out = []
@@ -461,8 +471,9 @@ class _Pace:
             self.pace = max(self.pace, measured / self.task_cost(i))
 
     def drop_late(self) -> None:
-        """Cancel the optional tasks that neither run nor wait on a worker and would end after
-        the deadline (:func:`gtalib.book.pipeline.budget.late_tasks`)."""
+        """Cancel the optional tasks not started (no start event yet) that would end after the
+        deadline (:func:`gtalib.book.pipeline.budget.late_tasks`), setting each one's drop event
+        first."""
         if self.deadline is None:
             return
         now = time.perf_counter()
@@ -476,15 +487,18 @@ class _Pace:
             else:
                 # not started, whether queued on the scheduler or already handed to a worker:
                 # Dask hands the first tasks of a small graph to the workers at once (they are
-                # not "root-ish"), so where a task waits says nothing of when it starts. One
-                # cancelled in the instant it starts, before its start event arrives, trains
-                # to the end and is ignored here.
+                # not "root-ish"), so where a task waits says nothing of when it starts. A task
+                # that is starting as it is dropped reads its drop event first and trains
+                # nothing (_train_group); only one past that check, whose start event is not
+                # yet here, trains to the end, ignored.
                 pending.append((i, i in self.optional))
         workers = max(1, len(self.client.nthreads()))
         late = late_tasks(pending, {i: self.task_cost(i) for i, _ in pending}, running, workers,
                           now, self.deadline, self.pace)
         if not late:
             return
+        for i in late:  # first the event, which a task that is just starting reads
+            Event(_drop_event(self.futures[i].key), client=self.client).set()
         self.client.cancel([self.futures[i] for i in late])
         self.dropped |= {self.futures[i].key for i in late}
         n = sum(len(self.tasks[i]) for i in late)

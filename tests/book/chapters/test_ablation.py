@@ -132,6 +132,29 @@ def test_within_a_build_each_figure_result_is_computed_once(tmp_path, monkeypatc
     assert len(list((tmp_path / "shared").glob("init-*.pkl"))) == 2
 
 
+def test_a_page_finds_the_result_its_build_kept(tmp_path, monkeypatch):
+    """The job keeps a result under its own plan (maybe of a few chapters, ``--only``) and the
+    resolved store; a page asks with its own full plan and ``run_dir=None`` (the store from
+    $GTALIB_RUN_DIR, which the job sets): the same file. Another store, confidence or seed
+    count is another file; a folder that is gone means no build."""
+    from gtalib.book.pipeline.parameters import notebook_params
+
+    store = tmp_path / "store"
+    monkeypatch.setenv("GTALIB_RUN_DIR", str(store))
+    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
+    (tmp_path / "shared").mkdir()
+    job = A._shared_file("gate", make_plan("ci", 2, None, ("init_ablation",)), store, 0.95)
+    page = A._shared_file("gate", notebook_params("gate", preset="ci", seeds=2).plan, None, 0.95)
+    assert job == page and job.parent == tmp_path / "shared"
+    others = {A._shared_file("gate", make_plan("ci", 2), tmp_path / "other", 0.95),
+              A._shared_file("gate", make_plan("ci", 2), store, 0.9),
+              A._shared_file("gate", make_plan("ci", 3), store, 0.95),
+              A._shared_file("init", make_plan("ci", 2), store, 0.95)}
+    assert job not in others and len(others) == 4
+    (tmp_path / "shared").rmdir()
+    assert A._shared_file("gate", make_plan("ci", 2), store, 0.95) is None
+
+
 @pytest.mark.parametrize("row, text, needle", [
     (7, "5.6x", "'5.6x' is not a number"), (3, "", "empty cell"), (20, "inf", "not a finite number")])
 def test_corrupt_cell_is_named_on_the_page_and_other_runs_still_plot(tmp_path, monkeypatch, row,

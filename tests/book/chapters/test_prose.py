@@ -51,7 +51,8 @@ def test_no_page_types_a_paper_perplexity_or_a_training_length():
     values |= {f"{v:.3f}" for v in PAPER_MAIN_PPL.to_numpy().ravel()}
     values.add(f"{PAPER_MLRA4_GATED_AVG_PPL:.3f}")
     steps = dict(figures.ablation("gate").train["cpu"])["max_steps"]
-    lengths = [rf"\b{steps:,}\s+steps", rf"\b{steps}\s+steps", r"\b250\s+steps"]
+    lengths = [rf"\b{steps:,}\s+steps", rf"\b{steps}\s+steps", r"\b250\s+steps",
+               r"\b(32|64|128) wide\b", r"d_model (128|256)\b"]  # the widths the data holds
     for stem in registry.notebooks():
         text = GLUE.sub("", _markdown(stem))
         typed = sorted(v for v in values if v in text)

@@ -264,3 +264,23 @@ def test_the_deadline_cancels_the_optional_tasks_that_would_end_after_it(tmp_pat
     assert line.startswith(f"deadline: {len(rest)} run(s) of 2 task(s) not started would end "
                            "after the budget")
     assert not any(ln.startswith("[") and any(s.run_id in ln for s in rest) for ln in lines)
+
+
+def test_a_task_dropped_before_it_starts_trains_nothing(tmp_path):
+    """The deadline sets a task's drop event before it cancels it, and a task that is starting
+    as it is dropped reads the event first and trains nothing (Dask cannot stop a running
+    task)."""
+    from distributed import Client, Event
+
+    from gtalib.book.design.plan import make_plan
+    from gtalib.training.runs import is_done, run_path
+
+    plan = make_plan("ci", 1)
+    (_, spec), = plan.specs(list(plan.runs)[:1])
+    with Client(processes=False, n_workers=1, threads_per_worker=1,
+                dashboard_address=":0") as client:
+        key = "gtalib-test-dropped-task"
+        Event(schedule._drop_event(key), client=client).set()
+        rows = client.submit(schedule._train_group, [spec.to_dict()], str(tmp_path), "none",
+                             1, "cpu", key=key, pure=False).result()
+    assert rows == [] and not is_done(run_path(spec, tmp_path))

@@ -32,7 +32,7 @@ def _start(args, cwd, env, log):
 
 
 @pytest.mark.slow
-def test_ci_book_runs_on_a_scheduler_and_two_workers_one_killed(tmp_path):
+def test_the_init_runs_train_on_a_scheduler_and_two_workers_one_killed(tmp_path):
     from distributed import Client
 
     env = {**os.environ, SCRATCH_ONLY: "1", "OMP_NUM_THREADS": "1"}
