@@ -40,6 +40,13 @@ def _names(variants) -> str:
     return and_join([display_name(v) for v in variants])
 
 
+def _millions_of_tokens(steps: int, preset: str = PRESET) -> str:
+    """Tokens of a run of ``steps`` optimiser steps at ``preset`` (batch × sequence length per
+    step), in millions: ``"2.05"``."""
+    train = train_config(preset)
+    return f"{steps * train.batch_size * train.seq_len / 1e6:.2f}"
+
+
 def figure_facts(preset: str = PRESET) -> dict[str, str]:
     """The facts every ablation figure brings with its spec (:data:`ABLATIONS`), so a new figure's
     page can paste them without an entry here: ``<key>_steps`` and ``<key>_tokens`` (its runs'
@@ -52,7 +59,7 @@ def figure_facts(preset: str = PRESET) -> dict[str, str]:
     for key, fig in ABLATIONS.items():
         steps = dict(fig.train.get(preset, ())).get("max_steps", train.max_steps)
         out[f"{key}_steps"] = f"{steps:,}"
-        out[f"{key}_tokens"] = f"{steps * train.batch_size * train.seq_len / 1e6:.2f} M"
+        out[f"{key}_tokens"] = f"{_millions_of_tokens(steps, preset)} M"
         for variant, (alt, rec) in fig.paper_ppl.items():
             out[f"{key}_{variant}_alt_ppl"] = f"{alt:.3f}"
             out[f"{key}_{variant}_rec_ppl"] = f"{rec:.3f}"
@@ -70,7 +77,6 @@ def facts() -> dict[str, str]:
     """
     paper, cpu = PRESETS["paper"], PRESETS[PRESET]
     train = train_config(PRESET)
-    per_step = train.batch_size * train.seq_len  # tokens per optimiser step
     lad = ladder(PRESET)
     wide_d, wide_heads, wide_hd = lad.widths[-1]  # (d_model, n_head, head_dim)
     lengths = [lad.base_steps * f for f in lad.token_factors]
@@ -98,7 +104,7 @@ def facts() -> dict[str, str]:
         "ladder_token_variants": _names(lad.token_variants),
         "ladder_token_depth": f"{lad.token_depth}",
         "ladder_token_lengths": and_join([f"{n:,}" for n in lengths]),
-        "ladder_token_tokens": and_join([f"{n * per_step / 1e6:.2f}" for n in lengths]),
+        "ladder_token_tokens": and_join([_millions_of_tokens(n) for n in lengths]),
         "ladder_token_first": f"{lengths[0]:,}",
         "ladder_token_last": f"{lengths[-1]:,}",
         "ladder_width_variants": _names(lad.width_variants),
