@@ -67,13 +67,13 @@ def markdown() -> str:
     median = dict(zip(costs["key"], costs["core_s_median"]))
     # a width-axis run without a record: the recorded run of the same variant at the preset's
     # width × the FLOPs ratio (gtalib.book.chapters.ladder_width.width_cost)
-    wider = {(r.d_model, r.variant): r.core_s for r in width.width_cost("cpu", costs).itertuples()}
+    cpu = make_plan("cpu", 3)
+    wider = {(r.d_model, r.variant): r.core_s for r in width.width_cost(cpu, costs).itertuples()}
 
     def recorded(spec) -> float:
         key = record_costs.config_key(spec)
         return median[key] if key in median else wider[(spec.model.d_model, spec.model.variant)]
 
-    cpu = make_plan("cpu", 3)
     book = _specs(cpu, cpu.runs)
     everything = _specs(cpu, list(cpu.runs) + list(ladder_runs("cpu")))
     missing = [s.describe() for s in everything if record_costs.config_key(s) not in median

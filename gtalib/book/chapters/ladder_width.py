@@ -56,7 +56,7 @@ from gtalib.book.design import ladder as ladders
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs
 from gtalib.book.design.names import canonical_options, config_label, display_name
-from gtalib.book.design.plan import make_plan
+from gtalib.book.design.plan import Plan
 from gtalib.book.design.seeds import seeds_of
 from gtalib.model.params import count_params
 from gtalib.model.presets import PRESETS, model_config
@@ -255,16 +255,18 @@ class WidthGap:
     length_runs: list = field(default_factory=list)
 
 
-def width_refs(preset: str, seeds: int | None = None) -> list[tuple[str, object, object]]:
-    """``(axis, point, RunRef)`` of every run the width section reads: the width axis
-    (:func:`gtalib.book.design.ladder.ladder_runs` ``part="width"``; point ``d_model``) and the length
-    axis (point: steps, :func:`length_refs`). ``seeds=None``: each source its own count.
+def width_refs(plan: Plan, seeds: int | None = None) -> list[tuple[str, object, object]]:
+    """``(axis, point, RunRef)`` of every run the width section reads at ``plan``'s preset: the
+    width axis (:func:`gtalib.book.design.ladder.ladder_runs` ``part="width"``; point
+    ``d_model``) and the length axis (point: steps, :func:`length_refs`). ``seeds=None``: each
+    source its own count.
 
     Raises:
-        KeyError: no ladder at ``preset``.
+        KeyError: no ladder at the plan's preset.
     """
+    preset = plan.preset
     out = [("width", ref_width(r, preset)[0], r) for r in ladder_runs(preset, seeds, "width")]
-    return out + [("steps", steps, r) for steps, r, _ in length_refs(preset, seeds)]
+    return out + [("steps", steps, r) for steps, r, _ in length_refs(plan, seeds)]
 
 
 #: Where a length point's runs come from (:func:`length_refs`), in the order that breaks a tie
@@ -273,31 +275,34 @@ def width_refs(preset: str, seeds: int | None = None) -> list[tuple[str, object,
 _SOURCE_ORDER = ("width", "main", *ABLATIONS, "ladder")
 
 
-def length_refs(preset: str, seeds: int | None = None) -> list[tuple[int, object, str]]:
+def length_refs(plan: Plan, seeds: int | None = None) -> list[tuple[int, object, str]]:
     """``(steps, RunRef, source)`` of every run of the length axis, in length, variant and
     seed order: the width axis' variants at the main results' configuration (zero init, no
     gate, latent scale on, 1× heads), the ladder's token depth and the preset's width, at each
     length of the ladder's token axis (``base_steps`` × ``token_factors``). At ``base_steps``
     they are the width axis' runs (source ``"width"``), so that point is the width table's
-    first; at a longer length, every run of that configuration and length the book plans: the
+    first; at a longer length, every run of that configuration and length the book plans at the
+    preset's own lengths (``plan``'s :meth:`~gtalib.book.design.plan.Plan.own_design`, so a
+    book-wide ``max_steps`` override changes no source): the
     main table's (``"main"``), an ablation page's arm that is this configuration (its key: at
     ``cpu``'s 1,000 steps the gating page's runs without the gate) and the ladder's gate runs
     without the gate (``"ladder"``); a run two of them plan (same specification, same run id)
     is read once, from the source that plans the most seeds of that variant at that length
     (then the first in :data:`_SOURCE_ORDER`). A variant has the seeds its sources
-    plan: ``seeds=None``: each source its own count (:func:`gtalib.book.design.plan.make_plan` at the
-    book's smallest count, 1, which every plan of the book holds); else seeds ``0..seeds-1``.
+    plan: ``seeds=None``: each source its own count (the own design at the book's smallest
+    count, 1, which every plan of the book holds); else seeds ``0..seeds-1``.
 
     Raises:
-        KeyError: no ladder at ``preset``.
+        KeyError: no ladder at the plan's preset.
     """
 
+    preset = plan.preset
     lad = ladder(preset)
     lengths = [lad.base_steps * f for f in lad.token_factors]
     default_steps, depth = train_config(preset).max_steps, PRESETS[preset]["n_layer"]
-    plan = make_plan(preset, seeds or 1)
     found = [("width", r) for r in ladder_runs(preset, seeds, "width")]
-    found += [(key, r) for key, refs in plan.figure_refs.items() for r in refs]
+    found += [(key, r) for key, refs in plan.own_design(seeds or 1).figure_refs.items()
+              for r in refs]
     found += [("ladder", r) for r in ladder_runs(preset, seeds, "gate")]
     on_axis = []
     for source, r in found:
@@ -336,10 +341,12 @@ def ref_width(ref, preset: str) -> tuple[int, int, int]:
     return tuple(opts.get(k, PRESETS[preset][k]) for k in WIDTH_FIELDS)
 
 
-def width_gap(preset: str, seeds: int | None = None, run_dir=None, train: bool = False,
+def width_gap(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = False,
               confidence: float = 0.95, record_dir=None) -> WidthGap:
-    """Collect the width section's runs (:func:`width_refs`: local store, else recorded runs,
-    else trained if ``train``) and compute the named variant's gap at each width and each
+    """Collect the width section's runs at ``plan``'s preset (:func:`width_refs`: local store,
+    else recorded runs, else trained if ``train``; resolved under
+    :meth:`~gtalib.book.design.plan.Plan.own_design`, the lengths they were recorded at) and
+    compute the named variant's gap at each width and each
     training length, and the sentences. A preset without a ladder or without a width axis gives
     a result with empty tables and a ``note`` (the main-results page shows every preset).
 
@@ -349,6 +356,7 @@ def width_gap(preset: str, seeds: int | None = None, run_dir=None, train: bool =
 
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    preset = plan.preset
     lad = ladders.LADDERS.get(preset)
     if lad is None or not lad.width_variants:
         empty = pd.DataFrame(columns=POINT_COLUMNS)
@@ -357,9 +365,9 @@ def width_gap(preset: str, seeds: int | None = None, run_dir=None, train: bool =
                         note=f"The `{preset}` preset has no width axis (the scale ladder's "
                              f"presets with one: "
                              f"{', '.join(k for k, v in ladders.LADDERS.items() if v.widths)}).")
-    refs = width_refs(preset, seeds)
+    refs = width_refs(plan, seeds)
     unique = list(dict.fromkeys(r for _, _, r in refs))
-    collected = collect_runs(unique, make_plan(preset, 1), run_dir, train=train,
+    collected = collect_runs(unique, plan.own_design(), run_dir, train=train,
                              record_dir=record_dir)
     finals = _final_losses(collected)
     tables = {}
@@ -377,7 +385,7 @@ def width_gap(preset: str, seeds: int | None = None, run_dir=None, train: bool =
                     tables["width"][1], tables["steps"][0], tables["steps"][1],
                     tables["width"][2], tables["steps"][2], width_params(preset),
                     width_seeds=seeds_of("ladder_width", preset) if seeds is None else seeds,
-                    length_runs=length_refs(preset, seeds))
+                    length_runs=length_refs(plan, seeds))
 
 
 def _key(ref, steps: int) -> tuple:
@@ -401,8 +409,9 @@ def _final_losses(collected: Collected) -> dict:
 # Cost per width (the parameter matching per width: gtalib.book.chapters.scale_ladder.width_params)
 # ---------------------------------------------------------------------------------------------
 
-def width_cost(preset: str, costs=None) -> pd.DataFrame:
-    """Estimated core-seconds of every width-axis run beyond the preset's width, from the
+def width_cost(plan: Plan, costs=None) -> pd.DataFrame:
+    """Estimated core-seconds of every width-axis run of ``plan``'s preset beyond the preset's
+    width (their specs under :meth:`~gtalib.book.design.plan.Plan.own_design`), from the
     recorded run of the same variant at the preset's width scaled by the ratio of training FLOPs
     ``6 · parameters · tokens`` (rule and source: module docstring).
 
@@ -414,13 +423,14 @@ def width_cost(preset: str, costs=None) -> pd.DataFrame:
         base_core_s`` (median recorded core-seconds per run at the preset's width; NaN when
         unrecorded), ``core_s`` (the estimate per run) and ``seeds``.
     Raises:
-        KeyError: no ladder at ``preset``. FileNotFoundError: the corpus is not built (the run
-        specs' data identity).
+        KeyError: no ladder at the plan's preset. FileNotFoundError: the corpus is not built
+        (the run specs' data identity).
     """
 
     costs = record_costs.cost_table() if costs is None else costs
     median = dict(zip(costs["key"], costs["core_s_median"]))
-    plan, lad = make_plan(preset, 1), ladder(preset)
+    preset, lad = plan.preset, ladder(plan.preset)
+    plan = plan.own_design()
     refs = ladder_runs(preset, 1, "width")
     base = {r.variant: plan.spec(r) for r in refs if ref_width(r, preset) == lad.widths[0]}
     rows = []

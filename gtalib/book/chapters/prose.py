@@ -20,7 +20,12 @@ from gtalib.book.analysis.stats import MAX_PAIRS
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.ladder import ladder
 from gtalib.book.design.names import and_join, display_name
-from gtalib.book.design.paper import PAPER_ABLATION_TOKENS_B, PAPER_MAIN_TOKENS_B, PAPER_PARAMS_B
+from gtalib.book.design.paper import (
+    PAPER_ABLATION_TOKENS_B,
+    PAPER_MAIN_TOKENS_B,
+    PAPER_MATCHED_PARAMS_B,
+    PAPER_PARAMS_B,
+)
 from gtalib.book.design.seeds import LOOKS
 from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
@@ -85,6 +90,7 @@ def facts() -> dict[str, str]:
         **figure_facts(),
         # the paper's models (docs/paper_values.md)
         "paper_params": f"{PAPER_PARAMS_B:g} B",
+        "paper_matched_params": f"{PAPER_MATCHED_PARAMS_B:g} B",
         "paper_layers": f"{paper['n_layer']}",
         "paper_tokens": f"{PAPER_ABLATION_TOKENS_B:g} B",
         "paper_main_tokens": f"{PAPER_MAIN_TOKENS_B:g} B",

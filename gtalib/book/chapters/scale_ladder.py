@@ -50,7 +50,7 @@ from gtalib.book.analysis.style import (
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs
 from gtalib.book.design.names import VARIANT_COLORS, config_label, display_name
-from gtalib.book.design.plan import make_plan
+from gtalib.book.design.plan import Plan
 from gtalib.book.design.seeds import FIXED, seeds_of
 from gtalib.model.params import count_params
 from gtalib.model.presets import PRESETS, model_config
@@ -166,24 +166,28 @@ def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bool = False,
+def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = False,
                   confidence: float = 0.95, record_dir=None) -> LadderResult:
-    """Collect the ladder's runs (local store, else recorded runs, else trained if ``train``)
-    and compute the paired final ΔL of every point with its Student-t interval and verdict
-    (:func:`gtalib.book.analysis.stats.family_verdicts`, the ladder's points one family; the seed sd is
-    the larger of the two arms' standard deviations of the final loss).
-    ``seeds=None``: the seeds the ladder was recorded with (:attr:`Ladder.seeds`, and
-    :attr:`~Ladder.width_seeds` on the width axis); else ``seeds`` on every axis.
+    """Collect the ladder's runs at ``plan``'s preset (local store, else recorded runs, else
+    trained if ``train``) and compute the paired final ΔL of every point with its Student-t
+    interval and verdict (:func:`gtalib.book.analysis.stats.family_verdicts`, the ladder's
+    points one family; the seed sd is the larger of the two arms' standard deviations of the
+    final loss). The runs are the ladder's own lengths, resolved under
+    :meth:`~gtalib.book.design.plan.Plan.own_design` whatever the book's ``max_steps``.
+    ``seeds=None``: the seeds the ladder was recorded with (the seed table's ``"ladder"``
+    count, and ``"ladder_width"`` on the width axis, :func:`gtalib.book.design.seeds.seeds_of`);
+    else ``seeds`` on every axis.
 
     Raises:
-        KeyError: ``preset`` has no ladder. ValueError: ``seeds`` < 1.
+        KeyError: the plan's preset has no ladder. ValueError: ``seeds`` < 1.
     """
 
+    preset = plan.preset
     lad = ladder(preset)
     width_seeds = (seeds_of("ladder_width", preset) if seeds is None else seeds) if lad.width_variants else 0
     seeds = seeds_of("ladder", preset) if seeds is None else seeds
     refs = depth_runs(preset, seeds)
-    collected = collect_runs(refs, make_plan(preset, 1), run_dir, train=train,
+    collected = collect_runs(refs, plan.own_design(), run_dir, train=train,
                              record_dir=record_dir)
     runs = collected.runs
     cols = ["part", "variant", "arm", "n_layer", "max_steps", "seed", "delta"]
@@ -197,7 +201,7 @@ def ladder_result(preset: str, seeds: int | None = None, run_dir=None, train: bo
                 continue
             key = (variant, "rec", depth, steps, seed)
             if key in final.index:  # a variant is in one part only (Ladder checks it)
-                part = ladder(preset).part(variant)
+                part = lad.part(variant)
                 per_seed.append((part, variant, arm, depth, steps, seed, value - final[key]))
     per_seed = pd.DataFrame(per_seed, columns=cols)
     pairs = collected.pairs

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, lookup
-from gtalib.book.design.paper import PAPER_MAIN_PPL
+from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MATCHED_PARAMS_B
 from gtalib.model.config import canonical_variant
 
 # ---------------------------------------------------------------------------------------------
@@ -280,7 +280,8 @@ _FIXED_CLAIMS = (
     Claim(0, "Per-device KV load under TP as in Table 1; MLRA-2/4 total cache equals MLA's "
              "(4.5 d_h).", "MLRA-4 1.5 d_h per device at TP ≥ 4; MLA 4.5 d_h at every TP",
           "tables"),
-    Claim(0, "All variants parameter-matched at ≈ 2.87 B by the FFN width alone.",
+    Claim(0, f"All variants parameter-matched at ≈ {PAPER_MATCHED_PARAMS_B:g} B by the FFN "
+             "width alone.",
           "2.872–2.873 B", "tables"),
     Claim(0, "RoPE/NoPE key variance ratio at init ≈ d/d_c without scaling, ≈ 1 with it.",
           "6 (MLA) / 24 (128-wide block) → ≈ 1", "fresh-layers"),

@@ -11,10 +11,12 @@ import math
 
 import pandas as pd
 
-#: The paper's models and training lengths (docs/paper_values.md): about 2.9 B parameters
-#: (2.872–2.873 B, "Claims a reproduction checks"), the ablations trained on 100 B tokens, the
-#: main table's runs on 98.3 B ("Main results": 100k steps of 983,040 tokens).
+#: The paper's models and training lengths (docs/paper_values.md): about 2.9 B parameters, every
+#: variant matched to MHA's ≈ 2.87 B by the FFN width alone ("Claims a reproduction checks", 2;
+#: 2.872–2.873 B counted, docs/variants.md), the ablations trained on 100 B tokens, the main
+#: table's runs on 98.3 B ("Main results": 100k steps of 983,040 tokens).
 PAPER_PARAMS_B = 2.9
+PAPER_MATCHED_PARAMS_B = 2.87
 PAPER_ABLATION_TOKENS_B = 100
 PAPER_MAIN_TOKENS_B = 98.3
 

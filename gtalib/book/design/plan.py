@@ -8,6 +8,7 @@ re-deriving runs, tokenizer and training settings from the preset's name::
     plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
     plan.ladder_refs     # the scale ladder's runs, at its own seed counts (recorded)
     plan.spec(ref)       # the RunSpec of a ref (run id = its hash)
+    plan.own_design()    # the preset's lengths and seed counts, whatever the book overrides
     plan.notebooks       # the chapters to execute, in book order
     plan.reads           # the figure data those chapters read (their runs are plan.runs)
 """
@@ -94,6 +95,21 @@ class Plan:
     def specs(self, refs=None) -> list:
         """``(label, RunSpec)`` of ``refs`` (default :attr:`runs`), for the job's trainer."""
         return [(r.label, self.spec(r)) for r in (self.runs if refs is None else refs)]
+
+    def own_design(self, seeds: int = 1) -> "Plan":
+        """The plan of the preset's own design at the book's ``seeds``: the preset's training
+        lengths (no ``max_steps`` override) and each figure its fixed seed count or ``seeds``,
+        whichever is larger (:func:`gtalib.book.design.seeds.seeds_of`; the default, 1, is the
+        smallest count a book can ask for). The scale ladder reads its runs and the runs of
+        other figures it draws on under this plan, since they were recorded at these lengths and
+        counts whatever one book asks.
+
+        Raises:
+            ValueError: ``seeds`` not a positive integer.
+        """
+        if seeds == self.seeds and self.max_steps is None:
+            return self
+        return make_plan(self.preset, seeds, None, self.notebooks)
 
     def of_chapter(self, notebook: str) -> "Plan":
         """The plan of one of this plan's chapters alone: the runs and the ladder it reads.

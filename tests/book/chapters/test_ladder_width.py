@@ -18,6 +18,7 @@ from gtalib.book.design import ladder as ladders
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.design.ladder import ladder, ladder_runs
+from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import RunRef, main_runs
 from gtalib.book.design.seeds import seeds_of
 from gtalib.model.params import count_params
@@ -248,7 +249,6 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
     its GLA-2 is not a width variant), which include the ladder's own 1000-step runs (same run
     ids); 2000 steps = the ladder's GQA and MLRA-4 without the gate, 3 seeds. Every run is one
     the default book plans."""
-    from gtalib.book.design.plan import make_plan
     from gtalib.book.design.seeds import DEFAULT_SEEDS
 
     data = synthetic.synthetic_identity("cpu")
@@ -256,7 +256,7 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
     def rid(r):
         return specs.run_spec(r, "cpu", None, data).run_id
 
-    refs = W.length_refs("cpu")
+    refs = W.length_refs(make_plan("cpu", 1))
     got = {steps: {(r.variant, r.seed, src) for s, r, src in refs if s == steps}
            for steps in (250, 1000, 2000)}
     assert got[250] == {(v, i, "width") for v in WIDTH_VARIANTS for i in range(5)}
@@ -272,9 +272,16 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
     assert ladder_1000 <= {rid(r) for s, r, _ in refs if s == 1000}
     assert [s for s, _, _ in refs] == sorted(s for s, _, _ in refs)
     # an explicit seed count takes seeds 0..n-1 of every source
-    two = W.length_refs("cpu", 2)
+    two = W.length_refs(make_plan("cpu", 1), 2)
     assert [sum(s == n for s, _, _ in two) for n in (250, 1000, 2000)] == [10, 8, 4]
     assert {r.seed for _, r, _ in two} == {0, 1}
+
+
+def test_the_book_s_length_and_seed_overrides_change_no_run_of_the_width_section():
+    """A book at 50 steps and 7 seeds reads the ladder at the lengths and counts it was recorded
+    at: the same (axis, point, run) triples as the preset's own plan."""
+    assert W.width_refs(make_plan("cpu", 7, max_steps=50)) == W.width_refs(make_plan("cpu", 1))
+    assert W.length_refs(make_plan("ci", 4, max_steps=3), 2) == W.length_refs(make_plan("ci", 1), 2)
 
 
 # --- the whole section on a synthetic store ------------------------------------------------------
@@ -283,7 +290,7 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
 def _write_width_store(run_dir, preset, loss):
     """Finished synthetic runs for every run of the width section: constant loss ``loss(ref)``."""
     data = synthetic.synthetic_identity(preset)
-    for ref in dict.fromkeys(r for _, _, r in W.width_refs(preset)):
+    for ref in dict.fromkeys(r for _, _, r in W.width_refs(make_plan(preset, 1))):
         spec = specs.run_spec(ref, preset, None, data)
         path = Path(run_dir) / spec.run_id
         if path.exists():
@@ -307,7 +314,7 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
         return 3.0 - 0.001 * d_model / 128 + behind + 0.002 * ref.seed * (ref.variant == "mla")
 
     _write_width_store(tmp_path, "ci", loss)
-    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    g = W.width_gap(make_plan("ci", 1), None, tmp_path, record_dir=tmp_path / "none")
     assert g.named == "mla" and g.collected.incomplete.empty
     wide = g.width.set_index("point")
     assert wide.loc[128, "mean"] == pytest.approx(0.101) and wide.loc[256, "mean"] == pytest.approx(0.041)
@@ -327,7 +334,7 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
     # the wide runs missing: counted in the table, the notice and the sentence; nothing fails
     for rid in g.collected.status[g.collected.status["label"].str.contains("d_model=256")]["run_id"]:
         shutil.rmtree(tmp_path / rid)
-    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    g = W.width_gap(make_plan("ci", 1), None, tmp_path, record_dir=tmp_path / "none")
     assert g.width_sentence.endswith("at d_model 256, 4 of 4 runs are missing, so no trend can be "
                                      "stated yet.")
     table = W.format_gap_table(g.width, g.named, "width", preset="ci")
@@ -336,7 +343,7 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
     assert W.incomplete_notice(g.collected).startswith(
         "**Incomplete: 4 of 12 runs are missing or failed**")
     W.show_width_gap(g)  # displays without error outside a notebook too
-    none = W.width_gap("gpu")
+    none = W.width_gap(make_plan("gpu", 1))
     assert none.note.startswith("The `gpu` preset has no width axis") and none.width.empty
     W.show_width_gap(none)
 
@@ -362,7 +369,7 @@ def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkey
         return 3.0 - 0.001 * steps + behind
 
     _write_width_store(tmp_path, "ci", loss)
-    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    g = W.width_gap(make_plan("ci", 1), None, tmp_path, record_dir=tmp_path / "none")
     assert {s: {src for p, _, src in g.length_runs if p == s} for s in (10, 20, 30)} == {
         10: {"width"}, 20: {"gate"}, 30: {"ladder"}}
     pts = g.length.set_index("point")
@@ -383,7 +390,7 @@ def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkey
     gone = [r for p, r, _ in g.length_runs if p == 20 and r.variant == "mla" and r.seed == 3]
     shutil.rmtree(tmp_path / specs.run_spec(gone[0], "ci", None,
                                              synthetic.synthetic_identity("ci")).run_id)
-    g = W.width_gap("ci", None, tmp_path, record_dir=tmp_path / "none")
+    g = W.width_gap(make_plan("ci", 1), None, tmp_path, record_dir=tmp_path / "none")
     r20 = g.length.set_index("point").loc[20]
     assert pd.isna(r20["best"]) and r20["left_out"] == (("mla", 3, 4),)
     assert "at 20 steps, 1 of 8 runs is missing" in g.length_sentence
@@ -404,7 +411,6 @@ def test_the_parameter_table_prints_a_dash_where_a_variant_has_no_latent():
 def test_width_cost_scales_the_recorded_narrow_run_by_the_flops_ratio(monkeypatch):
     """core_s(d 256) = median recorded core-s at d 128 × 6·N₂₅₆·T / 6·N₁₂₈·T (the tokens are equal,
     so the parameter ratio)."""
-    from gtalib.book.design.plan import make_plan
     from gtalib.training import record_costs
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
@@ -413,7 +419,7 @@ def test_width_cost_scales_the_recorded_narrow_run_by_the_flops_ratio(monkeypatc
               if W.ref_width(r, "cpu")[0] == 128}
     costs = pd.DataFrame({"key": [record_costs.config_key(s) for s in narrow.values()],
                           "core_s_median": [100.0 * (i + 1) for i in range(len(narrow))]})
-    c = W.width_cost("cpu", costs).set_index("variant")
+    c = W.width_cost(make_plan("cpu", 1), costs).set_index("variant")
     assert list(c.index) == list(WIDTH_VARIANTS) and set(c["seeds"]) == {5}
     for i, (v, s) in enumerate(narrow.items()):
         wide = model_config("cpu", v, d_model=256, head_dim=64, n_layer=8)

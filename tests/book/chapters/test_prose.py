@@ -12,7 +12,11 @@ import pytest
 from gtalib.book.chapters import prose
 from gtalib.book.design import chapters as registry
 from gtalib.book.design import figures
-from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MLRA4_GATED_AVG_PPL
+from gtalib.book.design.paper import (
+    PAPER_MAIN_PPL,
+    PAPER_MATCHED_PARAMS_B,
+    PAPER_MLRA4_GATED_AVG_PPL,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 GLUE = re.compile(r"\{glue:md\}`([^`]+)`")
@@ -50,6 +54,7 @@ def test_no_page_types_a_paper_perplexity_or_a_training_length():
               for v in pair}
     values |= {f"{v:.3f}" for v in PAPER_MAIN_PPL.to_numpy().ravel()}
     values.add(f"{PAPER_MLRA4_GATED_AVG_PPL:.3f}")
+    values.add(f"{PAPER_MATCHED_PARAMS_B:g} B")  # the paper's matched size (kv_cache page)
     steps = dict(figures.ablation("gate").train["cpu"])["max_steps"]
     lengths = [rf"\b{steps:,}\s+steps", rf"\b{steps}\s+steps", r"\b250\s+steps",
                r"\b(32|64|128) wide\b", r"d_model (128|256)\b"]  # the widths the data holds
@@ -88,6 +93,7 @@ def test_the_facts_as_the_book_states_them():
         "1,000", "2.05 M", "four")
     assert (facts["paper_params"], facts["paper_layers"], facts["paper_tokens"]) == (
         "2.9 B", "24", "100 B")
+    assert facts["paper_matched_params"] == "2.87 B"
     assert (facts["paper_heads"], facts["paper_heads_doubled"]) == ("24", "48")
     assert facts["ladder_token_lengths"] == "250, 1,000 and 2,000"
     assert facts["ladder_token_tokens"] == "0.51, 2.05 and 4.10"

@@ -127,7 +127,7 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
         return 0.01 * (depth - 1.5)  # normal vs zero: < 0 at 1 layer, > 0 at 2 layers
 
     _write_ladder_store(tmp_path, "ci", 2, offset)
-    r = L.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    r = L.ladder_result(make_plan("ci", 1), 2, tmp_path, record_dir=tmp_path / "no-records")
     assert r.collected.incomplete.empty
     assert set(r.collected.status["source"]) == {"local"}
     pts = r.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"])
@@ -184,8 +184,13 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     gone = r.collected.status.query("variant == 'mha' and arm == 'alt' and seed == 1")
     for rid in gone["run_id"]:
         shutil.rmtree(tmp_path / rid)
-    r2 = L.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    r2 = L.ladder_result(make_plan("ci", 1), 2, tmp_path, record_dir=tmp_path / "no-records")
     assert len(r2.collected.incomplete) == len(gone)
+    # a book-wide length override reads the same runs: the ladder keeps its own lengths
+    r3 = L.ladder_result(make_plan("ci", 3, max_steps=4), 2, tmp_path,
+                         record_dir=tmp_path / "no-records")
+    pd.testing.assert_frame_equal(r3.points, r2.points)
+    assert list(r3.collected.status["run_id"]) == list(r2.collected.status["run_id"])
     assert r2.points.set_index(["part", "variant", "arm", "n_layer", "max_steps"]).loc[
         ("init", "mha", "alt", 1, 10), "n"] == 1
 
@@ -233,7 +238,7 @@ def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, mon
     monkeypatch.setitem(ladders.LADDERS, "ci", replace(ladder("ci"), token_factors=(1, 3, 6)))
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     _write_ladder_store(tmp_path, "ci", 2, lambda ref: 0.01)
-    r = L.ladder_result("ci", 2, tmp_path, record_dir=tmp_path / "no-records")
+    r = L.ladder_result(make_plan("ci", 1), 2, tmp_path, record_dir=tmp_path / "no-records")
     assert {(v, s) for v, s in zip(r.points["variant"], r.points["max_steps"]) if s == 60} == {
         ("gqa", 60), ("mla", 60)}
     lines = L.ladder_lines(r)

@@ -142,3 +142,16 @@ def test_a_plan_of_some_chapters_runs_them_once_in_book_order_and_reads_only_the
     assert set(width) == set(ladder_runs("cpu", part="width"))
     assert set(make_plan("cpu", 3, notebooks=["scale_ladder"]).ladder_refs) == set(ladder_runs("cpu"))
     assert make_plan("cpu", 3, notebooks=["kv_cache"]).ladder_refs == ()
+
+
+def test_the_own_design_drops_the_books_length_and_seed_overrides():
+    """A book at 7 seeds and 50 steps: its own design plans what the preset's plan at the
+    smallest count plans (the preset's lengths, each figure its fixed count); a plan already at
+    its own design is its own."""
+    book = make_plan("cpu", 7, max_steps=50, notebooks=["scale_ladder"])
+    own = book.own_design()
+    assert (own.seeds, own.max_steps, own.notebooks) == (1, None, ("scale_ladder",))
+    assert own.figure_refs == make_plan("cpu", 1).figure_refs != book.figure_refs
+    assert {len(r) for r in own.figure_refs.values()} != {len(r) for r in book.figure_refs.values()}
+    assert own.own_design() is own
+    assert book.own_design(7).seeds == 7 and book.own_design(7).max_steps is None

@@ -203,5 +203,7 @@ def test_the_prose_numbers_are_pasted_from_the_data(built):
             f"{facts['gate_factor']} times the other ablation pages' {facts['steps']}.") in gating
     init = " ".join(text("init_ablation").split())
     assert f"(final perplexity {facts['init_tpa_alt_ppl']} → {facts['init_tpa_rec_ppl']})" in init
+    kv = " ".join(text("kv_cache").split())
+    assert f"parameter-matched to MHA (≈ {facts['paper_matched_params']}) by the FFN width" in kv
     for stem in registry.notebooks():
         assert "glue:md" not in text(stem) and "glue_prose" not in text(stem), stem
