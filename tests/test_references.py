@@ -83,3 +83,54 @@ def test_the_reference_check_can_fail(text, expected):
     names = {p.name for p in tracked_files()}
     found = broken_references(REPO / "docs" / "x.md", text, names, {"PROVENANCE.md"})
     assert found == expected
+
+
+#: a dotted name of the package (``gtalib.book.design.plan.Plan.own_design``)
+DOTTED = re.compile(r"(?<![\w/.])gtalib(?:\.[A-Za-z_]\w*)+")
+
+
+def dotted_name_exists(name: str) -> bool:
+    """Whether ``name`` is a module of the package or an attribute (a dataclass field counts) of
+    one; imports the longest module prefix."""
+    import dataclasses
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            fields = ({f.name for f in dataclasses.fields(obj)}
+                      if dataclasses.is_dataclass(obj) else set())
+            if attr in fields and attr == parts[-1]:
+                return True
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_dotted_name_of_the_package_that_the_text_names_exists():
+    """A docstring, a doc or a notebook that names ``gtalib.x.y`` names something that is there
+    (a moved module leaves no stale name behind); the tests may name made-up ones."""
+    problems = []
+    for path in text_files():
+        if path.suffix not in (".py", ".md", ".ipynb") or path.parts[len(REPO.parts)] == "tests":
+            continue
+        for name in sorted(set(DOTTED.findall(path.read_text(errors="replace")))):
+            if not dotted_name_exists(name.rstrip(".")):
+                problems.append(f"{path.relative_to(REPO)}: {name}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("name, exists", [
+    ("gtalib.book.design.plan.Plan.own_design", True),
+    ("gtalib.book.chapters.gate_probes.Probes.summary", True),  # a dataclass field
+    ("gtalib.book.chapters.scale_ladder.width_gap", False),  # it lives in ladder_width
+    ("gtalib.book.Ladder", False),
+])
+def test_the_dotted_name_check_can_fail(name, exists):
+    assert dotted_name_exists(name) is exists

@@ -42,7 +42,7 @@ class Ladder:
     ``base_steps`` steps, at every size ``(d_model, n_head, head_dim)`` of ``widths``, with
     the seed table's ``"ladder_width"`` count of seeds; its analysis is ``width_named``'s gap to
     the best of the others
-    (:func:`gtalib.book.chapters.scale_ladder.width_gap`). The other sizes follow the paper's ratios from
+    (:func:`gtalib.book.chapters.ladder_width.width_gap`). The other sizes follow the paper's ratios from
     ``head_dim`` and ``d_model`` (:meth:`gtalib.model.config.ModelConfig.resolved`), and the
     SwiGLU width is matched to the MHA model of each width
     (:func:`gtalib.model.presets.mha_intermediate_size`). The first size is the preset's own, so
@@ -119,7 +119,7 @@ LADDERS: dict[str, Ladder] = {
 
 
 def ladder(preset: str) -> Ladder:
-    """The :class:`~gtalib.book.Ladder` of ``preset``.
+    """The :class:`Ladder` of ``preset``.
 
     Raises:
         KeyError: a preset without a ladder; the message lists those with one.
@@ -132,7 +132,7 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
     (the depth and token axes), ``"width"`` (the width axis) or all three (``None``). Each ref
     carries its depth in ``options["n_layer"]`` and its length in ``train["max_steps"]``; a
     width-axis ref has arm ``"main"`` and, in ``options``, the sizes of its width that differ
-    from the preset's (:data:`~gtalib.book.WIDTH_FIELDS`), so at the preset's own width
+    from the preset's (:data:`WIDTH_FIELDS`), so at the preset's own width
     it is the same run as the token axis' and the main table's.
 
     Args:
