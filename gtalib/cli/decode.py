@@ -44,10 +44,10 @@ def _decode_and_report(a: argparse.Namespace) -> int:
     import torch.distributed as dist
 
     from gtalib.decode.tp import (
-        _device,
         allowed_tp_degrees,
         allreduce_bytes_per_token,
         decode_on_rank,
+        rank_device,
         reference_decode,
         spawn_decode,
     )
@@ -65,7 +65,8 @@ def _decode_and_report(a: argparse.Namespace) -> int:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend)
         rank, world = dist.get_rank(), dist.get_world_size()
-        res = decode_on_rank({"m": model}, tokens, a.prompt, rank, world, _device(backend, rank))
+        res = decode_on_rank({"m": model}, tokens, a.prompt, rank, world,
+                             rank_device(backend, rank))
         results = [None] * world
         dist.all_gather_object(results, res)
         dist.destroy_process_group()

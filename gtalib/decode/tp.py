@@ -336,7 +336,7 @@ def allreduce_bytes_per_token(cfg: ModelConfig, tp: int, dtype: torch.dtype = to
 # Running it: spawned ranks (or torchrun) against the single-process model
 # ---------------------------------------------------------------------------------------------
 
-def _device(backend: str, rank: int, device: str = "cpu") -> torch.device:
+def rank_device(backend: str, rank: int, device: str = "cpu") -> torch.device:
     """The rank's device: its own GPU under NCCL; ``device`` (``"cpu"``, or ``"cuda"``: the
     current GPU, shared by every rank) under gloo, which reduces CPU and CUDA tensors alike."""
     if backend == "nccl":
@@ -377,7 +377,7 @@ def _spawned(rank: int, world: int, init_method: str, backend: str, workdir: str
         torch.set_num_threads(1)
         job = torch.load(Path(workdir) / "job.pt", weights_only=False)
         res = decode_on_rank(job["models"], job["tokens"], job["prompt_len"], rank, world,
-                             _device(backend, rank, device))
+                             rank_device(backend, rank, device))
         torch.save(res, Path(workdir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
