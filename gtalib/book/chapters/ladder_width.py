@@ -3,12 +3,14 @@ the ladder and against training length, paired by seed with its Student-t interv
 that states the trend; the cost of a width's runs; the section the ladder and main-results pages
 show.
 
-Reads :mod:`gtalib.book.design.figures` (the ladder, its runs, names), :mod:`gtalib.book.design.plan` (the
-runs the book plans, which the length axis draws on), :mod:`gtalib.book.analysis.collect` (runs, where
-they come from), :mod:`gtalib.book.analysis.stats` (the paired interval and the ranking test),
-:mod:`gtalib.book.analysis.style` and :mod:`gtalib.book.chapters.scale_ladder` (the parameter matching per width);
-:mod:`gtalib.model` for parameter counts and :mod:`gtalib.training.record_costs` for recorded
-costs.
+Reads :mod:`gtalib.book.design.ladder` (the ladder and its runs), :mod:`gtalib.book.design.names`,
+:mod:`gtalib.book.design.figures` (the ablations whose runs the length axis draws on), the book's
+:class:`~gtalib.book.design.plan.Plan` (its own design: the runs planned at the preset's
+lengths), :mod:`gtalib.book.analysis.collect` (runs, where they come from),
+:mod:`gtalib.book.analysis.stats` (the paired interval and the ranking test),
+:mod:`gtalib.book.analysis.style` and :mod:`gtalib.book.chapters.scale_ladder` (the parameter
+matching per width); :mod:`gtalib.model` for parameter counts and
+:mod:`gtalib.training.record_costs` for recorded costs.
 
 Definitions (losses in nats per token; the named variant is MLRA-4 at ``cpu``,
 :attr:`gtalib.book.design.ladder.Ladder.width_named`):

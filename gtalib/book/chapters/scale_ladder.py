@@ -4,8 +4,10 @@ axis' table, :mod:`gtalib.book.chapters.ladder_width`), the sentences that say w
 paragraph on its seeds and its family of tests beside the ablation pages', and the page's figure
 and table.
 
-Reads :mod:`gtalib.book.design.figures` (the ladder, its runs, the paper's perplexities),
-:mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs and pair sources),
+Reads :mod:`gtalib.book.design.ladder` (the ladder and its runs), :mod:`gtalib.book.design.figures`
+(the paper's perplexities), :mod:`gtalib.book.design.names`, the book's
+:class:`~gtalib.book.design.plan.Plan` (its own design resolves the runs),
+:mod:`gtalib.book.analysis.collect` (runs and pair sources),
 :mod:`gtalib.book.analysis.stats` (interval, verdict, table columns) and :mod:`gtalib.book.analysis.style`;
 :mod:`gtalib.model` for the parameter counts per rung and width, and
 :mod:`gtalib.training.config` for the ablation pages' training lengths.

@@ -97,17 +97,17 @@ class Plan:
         return [(r.label, self.spec(r)) for r in (self.runs if refs is None else refs)]
 
     def own_design(self, seeds: int = 1) -> "Plan":
-        """The plan of the preset's own design at the book's ``seeds``: the preset's training
-        lengths (no ``max_steps`` override) and each figure its fixed seed count or ``seeds``,
-        whichever is larger (:func:`gtalib.book.design.seeds.seeds_of`; the default, 1, is the
-        smallest count a book can ask for). The scale ladder reads its runs and the runs of
-        other figures it draws on under this plan, since they were recorded at these lengths and
-        counts whatever one book asks.
+        """The plan of the preset's own design, whatever this book overrides: the preset's
+        training lengths (no ``max_steps``) and each figure the larger of its fixed seed count
+        and ``seeds`` (:func:`gtalib.book.design.seeds.seeds_of`; the default, 1, the smallest
+        count a book can ask for, leaves every figure its fixed count). The scale ladder reads
+        its runs, and the other figures' runs it draws on, under this plan: they were recorded
+        at these lengths and counts.
 
         Raises:
             ValueError: ``seeds`` not a positive integer.
         """
-        if seeds == self.seeds and self.max_steps is None:
+        if seeds == self.seeds and not isinstance(seeds, bool) and self.max_steps is None:
             return self
         return make_plan(self.preset, seeds, None, self.notebooks)
 

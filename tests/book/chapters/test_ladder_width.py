@@ -284,6 +284,36 @@ def test_the_book_s_length_and_seed_overrides_change_no_run_of_the_width_section
     assert W.length_refs(make_plan("ci", 4, max_steps=3), 2) == W.length_refs(make_plan("ci", 1), 2)
 
 
+def test_the_width_section_resolves_its_runs_at_the_preset_s_own_lengths(monkeypatch):
+    """A source without a length of its own (the main table, an ablation arm at the preset's
+    length) takes the book's length unless its runs are resolved under the preset's own design.
+    With a ci ladder whose token axis has the preset's 20 steps, where the main table plans the
+    most seeds, a book at 50 steps collects the same run ids as the preset's own plan, the main
+    table's 20-step runs among them."""
+    from dataclasses import replace
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setitem(ladders.LADDERS, "ci", replace(ladder("ci"), token_factors=(1, 2, 3)))
+    monkeypatch.setitem(seed_policy.FIXED["ci"], "main", 4)  # the most seeds there: its runs
+
+    class Collected(Exception):
+        pass
+
+    def collect(refs, plan, *args, **kwargs):
+        raise Collected({r: plan.spec(r).run_id for r in refs})
+
+    monkeypatch.setattr(W, "collect_runs", collect)
+    ids = []
+    for plan in (make_plan("ci", 1), make_plan("ci", 2, max_steps=50)):
+        with pytest.raises(Collected) as got:
+            W.width_gap(plan)
+        ids.append(got.value.args[0])
+    assert ids[0] == ids[1]
+    main = [r for r in ids[0] if r.arm == "main" and not r.train]
+    assert len(main) == 2 * 4  # GQA and MLA, 4 seeds
+    assert {specs.run_spec(r, "ci", None).train.max_steps for r in main} == {20}
+
+
 # --- the whole section on a synthetic store ------------------------------------------------------
 
 

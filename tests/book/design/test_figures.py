@@ -155,3 +155,6 @@ def test_the_own_design_drops_the_books_length_and_seed_overrides():
     assert {len(r) for r in own.figure_refs.values()} != {len(r) for r in book.figure_refs.values()}
     assert own.own_design() is own
     assert book.own_design(7).seeds == 7 and book.own_design(7).max_steps is None
+    for bad in (0, True, "1"):
+        with pytest.raises(ValueError, match="seeds must be a positive integer"):
+            own.own_design(bad)
