@@ -185,7 +185,7 @@ def _variance_claim() -> tuple[str, str]:
     parts, ok = [], True
     for v in ("mla", "gla-2", "mlra-4"):
         (off, e_off), (on, e_on) = (key_variance_ratio(v, False), key_variance_ratio(v, True))
-        ok &= abs(off / e_off - 1) < 0.15 and abs(on - 1) < 0.15
+        ok &= abs(off / e_off - 1) < 0.15 and abs(on / e_on - 1) < 0.15
         parts.append(f"{v.upper()} {off:.1f} (d/w = {e_off:.0f}) → {on:.2f} scaled")
     return "; ".join(parts) + " (fresh paper-width layers, 512 tokens)", "agrees" if ok else "differs"
 

@@ -1,15 +1,14 @@
 """The scale ladder's width axis: MLRA-4's gap to the best of the other variants at each width of
 the ladder and against training length, paired by seed with its Student-t interval; the sentence
-that states the trend; the cost of a width's runs; the section the ladder and main-results pages
-show.
+that states the trend; the parameter table per width and the cost of a width's runs; the
+section the ladder and main-results pages show.
 
 Reads :mod:`gtalib.book.design.ladder` (the ladder and its runs), :mod:`gtalib.book.design.names`,
 :mod:`gtalib.book.design.figures` (the ablations whose runs the length axis draws on), the book's
 :class:`~gtalib.book.design.plan.Plan` (its own design: the runs planned at the preset's
 lengths), :mod:`gtalib.book.analysis.collect` (runs, where they come from),
 :mod:`gtalib.book.analysis.stats` (the paired interval and the ranking test),
-:mod:`gtalib.book.analysis.style` and :mod:`gtalib.book.chapters.scale_ladder` (the parameter
-matching per width); :mod:`gtalib.model` for parameter counts and
+:mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for parameter counts and
 :mod:`gtalib.training.record_costs` for recorded costs.
 
 Definitions (losses in nats per token; the named variant is MLRA-4 at ``cpu``,
@@ -53,10 +52,9 @@ from IPython.display import Markdown, display
 from gtalib.book.analysis.collect import Collected, collect_runs, sources_notice
 from gtalib.book.analysis.stats import delta_stats, ranking_test
 from gtalib.book.analysis.style import and_join, plural, table_style
-from gtalib.book.chapters.scale_ladder import format_width_params, width_params
 from gtalib.book.design import ladder as ladders
 from gtalib.book.design.figures import ABLATIONS, ablation
-from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs
+from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs, width_params
 from gtalib.book.design.names import canonical_options, config_label, display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.seeds import seeds_of
@@ -235,7 +233,7 @@ class WidthGap:
             steps, :func:`length_refs`); ``width_per_seed``, ``length_per_seed``: their
             per-seed gaps.
         width_sentence, length_sentence: :func:`trend_sentence` of each axis.
-        params: :func:`width_params`.
+        params: :func:`gtalib.book.design.ladder.width_params`.
         note: why there is no width axis at ``preset`` (then every frame is empty), else ``""``.
         width_seeds: seeds per variant and width the width axis plans.
         length_runs: :func:`length_refs`, the runs the length axis plans and their sources.
@@ -408,8 +406,23 @@ def _final_losses(collected: Collected) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Cost per width (the parameter matching per width: gtalib.book.chapters.scale_ladder.width_params)
+# The parameter table and the cost per width
 # ---------------------------------------------------------------------------------------------
+
+def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
+    """:func:`gtalib.book.design.ladder.width_params` as printed: the columns named as on the
+    page, "—" where a variant has no latent (``d_c``, latent block), parameters with thousands
+    separators and the deviation from MHA in percent to three decimals."""
+    out = params.rename(columns={"intermediate_size": "F", "kv_lora_rank": "d_c",
+                                 "block_width": "latent block", "n_params": "parameters",
+                                 "vs_mha_pct": "vs MHA (%)"})
+    for col in ("d_c", "latent block"):
+        out[col] = ["—" if pd.isna(x) else str(int(x)) for x in out[col]]
+    out["parameters"] = [f"{int(x):,}" for x in out["parameters"]]
+    out["vs MHA (%)"] = [f"{x:+.3f}" for x in out["vs MHA (%)"]]
+    return out.reset_index(drop=True)
+
+
 
 def width_cost(plan: Plan, costs=None) -> pd.DataFrame:
     """Estimated core-seconds of every width-axis run of ``plan``'s preset beyond the preset's

@@ -1,15 +1,14 @@
 """The scale ladder chapter: the paired final ΔL of every ladder point (depth, training length,
-arm) with its interval and verdict, the parameter matching per rung and per width (the width
-axis' table, :mod:`gtalib.book.chapters.ladder_width`), the sentences that say where a series changes sign, the
-paragraph on its seeds and its family of tests beside the ablation pages', and the page's figure
-and table.
+arm) with its interval and verdict, the parameter table per rung, the sentences that say where
+a series changes sign, the paragraph on its seeds and its family of tests beside the ablation
+pages', and the page's figure and table. The width axis (its gap, its parameter table and cost)
+is :mod:`gtalib.book.chapters.ladder_width`.
 
-Reads :mod:`gtalib.book.design.ladder` (the ladder and its runs), :mod:`gtalib.book.design.figures`
-(the paper's perplexities), :mod:`gtalib.book.design.names`, the book's
-:class:`~gtalib.book.design.plan.Plan` (its own design resolves the runs),
-:mod:`gtalib.book.analysis.collect` (runs and pair sources),
-:mod:`gtalib.book.analysis.stats` (interval, verdict, table columns) and :mod:`gtalib.book.analysis.style`;
-:mod:`gtalib.model` for the parameter counts per rung and width, and
+Reads :mod:`gtalib.book.design.ladder` (the ladder, its runs and its parameter matching),
+:mod:`gtalib.book.design.figures` (the paper's perplexities), :mod:`gtalib.book.design.names`,
+the book's :class:`~gtalib.book.design.plan.Plan` (its own design resolves the runs),
+:mod:`gtalib.book.analysis.collect` (runs and pair sources), :mod:`gtalib.book.analysis.stats`
+(interval, verdict, table columns) and :mod:`gtalib.book.analysis.style`;
 :mod:`gtalib.training.config` for the ablation pages' training lengths.
 ΔL = L(arm) − L(rec), final validation loss in nats; depths in layers, lengths in steps.
 """
@@ -50,12 +49,11 @@ from gtalib.book.analysis.style import (
     variant_style,
 )
 from gtalib.book.design.figures import ablation, figure_variants
-from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs
-from gtalib.book.design.names import VARIANT_COLORS, config_label, display_name
+from gtalib.book.design.ladder import ladder, ladder_params, ladder_runs
+from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.seeds import FIXED, seeds_of
-from gtalib.model.params import count_params
-from gtalib.model.presets import PRESETS, model_config
+from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
 
 # ---------------------------------------------------------------------------------------------
@@ -102,70 +100,6 @@ def depth_runs(preset: str, seeds: int | None = None) -> list:
     :func:`gtalib.book.design.ladder.ladder_runs`), whose ΔL pairs this page computes; the width
     axis is :mod:`gtalib.book.chapters.ladder_width`'s."""
     return [*ladder_runs(preset, seeds, "init"), *ladder_runs(preset, seeds, "gate")]
-
-
-def ladder_params(preset: str) -> pd.DataFrame:
-    """Total parameters of every configuration of ``preset``'s depth and token axes at every
-    depth, and its deviation from MHA's at the same depth in percent (the FFN width is solved
-    per depth by :func:`gtalib.model.presets.model_config`; the width axis':
-    :func:`width_params`)."""
-
-    rows = []
-    configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))
-               for r in depth_runs(preset, 1)}
-    for depth in ladder(preset).depths:
-        mha = count_params(model_config(preset, "mha", n_layer=depth))["total"]
-        for variant, opts in sorted(configs):
-            cfg = model_config(preset, variant, n_layer=depth, **dict(opts))
-            n = count_params(cfg)["total"]
-            rows.append((depth, config_label(variant, dict(opts)), cfg.intermediate_size,
-                         n, 100 * (n - mha) / mha))
-    return pd.DataFrame(rows, columns=["n_layer", "config", "intermediate_size", "n_params",
-                                       "vs_mha_pct"])
-
-
-def width_params(preset: str) -> pd.DataFrame:
-    """Every width-axis configuration of ``preset``: ``d_model, n_head, head_dim, config,
-    intermediate_size, kv_lora_rank, block_width`` (the latent's width per block, ``d_c`` over
-    the blocks; both ``<NA>`` without a latent, "—" as printed, :func:`format_width_params`),
-    ``n_params`` and ``vs_mha_pct``, the deviation from MHA at the same width in percent (the
-    SwiGLU width solved against the MHA model of that width,
-    :func:`gtalib.model.presets.model_config`).
-
-    Raises:
-        KeyError: no ladder at ``preset``.
-    """
-
-
-    lad = ladder(preset)
-    rows = []
-    for size in lad.widths:
-        opts = {**dict(zip(WIDTH_FIELDS, size)), "n_layer": lad.token_depth}
-        mha = count_params(model_config(preset, "mha", **opts))["total"]
-        for v in lad.width_variants:
-            cfg = model_config(preset, v, **opts)
-            n = count_params(cfg)["total"]
-            block = cfg.kv_lora_rank // cfg.latent_blocks if cfg.latent_blocks else None
-            rows.append((*size, display_name(v), cfg.intermediate_size, cfg.kv_lora_rank,
-                         block, n, 100 * (n - mha) / mha))
-    out = pd.DataFrame(rows, columns=["d_model", "n_head", "head_dim", "config",
-                                      "intermediate_size", "kv_lora_rank", "block_width",
-                                      "n_params", "vs_mha_pct"])
-    return out.astype({"kv_lora_rank": "Int64", "block_width": "Int64"})
-
-
-def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
-    """:func:`width_params` as printed: the columns named as on the page, "—" where a variant
-    has no latent (``d_c``, latent block), parameters with thousands separators and the
-    deviation from MHA in percent to three decimals."""
-    out = params.rename(columns={"intermediate_size": "F", "kv_lora_rank": "d_c",
-                                 "block_width": "latent block", "n_params": "parameters",
-                                 "vs_mha_pct": "vs MHA (%)"})
-    for col in ("d_c", "latent block"):
-        out[col] = ["—" if pd.isna(x) else str(int(x)) for x in out[col]]
-    out["parameters"] = [f"{int(x):,}" for x in out["parameters"]]
-    out["vs MHA (%)"] = [f"{x:+.3f}" for x in out["vs MHA (%)"]]
-    return out.reset_index(drop=True)
 
 
 def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = False,

@@ -1,19 +1,24 @@
 """The scale ladder's design, as data, and its runs: for each preset that has one, the depths,
-widths, training lengths, variants and arms of its runs (:class:`Ladder`, :data:`LADDERS`) and
-the runs themselves (:func:`ladder_runs`); its seed counts are the seed table's
-(:mod:`gtalib.book.design.seeds`). Its page's analysis is
-:mod:`gtalib.book.chapters.scale_ladder`. Reads :mod:`gtalib.model.presets` and the design
-modules below it.
+widths, training lengths, variants and arms of its runs (:class:`Ladder`, :data:`LADDERS`), the
+runs themselves (:func:`ladder_runs`) and the parameter matching of its configurations per depth
+and per width (:func:`ladder_params`, :func:`width_params`); its seed counts are the seed
+table's (:mod:`gtalib.book.design.seeds`). Its pages' analyses are
+:mod:`gtalib.book.chapters.scale_ladder` (depth and length) and
+:mod:`gtalib.book.chapters.ladder_width` (width). Reads :mod:`gtalib.model` (presets, parameter
+counts) and the design modules below it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gtalib.book.design.names import lookup, option_pairs
+import pandas as pd
+
+from gtalib.book.design.names import config_label, display_name, lookup, option_pairs
 from gtalib.book.design.run_specs import RunRef
 from gtalib.book.design.seeds import seeds_of
-from gtalib.model.presets import PRESETS
+from gtalib.model.params import count_params
+from gtalib.model.presets import PRESETS, model_config
 
 #: The sizes a width of the width axis sets, in the order of :attr:`Ladder.widths`.
 WIDTH_FIELDS = ("d_model", "n_head", "head_dim")
@@ -173,3 +178,58 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
                             train=(("max_steps", lad.base_steps),))
                      for v in lad.width_variants for s in range(n)]
     return list(dict.fromkeys(refs))  # the token axis shares GQA's runs with the depth axis
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter matching: per rung of the depth and token axes, per width of the width axis
+# ---------------------------------------------------------------------------------------------
+
+def ladder_params(preset: str) -> pd.DataFrame:
+    """Total parameters of every configuration of ``preset``'s depth and token axes at every
+    depth, and its deviation from MHA's at the same depth in percent (the FFN width is solved
+    per depth by :func:`gtalib.model.presets.model_config`; the width axis':
+    :func:`width_params`).
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+    configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))
+               for r in [*ladder_runs(preset, 1, "init"), *ladder_runs(preset, 1, "gate")]}
+    rows = []
+    for depth in ladder(preset).depths:
+        mha = count_params(model_config(preset, "mha", n_layer=depth))["total"]
+        for variant, opts in sorted(configs):
+            cfg = model_config(preset, variant, n_layer=depth, **dict(opts))
+            n = count_params(cfg)["total"]
+            rows.append((depth, config_label(variant, dict(opts)), cfg.intermediate_size,
+                         n, 100 * (n - mha) / mha))
+    return pd.DataFrame(rows, columns=["n_layer", "config", "intermediate_size", "n_params",
+                                       "vs_mha_pct"])
+
+
+def width_params(preset: str) -> pd.DataFrame:
+    """Every width-axis configuration of ``preset``: ``d_model, n_head, head_dim, config,
+    intermediate_size, kv_lora_rank, block_width`` (the latent's width per block, ``d_c`` over
+    the blocks; both ``<NA>`` without a latent, "—" as printed,
+    :func:`gtalib.book.chapters.ladder_width.format_width_params`), ``n_params`` and
+    ``vs_mha_pct``, the deviation from MHA at the same width in percent (the SwiGLU width solved
+    against the MHA model of that width, :func:`gtalib.model.presets.model_config`).
+
+    Raises:
+        KeyError: no ladder at ``preset``.
+    """
+    lad = ladder(preset)
+    rows = []
+    for size in lad.widths:
+        opts = {**dict(zip(WIDTH_FIELDS, size)), "n_layer": lad.token_depth}
+        mha = count_params(model_config(preset, "mha", **opts))["total"]
+        for v in lad.width_variants:
+            cfg = model_config(preset, v, **opts)
+            n = count_params(cfg)["total"]
+            block = cfg.kv_lora_rank // cfg.latent_blocks if cfg.latent_blocks else None
+            rows.append((*size, display_name(v), cfg.intermediate_size, cfg.kv_lora_rank,
+                         block, n, 100 * (n - mha) / mha))
+    out = pd.DataFrame(rows, columns=["d_model", "n_head", "head_dim", "config",
+                                      "intermediate_size", "kv_lora_rank", "block_width",
+                                      "n_params", "vs_mha_pct"])
+    return out.astype({"kv_lora_rank": "Int64", "block_width": "Int64"})

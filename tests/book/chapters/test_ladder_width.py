@@ -90,7 +90,7 @@ def test_every_variant_is_parameter_matched_to_mha_at_d256():
     m4 = model_config("cpu", "mlra-4", d_model=256, head_dim=64)
     assert (m4.kv_lora_rank, m4.kv_lora_rank // m4.latent_blocks, m4.qk_rope_head_dim) == (
         256, 64, 32)
-    p = W.width_params("cpu").set_index(["d_model", "config"])
+    p = ladders.width_params("cpu").set_index(["d_model", "config"])
     assert p["vs_mha_pct"].abs().max() < 0.1
     assert p.loc[(256, "MHA"), "n_params"] == base
     assert p.loc[(256, "MLRA-4"), "block_width"] == 64 and p.loc[(128, "MLRA-4"), "block_width"] == 32
@@ -428,9 +428,7 @@ def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkey
 
 
 def test_the_parameter_table_prints_a_dash_where_a_variant_has_no_latent():
-    from gtalib.book.chapters.scale_ladder import format_width_params
-
-    t = format_width_params(W.width_params("cpu")).set_index(["d_model", "config"])
+    t = W.format_width_params(ladders.width_params("cpu")).set_index(["d_model", "config"])
     assert t.loc[(128, "MHA"), "d_c"] == t.loc[(256, "GQA"), "latent block"] == "—"
     assert t.loc[(256, "MLRA-4"), ["d_c", "latent block"]].tolist() == ["256", "64"]
     mha = count_params(model_config("cpu", "mha", d_model=256, head_dim=64, n_layer=8))["total"]

@@ -57,7 +57,7 @@ def test_ladder_runs_cover_every_rung_arm_and_length():
 
 
 def test_every_rung_is_parameter_matched_within_a_tenth_of_a_percent():
-    p = L.ladder_params("cpu")
+    p = ladders.ladder_params("cpu")
     assert set(p["n_layer"]) == {2, 4, 8}
     assert p["vs_mha_pct"].abs().max() < 0.1
     # the FFN width is solved per depth: the gated GQA gives up width for its gate
