@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from gtalib.book.design.chapters import notebooks
 from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
@@ -17,6 +18,7 @@ from gtalib.cli.core import (
     positive_float,
     positive_int,
 )
+from gtalib.training.runs import resolve_run_dir
 
 CLI_DESCRIPTION = """\
 Build the Jupyter Book end to end:
@@ -110,6 +112,11 @@ def _run_cli(args) -> int:
                    budget_min=args.budget)
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
+    except KeyboardInterrupt:  # the cluster is closed and its runs cancelled on the way out
+        print(f"gtalib book: interrupted; the finished runs are kept in "
+              f"{resolve_run_dir(args.run_dir)}: run the same command again to train the rest",
+              file=sys.stderr)
+        return 130
     return 0
 
 
@@ -121,7 +128,6 @@ def _predict(args, names) -> int:
         open_cluster,
         resolve_accelerator,
     )
-    from gtalib.training.runs import resolve_run_dir
 
     plan = make_plan(args.preset, args.seeds, args.max_steps, names)
     ensure_corpus(plan)  # the run ids hash the corpus

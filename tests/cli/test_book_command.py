@@ -15,6 +15,18 @@ def test_a_failed_build_is_one_line_with_the_command_and_exit_status_2(monkeypat
     assert err == ["gtalib book: error: 2 notebooks failed: init_ablation, claims (see book/generated/)"]
 
 
+def test_ctrl_c_is_one_line_saying_where_the_finished_runs_are_and_exit_status_130(
+        monkeypatch, capsys, tmp_path):
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(book_cli, "build_book", interrupted)
+    assert cli.main(["book", "--preset", "ci", "--no-html", "--run-dir", str(tmp_path)]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"gtalib book: interrupted; the finished runs are kept in {tmp_path}: run the same "
+        f"command again to train the rest"]
+
+
 def test_bad_numbers_are_refused_by_flag_before_anything_runs(capsys):
     """A count or limit out of range is refused by argparse, naming the flag (exit 2)."""
     import pytest

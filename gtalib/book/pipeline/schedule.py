@@ -27,8 +27,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
+import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import CancelledError
@@ -37,6 +40,7 @@ from pathlib import Path
 import dask
 import torch
 from distributed import Client, Event, LocalCluster, as_completed, get_worker
+from distributed.core import Status
 from tqdm import tqdm
 
 from gtalib.book.pipeline.budget import groups, late_tasks, time_steps, training_flops
@@ -171,6 +175,50 @@ def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int
                 queue=queue, job_script_prologue=prologue, **extra)
 
 
+#: Seconds the batch system has to answer the submission of the worker jobs (a job it queues
+#: has answered; only one it refuses is an error).
+SUBMIT_TIMEOUT_S = 120
+
+
+def submit_jobs(cluster, system: str, jobs: int) -> None:
+    """Submit ``jobs`` worker jobs of the dask-jobqueue ``cluster`` and wait until the batch
+    system has answered each. dask-jobqueue submits in the background and only logs a refused
+    job, after which a book would wait for its workers forever; here a refusal is one error. On
+    Slurm the job script is first checked by ``sbatch --test-only`` (Slurm validates it and asks
+    its controller, submitting nothing), whose own message the error quotes.
+
+    Raises:
+        ValueError: the submit command is missing, or the batch system refused a job or did not
+            answer within :data:`SUBMIT_TIMEOUT_S` seconds.
+    """
+    submit = cluster.job_cls.submit_command
+    if system == "slurm":
+        with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
+            script.write(cluster.job_script())
+            script.flush()
+            try:
+                test = subprocess.run([submit, "--test-only", script.name], capture_output=True,
+                                      text=True, timeout=SUBMIT_TIMEOUT_S)
+            except FileNotFoundError:
+                raise ValueError(f"cluster {system}: no {submit} command here; run the book on "
+                                 f"a node that submits {system} jobs") from None
+        if test.returncode != 0:
+            why = (test.stderr.strip() or test.stdout.strip()).splitlines()[-1:] or ["no message"]
+            raise ValueError(f"cluster {system}: {submit} refused the worker job: {why[0]}")
+    cluster.scale(jobs=jobs)
+    deadline = time.monotonic() + SUBMIT_TIMEOUT_S
+    while len(cluster.workers) < jobs and time.monotonic() < deadline:  # each submission tried
+        time.sleep(0.1)
+    refused = [name for name, job in cluster.workers.items()
+               if getattr(job, "job_id", None) is None]
+    for name in refused:  # dask-jobqueue leaves them "created", which the cluster's close refuses
+        cluster.workers[name].status = Status.failed
+    if len(cluster.workers) < jobs or refused:
+        raise ValueError(f"cluster {system}: the batch system did not accept "
+                         f"{max(len(refused), jobs - len(cluster.workers))} of {jobs} worker "
+                         f"job(s) ({submit} failed; its message is logged above)")
+
+
 def dask_env_name(key: str) -> str:
     """The environment variable that sets Dask config ``key`` (``a.b-c`` → ``DASK_A__B_C``)."""
     return "DASK_" + "__".join(part.upper().replace("-", "_") for part in key.split("."))
@@ -203,14 +251,18 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.worker-saturation": 1.0,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
-                              **QUIET_WORKERS}):
+                              **QUIET_WORKERS}), _workers_ignore_sigint():
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                  dashboard_address=":0", **gpus)
         return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
                                       + (", one GPU each" if gpus else ""))
     if cluster in BATCH_SYSTEMS:
         owned = batch_cluster(cluster, **(batch or {}))
-        owned.scale(jobs=jobs)
+        try:
+            submit_jobs(owned, cluster, jobs)
+        except BaseException:
+            owned.close()
+            raise
         return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
     if str(cluster).startswith("tcp://"):
         try:
@@ -219,6 +271,22 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
             raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
     raise ValueError(f"cluster {cluster!r}: allowed: tcp://HOST:PORT, "
                      f"{', '.join(BATCH_SYSTEMS)}; leave it out for an embedded LocalCluster")
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint():
+    """Start the embedded workers with SIGINT ignored (an ignored signal stays ignored in the
+    processes they are spawned as). A terminal's Ctrl-C reaches the whole process group; the
+    client alone stops the book, cancelling the runs and closing the workers, and no worker
+    prints a traceback of its own. Ctrl-C is ignored while the workers start (seconds)."""
+    if threading.current_thread() is not threading.main_thread():  # signals: main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

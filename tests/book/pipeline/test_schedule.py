@@ -232,6 +232,39 @@ def test_each_embedded_gpu_worker_holds_one_gpu_of_its_own(monkeypatch):
         schedule.worker_gpu("1,4,5", 3)
 
 
+def _command(folder, name: str, script: str) -> None:
+    """An executable ``folder/name`` running the shell ``script``."""
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def test_a_batch_system_that_refuses_the_workers_is_one_error_not_a_wait(tmp_path, monkeypatch):
+    """A Slurm whose controller does not answer: one error quoting sbatch, before any job is
+    submitted. A job refused when submitted (after the check passed): the count of refused jobs.
+    No sbatch at all: said so. None of them waits for workers that will never come."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    no_controller = ("sbatch: error: Batch job submission failed: Unable to contact slurm "
+                     "controller (connect failure)")
+    _command(bin_, "sbatch", f'echo "{no_controller}" >&2\nexit 1\n')
+    start = time.monotonic()
+    with pytest.raises(ValueError) as refused:
+        schedule._client("slurm", None, 2, None)
+    assert str(refused.value) == f"cluster slurm: sbatch refused the worker job: {no_controller}"
+    _command(bin_, "sbatch", 'if [ "$1" = --test-only ]; then echo "sbatch: Job 7 to start" >&2; '
+                             'exit 0; fi\necho "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2\n'
+                             'exit 1\n')
+    with pytest.raises(ValueError, match=r"^cluster slurm: the batch system did not accept 2 of "
+                                         r"2 worker job\(s\) \(sbatch failed"):
+        schedule._client("slurm", None, 2, None)
+    monkeypatch.setenv("PATH", str(bin_ / "none"))
+    with pytest.raises(ValueError, match="^cluster slurm: no sbatch command here"):
+        schedule._client("slurm", None, 1, None)
+    assert time.monotonic() - start < 60
+
+
 def test_importing_the_cli_leaves_ctrl_c_to_python():
     """dask_jobqueue replaces the SIGINT handler when imported; the CLI must not import it before
     a batch cluster is asked for, or Ctrl-C would no longer stop a book."""

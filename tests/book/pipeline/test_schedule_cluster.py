@@ -144,6 +144,35 @@ def test_ctrl_c_cancels_the_runs_and_leaves_nothing_half_written(tmp_path):
 
 
 @pytest.mark.slow
+def test_ctrl_c_of_gtalib_book_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) while ``gtalib book`` trains
+    on the embedded cluster: exit status 130 and one line saying where the finished runs are,
+    no traceback."""
+    store = tmp_path / "store"
+    job = subprocess.Popen([sys.executable, "-m", "gtalib", "book", "--preset", "ci", "--only",
+                            "init_ablation", "--no-html", "--run-dir", str(store), "--jobs", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    seen = []
+    try:
+        for line in job.stdout:  # until a run trains
+            seen.append(line)
+            if line.startswith("runs:") or " trains " in line:
+                break
+        time.sleep(3.0)
+        os.killpg(job.pid, signal.SIGINT)
+        rest = job.communicate(timeout=120)[0]
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    out = "".join(seen) + rest
+    assert job.returncode == 130, out
+    assert "Traceback" not in out, out
+    assert (f"gtalib book: interrupted; the finished runs are kept in {store}: run the same "
+            f"command again to train the rest") in out.splitlines()
+
+
+@pytest.mark.slow
 def test_a_lost_scheduler_is_one_error_and_the_finished_runs_are_kept(tmp_path):
     """``gtalib book`` on a running cluster whose scheduler is killed (SIGKILL) after two runs
     finished: exit status 2 and one line saying how many runs are kept and what to do, no
