@@ -76,8 +76,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--cell-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="time limit per notebook cell (default by preset: " + ", ".join(
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
-    p.add_argument("--no-train", action="store_true", help="do not train; pages report missing runs")
-    p.add_argument("--train-recorded", action="store_true",
+    training = p.add_mutually_exclusive_group()
+    training.add_argument("--no-train", action="store_true",
+                          help="do not train; pages report missing runs")
+    training.add_argument("--train-recorded", action="store_true",
                    help="train every run of the book and of the scale ladder, whatever "
                         "--budget, instead of reading any from book/recorded/ (hours on a CPU)")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")

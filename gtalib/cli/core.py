@@ -75,16 +75,31 @@ def add_cluster_args(parser, what: str) -> None:
     c.add_argument("--jobs", type=positive_int, default=None,
                    help="worker processes of the embedded cluster, or batch jobs (default: the "
                         "usable cores, at most one per 1.5 GB of free memory)")
-    c.add_argument("--cluster", default=None, metavar="tcp://HOST:PORT|slurm|pbs|lsf",
-                   help="a running Dask scheduler, or workers submitted as batch jobs through "
-                        "dask-jobqueue (its ~/.config/dask/jobqueue.yaml, then the --batch-* flags)")
-    c.add_argument("--scheduler-file", default=None, help="a running Dask cluster's scheduler file")
+    where = c.add_mutually_exclusive_group()  # each names the cluster
+    where.add_argument("--cluster", type=cluster_address, default=None,
+                       metavar="tcp://HOST:PORT|slurm|pbs|lsf",
+                       help="a running Dask scheduler, or workers submitted as batch jobs through "
+                            "dask-jobqueue (its ~/.config/dask/jobqueue.yaml, then the --batch-* "
+                            "flags)")
+    where.add_argument("--scheduler-file", default=None,
+                       help="a running Dask cluster's scheduler file")
     c.add_argument("--batch-cores", type=positive_int, default=1, help="cores per batch job")
     c.add_argument("--batch-memory", default="4GB", help="memory per batch job")
     c.add_argument("--batch-gpus", type=non_negative_int, default=0, help="GPUs per batch job")
     c.add_argument("--batch-walltime", default="02:00:00", help="walltime per batch job")
     c.add_argument("--batch-account", default=None, help="account to charge the batch jobs to")
     c.add_argument("--batch-queue", default=None, help="queue / partition of the batch jobs")
+
+
+def cluster_address(text: str) -> str:
+    """``--cluster``: ``tcp://HOST:PORT`` or a batch system of
+    :data:`gtalib.book.pipeline.schedule.BATCH_SYSTEMS`, checked before anything runs."""
+    from gtalib.book.pipeline.schedule import BATCH_SYSTEMS  # torch and Dask: only when given
+
+    if text in BATCH_SYSTEMS or (text.startswith("tcp://") and len(text) > len("tcp://")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected tcp://HOST:PORT or one of {', '.join(BATCH_SYSTEMS)}, got {text!r}")
 
 
 def batch_options(args) -> dict:

@@ -59,6 +59,30 @@ def test_an_argument_error_is_one_line_naming_the_command_and_its_help(capsys):
         assert "usage:" not in err and err.rstrip().endswith("--help`)")
 
 
+def test_flags_that_contradict_each_other_or_name_no_cluster_are_refused_before_anything_runs(
+        capsys):
+    """Two flags that cannot both hold, or a --cluster that is none of the allowed forms: one
+    argparse line, exit 2, before the corpus or a cluster is touched."""
+    import pytest
+
+    for argv, message in (
+            (["--no-train", "--train-recorded"],
+             "argument --train-recorded: not allowed with argument --no-train"),
+            (["--cluster", "slurm", "--scheduler-file", "s.json"],
+             "argument --scheduler-file: not allowed with argument --cluster"),
+            (["--cluster", "bogus"],
+             "argument --cluster: expected tcp://HOST:PORT or one of slurm, pbs, lsf, got "
+             "'bogus'"),
+            (["--cluster", "tcp://"], "argument --cluster: expected tcp://HOST:PORT")):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["book", *argv, "--predict"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"gtalib book: error: {message}"), err
+    for ok in ("tcp://10.0.0.1:8786", "slurm", "pbs", "lsf"):
+        assert cli.build_parser().parse_args(["book", "--cluster", ok]).cluster == ok
+
+
 def test_an_empty_only_is_a_one_line_error():
     import subprocess
     import sys

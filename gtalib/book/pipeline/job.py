@@ -119,8 +119,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
         f"{where}, workers as fast as measured" if measured
         else f"{where}, workers assumed as fast as {here}")
     log(f"runs: {len(plan.runs)} in the book, {len(plan.runs) - len(todo)} in {run_dir}"
-        if not train_recorded else f"runs: {len(refs)} with the ladder's, "
-                                   f"{len(refs) - len(todo)} in {run_dir}")
+        if not train_recorded else f"runs: {len(label)} with the ladder's, "
+                                   f"{len(label) - len(todo)} in {run_dir}")
     log(budget.describe(choice, cal, where))
     specs = [(label[s.run_id], s) for g in choice.train for s in g]
     return specs, choice.seconds, choice

@@ -206,6 +206,8 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
         assert trained == [expected]
         text = "\n".join(lines)
         assert "calibration: " in text and "prediction on this machine" in text
+        if train_recorded:  # each run once, though the ladder shares some with the figures
+            assert f"runs: {len(every | ladder)} with the ladder's, 0 in " in text
     with pytest.raises(ValueError, match="--budget"):
         book.build_book("ci", 1, budget_min=0)
     # without training, the job says how many runs are local, recorded and missing
