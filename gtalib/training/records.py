@@ -145,19 +145,13 @@ def record_run(run_folder, record_dir=None, replace: bool = False) -> Path:
     return dest
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _complete_bundle(dest: Path, run_folder: Path, trained_on: dict | None) -> None:
     """Add to the bundle ``dest`` the optional files it lacks and ``trained_on``, the kind of the
     machine that trained the run in ``run_folder`` (whose metrics are bit-identical): as the
     record's kind if that is unknown, else as a kind it was reproduced on, if new."""
     for name in OPTIONAL_BUNDLE_FILES:
         if (run_folder / name).is_file() and not (dest / name).is_file():
-            _atomic_write(dest / name, (run_folder / name).read_bytes())
+            store.write_atomic(dest / name, (run_folder / name).read_bytes())
     record = json.loads((dest / "record.json").read_text())
     known = [record.get("machine_kind"),
              *(r["machine_kind"] for r in record.get("reproduced_on", ()))]
@@ -170,8 +164,7 @@ def _complete_bundle(dest: Path, run_folder: Path, trained_on: dict | None) -> N
         record["machine_kind"], record["machine_kind_source"] = trained_on, where
     else:
         record.setdefault("reproduced_on", []).append({"machine_kind": trained_on, "source": where})
-    _atomic_write(dest / "record.json",
-                  (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    store.write_atomic(dest / "record.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def find_record(spec, record_dir=None) -> Path | None:

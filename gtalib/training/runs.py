@@ -147,10 +147,11 @@ class RunSpec:
 # Small file helpers
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace`` (atomic on POSIX)."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text, or bytes) to ``path`` via a temporary file of this process and
+    ``os.replace`` (atomic on POSIX: a reader sees the old file or the new one, whole)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data) if isinstance(data, bytes) else tmp.write_text(data)
     os.replace(tmp, path)
 
 

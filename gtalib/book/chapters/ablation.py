@@ -25,7 +25,6 @@ import hashlib
 import math
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,7 +77,7 @@ from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of
 from gtalib.model.presets import PRESETS
-from gtalib.training.runs import resolve_run_dir
+from gtalib.training.runs import resolve_run_dir, write_atomic
 
 # ---------------------------------------------------------------------------------------------
 # The ablation result: curves, band and the final-ΔL table
@@ -178,9 +177,7 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     result = AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves,
                             band, final, curve_column, final_column, tuple(counts), counts, looks)
     if shared is not None:  # atomically: a page executed meanwhile reads it whole or not at all
-        with tempfile.NamedTemporaryFile("wb", dir=shared.parent, delete=False) as f:
-            pickle.dump(result, f)
-        os.replace(f.name, shared)
+        write_atomic(shared, pickle.dumps(result))
     return result
 
 

@@ -49,7 +49,7 @@ from gtalib.book.analysis.style import (
     variant_style,
 )
 from gtalib.book.design.figures import ablation, figure_variants
-from gtalib.book.design.ladder import ladder, ladder_params, ladder_runs
+from gtalib.book.design.ladder import depth_runs, ladder, ladder_params
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.seeds import FIXED, seeds_of
@@ -93,13 +93,6 @@ def paper_delta(key: str, variant: str) -> float:
 
     ppl = ablation(key).paper_ppl.get(variant)
     return math.log(ppl[0] / ppl[1]) if ppl else math.nan
-
-
-def depth_runs(preset: str, seeds: int | None = None) -> list:
-    """The runs of ``preset``'s depth and token axes (the init and gate parts of
-    :func:`gtalib.book.design.ladder.ladder_runs`), whose ΔL pairs this page computes; the width
-    axis is :mod:`gtalib.book.chapters.ladder_width`'s."""
-    return [*ladder_runs(preset, seeds, "init"), *ladder_runs(preset, seeds, "gate")]
 
 
 def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = False,

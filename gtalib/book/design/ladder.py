@@ -180,6 +180,13 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
     return list(dict.fromkeys(refs))  # the token axis shares GQA's runs with the depth axis
 
 
+def depth_runs(preset: str, seeds: int | None = None) -> list[RunRef]:
+    """The runs of ``preset``'s depth and token axes (the init and gate parts of
+    :func:`ladder_runs`), whose ΔL pairs the scale-ladder page computes; the width axis' are
+    ``part="width"``."""
+    return [*ladder_runs(preset, seeds, "init"), *ladder_runs(preset, seeds, "gate")]
+
+
 # ---------------------------------------------------------------------------------------------
 # Parameter matching: per rung of the depth and token axes, per width of the width axis
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +201,7 @@ def ladder_params(preset: str) -> pd.DataFrame:
         KeyError: no ladder at ``preset``.
     """
     configs = {(r.variant, tuple(kv for kv in r.options if kv[0] != "n_layer"))
-               for r in [*ladder_runs(preset, 1, "init"), *ladder_runs(preset, 1, "gate")]}
+               for r in depth_runs(preset, 1)}
     rows = []
     for depth in ladder(preset).depths:
         mha = count_params(model_config(preset, "mha", n_layer=depth))["total"]

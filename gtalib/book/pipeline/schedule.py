@@ -209,14 +209,13 @@ def submit_jobs(cluster, system: str, jobs: int) -> None:
     deadline = time.monotonic() + SUBMIT_TIMEOUT_S
     while len(cluster.workers) < jobs and time.monotonic() < deadline:  # each submission tried
         time.sleep(0.1)
-    refused = [name for name, job in cluster.workers.items()
-               if getattr(job, "job_id", None) is None]
-    for name in refused:  # dask-jobqueue leaves them "created", which the cluster's close refuses
-        cluster.workers[name].status = Status.failed
-    if len(cluster.workers) < jobs or refused:
-        raise ValueError(f"cluster {system}: the batch system did not accept "
-                         f"{max(len(refused), jobs - len(cluster.workers))} of {jobs} worker "
-                         f"job(s) ({submit} failed; its message is logged above)")
+    refused = [job for job in cluster.workers.values() if getattr(job, "job_id", None) is None]
+    for job in refused:  # dask-jobqueue leaves them "created", which the cluster's close refuses
+        job.status = Status.failed
+    accepted = len(cluster.workers) - len(refused)
+    if accepted < jobs:
+        raise ValueError(f"cluster {system}: the batch system did not accept {jobs - accepted} "
+                         f"of {jobs} worker job(s) ({submit} failed; its message is logged above)")
 
 
 def dask_env_name(key: str) -> str:
