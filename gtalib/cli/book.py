@@ -139,5 +139,5 @@ def _predict(args, names) -> int:
     with open_cluster(args.cluster, args.scheduler_file, jobs, batch_options(args),
                       accelerator) as (c, where):
         runs_to_train(plan, resolve_run_dir(args.run_dir), jobs, args.threads, args.budget,
-                      args.train_recorded, where, client=c)
+                      args.train_recorded, where, client=c, list_runs=True)
     return 0

@@ -23,10 +23,10 @@ from gtalib.book.design.chapters import notebooks as chapter_notebooks
 from gtalib.book.design.chapters import reads
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.ladder import ladder_runs
-from gtalib.book.design.names import canonical_options
 from gtalib.book.design.run_specs import figure_runs, main_runs, preset_tokenizer
 from gtalib.book.design.seeds import LADDER_KEYS
 from gtalib.model.presets import PRESETS
+from gtalib.training import runs
 from gtalib.training.config import TrainConfig
 
 
@@ -72,19 +72,24 @@ class Plan:
             if key not in self.reads:
                 continue
             for r in refs:
-                ident = (r.variant, canonical_options(r.options), r.seed, r.train)
+                ident = specs.run_identity(r)
                 if ident not in seen:
                     seen.add(ident)
                     out.append(r)
         return tuple(out)
 
-    def data(self) -> dict:
-        """The run specs' ``data`` (corpus identity), read once from the built corpus.
+    def data(self, build: bool = False) -> dict:
+        """The run specs' ``data`` (corpus identity), read once from the built corpus;
+        ``build``: first build the preset's default corpus if it is missing (from the archives
+        that the install step fetched: seconds).
 
         Raises:
-            FileNotFoundError: the corpus is not built (``gtalib data build``).
+            FileNotFoundError: the corpus is not built (``gtalib data build``) and ``build`` is
+                False, or its archives are missing (the message names the command).
         """
         if not self._data:
+            if build:
+                runs.make_datamodule("default", self.tokenizer, self.train, build=True).prepare_data()
             self._data.update(specs.data_spec(self.preset, self.max_steps))
         return self._data
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gtalib.book.design.figures import ablation, main_configs
-from gtalib.book.design.names import config_label, option_pairs
+from gtalib.book.design.names import canonical_options, config_label, option_pairs
 from gtalib.book.design.seeds import figure_seeds, seeds_of
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training import runs
@@ -39,6 +39,12 @@ class RunRef:
     @property
     def label(self) -> str:
         return config_label(self.variant, dict(self.options))
+
+
+def run_identity(ref: RunRef) -> tuple:
+    """What makes two refs one run: variant, canonical options (a default spelled out or left
+    out is one configuration), seed and training overrides."""
+    return (ref.variant, canonical_options(ref.options), ref.seed, ref.train)
 
 
 def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None

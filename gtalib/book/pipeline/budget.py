@@ -7,12 +7,14 @@ measured here. Both come from one short timed calibration (:func:`calibrate`): a
 steps of the preset's MHA model, one thread, on random tokens, whose seconds per step are compared
 with the same configuration's recorded seconds per step.
 
-The wall time of a set of tasks on ``W`` workers is the makespan of the longest-first greedy
-schedule (Graham 1969, "Bounds on multiprocessing timing anomalies": LPT), the order in which
-:func:`gtalib.book.pipeline.schedule.train_all` submits them. :func:`choose` keeps the tasks that must be
-trained (a run with no record) and adds the others, in the plan's order, while the predicted
-wall time of the job stays within the budget; the rest is read from records, whole tasks (both
-arms of every ΔL pair) at a time. Reads the records (:mod:`gtalib.training.records`) and builds
+The wall time of a set of tasks on ``W`` workers is the makespan of the greedy schedule that
+starts the spot-check tasks first and, within each class, the longest first (Graham 1969,
+"Bounds on multiprocessing timing anomalies": LPT; :func:`start_order`), the order in which
+:func:`gtalib.book.pipeline.schedule.train_all` submits them. :func:`choose` keeps the tasks
+that must be trained (a run with no record) and adds the others in the order it is given (the
+job's: :func:`gtalib.book.design.spot_check.training_order`, the spot-check set first) while the
+predicted wall time of the job stays within the budget; the rest is read from records, whole
+tasks (both arms of every ΔL pair) at a time. Reads the records (:mod:`gtalib.training.records`) and builds
 models (:mod:`gtalib.model`); trains nothing.
 """
 
@@ -189,10 +191,19 @@ def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]
     return training_flops(spec) / calibration.flops_per_s + RUN_SETUP_S, "FLOPs"
 
 
-def makespan(task_seconds, workers: int) -> float:
-    """Wall seconds of tasks of ``task_seconds`` on ``workers`` workers, each task started,
-    longest first, on the worker free soonest (LPT; the order of
-    :func:`gtalib.book.pipeline.schedule.train_all`).
+def start_order(tasks, cost, first=frozenset()) -> list:
+    """``tasks`` (lists of RunSpecs) in the order the scheduler starts them: those holding a run
+    of ``first`` (run ids: the spot-check set) before the others, each class longest first by
+    ``cost`` (run id → seconds), so that the last to finish is a short one and a deadline drops
+    the others first."""
+    return sorted(tasks, key=lambda g: (not any(s.run_id in first for s in g),
+                                        -sum(cost[s.run_id] for s in g)))
+
+
+def makespan(task_seconds, workers: int, ordered: bool = False) -> float:
+    """Wall seconds of tasks of ``task_seconds`` on ``workers`` workers, each task started on
+    the worker free soonest: longest first (LPT), or in the order given with ``ordered``
+    (:func:`start_order`: the order of :func:`gtalib.book.pipeline.schedule.train_all`).
 
     Raises:
         ValueError: ``workers`` < 1.
@@ -200,7 +211,7 @@ def makespan(task_seconds, workers: int) -> float:
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
     loads = [0.0] * workers
-    for t in sorted(task_seconds, reverse=True):
+    for t in (task_seconds if ordered else sorted(task_seconds, reverse=True)):
         heapq.heapreplace(loads, loads[0] + t)
     return max(loads)
 
@@ -210,13 +221,15 @@ class Choice:
     """What :func:`choose` decided.
 
     Attributes:
-        train: the tasks (lists of RunSpecs) to train here, in the plan's order.
+        train: the tasks (lists of RunSpecs) to train here, in the order offered.
         read: the runs read from records instead (RunSpecs).
         seconds: run id → expected seconds here. basis: run id → ``"recorded"`` or ``"FLOPs"``.
         train_wall_s: predicted wall seconds of training ``train`` on ``workers``.
         job_wall_s: ``train_wall_s`` plus the rest of the job (:data:`REST_S`, scaled).
         budget_s: the budget in seconds (``None``: none).
         workers: workers the prediction assumes.
+        first: the run ids among the candidates that belong to the spot-check set (trained
+            first, :func:`start_order`).
     """
 
     train: list
@@ -227,6 +240,7 @@ class Choice:
     job_wall_s: float
     budget_s: float | None
     workers: int
+    first: frozenset = frozenset()
 
     @property
     def over_budget(self) -> bool:
@@ -235,13 +249,14 @@ class Choice:
 
 
 def choose(todo, recorded, calibration: Calibration, costs, workers: int,
-           budget_s: float | None) -> Choice:
+           budget_s: float | None, first=frozenset()) -> Choice:
     """Which of the runs ``todo`` (RunSpecs not in the local store) to train here.
 
     A task (:func:`groups`) with a run that ``recorded`` (run id → bool) says has no record must
-    be trained; the others are added in the plan's order while the predicted job wall time
-    (:func:`makespan` of the tasks plus :data:`REST_S` × factor) stays within
-    :data:`BUDGET_FILL` × ``budget_s``; ``budget_s=None`` trains every task.
+    be trained; the others are added in ``todo``'s order while the predicted job wall time
+    (:func:`makespan` of the tasks in :func:`start_order`, ``first`` being the spot-check run
+    ids, plus :data:`REST_S` × factor) stays within :data:`BUDGET_FILL` × ``budget_s``;
+    ``budget_s=None`` trains every task.
 
     Raises:
         ValueError: ``workers`` < 1, or ``budget_s`` not positive.
@@ -251,22 +266,26 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     seconds, basis = {}, {}
     for s in todo:
         seconds[s.run_id], basis[s.run_id] = expected_seconds(s, calibration, costs)
+    first = frozenset(first) & {s.run_id for s in todo}
     tasks = groups(todo)
-    cost = [sum(seconds[s.run_id] for s in g) for g in tasks]
     rest = REST_S * calibration.factor
-    must = [i for i, g in enumerate(tasks) if not all(recorded[s.run_id] for s in g)]
-    chosen = set(must)
+
+    def wall(chosen) -> float:  # training's wall seconds, tasks started as the scheduler will
+        ordered = start_order([tasks[i] for i in chosen], seconds, first)
+        return makespan([sum(seconds[s.run_id] for s in g) for g in ordered], workers, True)
+
+    chosen = {i for i, g in enumerate(tasks) if not all(recorded[s.run_id] for s in g)}
     if budget_s is None:
         chosen = set(range(len(tasks)))
     else:
         limit = BUDGET_FILL * budget_s - rest - START_S
         for i in range(len(tasks)):
-            if i not in chosen and makespan([cost[j] for j in chosen | {i}], workers) <= limit:
+            if i not in chosen and wall(chosen | {i}) <= limit:
                 chosen.add(i)
     train = [tasks[i] for i in sorted(chosen)]
     read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
-    wall = makespan([cost[i] for i in chosen], workers) + START_S if chosen else 0.0
-    return Choice(train, read, seconds, basis, wall, wall + rest, budget_s, workers)
+    train_s = wall(chosen) + START_S if chosen else 0.0
+    return Choice(train, read, seconds, basis, train_s, train_s + rest, budget_s, workers, first)
 
 
 def train_deadline_s(choice: Choice) -> float | None:
@@ -327,6 +346,12 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     lines = [f"calibration: {cal}",
              f"prediction on {where} ({choice.workers} worker(s)): training {n_train} run(s) "
              f"≈ {_minutes(choice.train_wall_s)}, the whole job ≈ {_minutes(choice.job_wall_s)}"]
+    if choice.first:
+        kept = sum(s.run_id in choice.first for g in choice.train for s in g)
+        lines.append(f"spot-check: {len(choice.first)} run(s) of the declared set (seed 0 of one "
+                     "variant per figure and table) not in the store, trained first"
+                     + ("" if kept == len(choice.first) else
+                        f"; {len(choice.first) - kept} of them do not fit: read from records"))
     if choice.budget_s is None:
         lines.append("budget: none (every run not in the store is trained)")
     else:

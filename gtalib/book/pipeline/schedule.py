@@ -43,7 +43,13 @@ from distributed import Client, Event, LocalCluster, as_completed, get_worker
 from distributed.core import Status
 from tqdm import tqdm
 
-from gtalib.book.pipeline.budget import groups, late_tasks, time_steps, training_flops
+from gtalib.book.pipeline.budget import (
+    groups,
+    late_tasks,
+    start_order,
+    time_steps,
+    training_flops,
+)
 from gtalib.book.pipeline.paths import BookError
 from gtalib.training import bundles, runs
 from gtalib.training.machine import MALLOC_TRIM, untrim_malloc
@@ -146,7 +152,7 @@ def worker_gpu(devices: str, name) -> str:
 
 def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int = 0,
                   walltime: str = "02:00:00", account: str | None = None, queue: str | None = None):
-    """A dask-jobqueue cluster whose every job is one worker of one thread (``system`` in
+    """A dask-jobqueue cluster whose every job is one worker of ``cores`` threads (``system`` in
     :data:`BATCH_SYSTEMS`); the options not given here come from dask-jobqueue's YAML. ``gpus``
     asks the batch system for that many GPUs per job (``--gres=gpu:N`` on Slurm) and gives the
     worker the Dask resource ``GPU``, so GPU runs go one at a time to a worker that has one. The
@@ -362,9 +368,11 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
               accelerator: str = "auto", log=print, cluster: str | None = None,
               scheduler_file=None, batch: dict | None = None,
               seconds: dict | None = None, client=None, where: str = "the given cluster",
-              deadline: float | None = None, optional=frozenset()) -> list[str]:
+              deadline: float | None = None, optional=frozenset(),
+              first=frozenset()) -> list[str]:
     """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
-    longest task first, with one progress bar weighted by each run's expected seconds (its ETA
+    the tasks of the spot-check set first and longest first within each class
+    (:func:`gtalib.book.pipeline.budget.start_order`), with one progress bar weighted by each run's expected seconds (its ETA
     is the expected work left at the rate seen so far), a line when a worker starts a run and
     one per finished run.
 
@@ -389,7 +397,10 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             ``optional`` and that would end after the deadline
             (:func:`gtalib.book.pipeline.budget.late_tasks`: ``seconds`` scaled by the slowest
             pace measured so far, never below 1) are cancelled, with one line saying how many
-            runs they hold. Needs ``seconds``.
+            runs they hold, which it names. Needs ``seconds``. The progress bar's total drops
+            by their expected work.
+        first: the run ids of the spot-check set (:mod:`gtalib.book.design.spot_check`),
+            started before the others, so that a deadline drops the others first.
 
     Returns:
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
@@ -418,7 +429,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     marker = f".gtalib-store-{uuid.uuid4().hex}"
     (run_dir / marker).write_text("the run store of a gtalib book job\n")
     cost = {s.run_id: (seconds[s.run_id] if seconds else training_flops(s) / 1e10) for s in todo}
-    tasks = sorted(groups(todo), key=lambda g: -sum(cost[s.run_id] for s in g))
+    tasks = start_order(groups(todo), cost, first)
     with contextlib.ExitStack() as stack:
         if client is None:
             client, where = stack.enter_context(open_cluster(cluster, scheduler_file, jobs, batch,
@@ -468,7 +479,8 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                                      priority=len(tasks) - i,
                                      key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
                        for i, g in enumerate(tasks)]
-            pace = _Pace(client, tasks, futures, cost, started, optional, deadline, say)
+            pace = _Pace(client, tasks, futures, cost, started, optional, deadline, say, bar,
+                         name)
             if seconds:
                 pace.drop_late()
             done = 0
@@ -517,9 +529,10 @@ class _Pace:
     """The deadline of :func:`train_all`: the pace of the finished tasks, and the optional
     tasks not yet started that it says would end too late, cancelled (:meth:`drop_late`)."""
 
-    def __init__(self, client, tasks, futures, cost, started, optional, deadline, say):
+    def __init__(self, client, tasks, futures, cost, started, optional, deadline, say, bar, name):
         self.client, self.tasks, self.futures, self.cost = client, tasks, futures, cost
         self.started, self.optional, self.deadline, self.say = started, optional, deadline, say
+        self.bar, self.name = bar, name
         self.index = {f.key: i for i, f in enumerate(futures)}
         self.ended, self.dropped = set(), set()
         self.pace = 1.0
@@ -540,7 +553,7 @@ class _Pace:
     def drop_late(self) -> None:
         """Cancel the optional tasks not started (no start event yet) that would end after the
         deadline (:func:`gtalib.book.pipeline.budget.late_tasks`), setting each one's drop event
-        first."""
+        first; take their expected work off the progress bar's total and name their runs."""
         if self.deadline is None:
             return
         now = time.perf_counter()
@@ -568,10 +581,13 @@ class _Pace:
             Event(_drop_event(self.futures[i].key), client=self.client).set()
         self.client.cancel([self.futures[i] for i in late])
         self.dropped |= {self.futures[i].key for i in late}
-        n = sum(len(self.tasks[i]) for i in late)
-        self.say(f"deadline: {n} run(s) of {len(late)} task(s) not started would end after the "
-                 f"budget at the pace measured so far (× {self.pace:.2f} of the prediction): "
-                 "read from their records instead")
+        dropped = [s for i in late for s in self.tasks[i]]
+        self.bar.total = round(self.bar.total - sum(self.task_cost(i) for i in late), 1)
+        self.bar.refresh()
+        self.say(f"deadline: {len(dropped)} run(s) of {len(late)} task(s) not started would end "
+                 f"after the budget at the pace measured so far (× {self.pace:.2f} of the "
+                 "prediction): read from their records instead: "
+                 + "; ".join(f"{s.run_id} {self.name[s.run_id]}" for s in dropped))
 
 
 def _scheduler_gone(client, error: Exception) -> bool:

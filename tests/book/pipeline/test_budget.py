@@ -153,3 +153,53 @@ def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci
         budget.BUDGET_FILL * 600 - budget.REST_S * 1.5)
     assert budget.train_deadline_s(budget.choose(todo, {s.run_id: True for s in todo}, cal, costs,
                                                  2, None)) is None
+
+
+def test_start_order_puts_the_spot_check_first_then_the_longest():
+    class Spec:  # what start_order reads of a RunSpec
+        def __init__(self, run_id):
+            self.run_id = run_id
+
+    tasks = [[Spec("a")], [Spec("b"), Spec("c")], [Spec("d")]]
+    cost = {"a": 5.0, "b": 1.0, "c": 1.0, "d": 9.0}
+    assert budget.start_order(tasks, cost) == [tasks[2], tasks[0], tasks[1]]  # longest first
+    assert budget.start_order(tasks, cost, {"c"}) == [tasks[1], tasks[2], tasks[0]]
+    # in that order on two workers: 2 | 9 → 2+5 | 9 = 9; longest first would also give 9
+    assert budget.makespan([2.0, 9.0, 5.0], 2, ordered=True) == 9.0
+    assert budget.makespan([1.0, 1.0, 4.0], 2, ordered=True) == 5.0  # LPT: 4 | 1+1 = 4
+
+
+def test_choose_trains_the_spot_check_before_runs_offered_earlier(ci_specs):
+    _, todo = ci_specs
+    cal = budget.Calibration(1.0, 1.0, 1e9)
+    costs = _costs([(s, 100.0) for s in todo])
+    tasks = budget.groups(todo)
+    recorded = {s.run_id: True for s in todo}
+    first = {s.run_id for s in tasks[-1]}
+    offered = [s for s in tasks[-1]] + [s for g in tasks[:-1] for s in g]  # the job's order
+    fits_one = (100.0 * len(tasks[-1]) + budget.START_S + budget.REST_S) / budget.BUDGET_FILL
+    c = budget.choose(offered, recorded, cal, costs, workers=1, budget_s=fits_one + 1, first=first)
+    assert [{s.run_id for s in g} for g in c.train] == [first]
+    assert "spot-check: " + str(len(first)) + " run(s) of the declared set" in budget.describe(
+        c, cal, "here")
+
+
+def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
+    """The default book (cpu, 2 workers, 60 min, nothing in the store) at the slowest CPU's
+    factor over the recorded costs: the whole spot-check set is trained, and its tasks (with the
+    runs they bring along) alone leave a tenth of the budget's training time free."""
+    from gtalib.book.design.spot_check import SLOWEST_FACTOR, spot_check_refs, training_order
+    from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN
+
+    plan = make_plan("cpu", 3)
+    todo = list({s.run_id: s for s in map(plan.spec, training_order(plan))}.values())
+    first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
+    cal = budget.Calibration(SLOWEST_FACTOR, 1.0, 1e9)  # recorded costs × the factor
+    costs = record_costs.cost_table()
+    recorded = {s.run_id: True for s in todo}
+    c = budget.choose(todo, recorded, cal, costs, 2, DEFAULT_BUDGET_MIN * 60, first)
+    assert first <= {s.run_id for g in c.train for s in g}
+    spot_tasks = [g for g in budget.groups(todo) if any(s.run_id in first for s in g)]
+    alone = budget.choose([s for g in spot_tasks for s in g], recorded, cal, costs, 2, None)
+    limit = budget.train_deadline_s(c)
+    assert alone.train_wall_s <= 0.9 * limit, (alone.train_wall_s, limit)

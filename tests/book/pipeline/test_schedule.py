@@ -273,14 +273,23 @@ def test_importing_the_cli_leaves_ctrl_c_to_python():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_deadline_cancels_the_optional_tasks_that_would_end_after_it(tmp_path):
+def test_the_deadline_cancels_the_optional_tasks_that_would_end_after_it(tmp_path, monkeypatch):
     """Three tasks of two runs on one worker. The first must be trained (no record) and is
     predicted at 100 s a run, so the two optional ones queued behind it would end after a
-    deadline 60 s away: they are cancelled, one line says so, and nothing is reported failed."""
+    deadline 60 s away: they are cancelled, one line says so naming their runs, the progress
+    bar's total drops by their expected work, and nothing is reported failed."""
     from gtalib.book.design.plan import make_plan
     from gtalib.book.pipeline.budget import groups
     from gtalib.training.runs import is_done, run_path
 
+    bars = []
+
+    class Bar(schedule.tqdm):  # the job's bar, kept to read its total afterwards
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            bars.append(self)
+
+    monkeypatch.setattr(schedule, "tqdm", Bar)
     plan = make_plan("ci", 1)
     tasks = groups([s for _, s in plan.specs()])[:3]
     must, rest = tasks[0], [s for g in tasks[1:] for s in g]
@@ -296,6 +305,9 @@ def test_the_deadline_cancels_the_optional_tasks_that_would_end_after_it(tmp_pat
     [line] = [ln for ln in lines if ln.startswith("deadline: ")]
     assert line.startswith(f"deadline: {len(rest)} run(s) of 2 task(s) not started would end "
                            "after the budget")
+    assert all(s.run_id in line for s in rest)
+    [bar] = bars
+    assert bar.total == pytest.approx(100.0 * len(must))  # the dropped tasks' 1 s each is gone
     assert not any(ln.startswith("[") and any(s.run_id in ln for s in rest) for ln in lines)
 
 

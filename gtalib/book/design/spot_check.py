@@ -1,0 +1,123 @@
+"""The spot-check set: the recorded runs that every default book trains again first, on the
+reader's machine, so that each figure and table is checked against its records.
+
+The default book cannot re-train its 360 recorded runs within its hour (29.8 core-hours), so it
+reads most of them from ``book/recorded/``. Which ones it re-trains must not depend on the
+calibration's noise nor on what a kept run store already holds: the set below is declared per
+preset, before any run, one variant per figure and table at seed :data:`SPOT_CHECK_SEED`, both
+arms of its ΔL pair (one task: both arms train on one worker). At ``cpu`` it is sized to fit the
+60-minute budget on the slowest CPU seen (recorded costs × :data:`SLOWEST_FACTOR`; a test holds
+it there). Because a task holds every run of
+one variant, seed and length (:func:`gtalib.book.pipeline.budget.group_key`), a spot-checked
+variant brings its other seed-0 runs of the same length along (GQA's initialisation pair and
+main-table run with its double-heads pair).
+
+What time is left after the set goes to :func:`training_order`'s next tier: seed 0 of every
+other variant, in rounds across the figures (the second variant of each figure, then the third,
+...), so that a faster machine checks more variants of every figure rather than more seeds of
+the first. Reads :mod:`gtalib.book.design.figures` and the plan's runs.
+"""
+
+from __future__ import annotations
+
+from gtalib.book.design.figures import ABLATIONS, figure_variants, main_configs
+from gtalib.book.design.run_specs import run_identity
+
+#: The seed of every spot-checked run (seed 0 exists at every seed count).
+SPOT_CHECK_SEED = 0
+#: This machine's time for recorded work over the recorded time on the slowest CPU seen, an AMD
+#: EPYC family 23 model 1 with two workers at once (the calibration of the default book there,
+#: ``benchmarks/book_wall_time.md``): the set at ``cpu`` must fit the budget at this factor.
+SLOWEST_FACTOR = 2.01
+
+#: Per preset, the variant of each figure (ablation key) and of the main table (``"main"``)
+#: whose seed-0 runs every default book trains first. At ``cpu``: MHA's initialisation pair
+#: (also its main-table run), GLA-2's gating pair (the cheapest of the gating figure's 1000-step
+#: pairs), MLRA-2's latent-scaling pair (also its main-table run) and GQA's double-heads pair
+#: (with its initialisation pair and main-table run): 34.7 recorded core-minutes.
+SPOT_CHECK: dict[str, dict[str, str]] = {
+    "cpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
+            "main": "mha"},
+    "gpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
+            "main": "mha"},
+    "ci": {"init": "gqa", "gate": "mla", "latent_scale": "gla-2", "double_heads": "gqa",
+           "main": "gqa"},
+}
+
+
+def figure_keys() -> tuple[str, ...]:
+    """The figures a spot-check names: the ablation keys, then ``"main"``."""
+    return (*ABLATIONS, "main")
+
+
+def shown_variants(key: str, preset: str) -> tuple[str, ...]:
+    """The variants figure ``key`` (or ``"main"``) shows at ``preset``, in its order."""
+    if key == "main":
+        return tuple(dict.fromkeys(v for v, _ in main_configs(preset)))
+    return figure_variants(key, preset)
+
+
+def spot_check_words(preset: str) -> str | None:
+    """The spot-check set of ``preset`` in words (``None``: none declared), e.g. "seed 0 of MHA
+    (initialisation), GLA-2 (gating), ..."."""
+    from gtalib.book.design.names import and_join, display_name
+
+    chosen = SPOT_CHECK.get(preset)
+    if not chosen:
+        return None
+    what = {k: ABLATIONS[k].title.split(" ablation")[0].lower().replace("-", " ") if k in ABLATIONS
+            else "main results" for k in chosen}
+    return (f"seed {SPOT_CHECK_SEED}, both arms, of "
+            + and_join([f"{display_name(v)} ({what[k]})" for k, v in chosen.items()]))
+
+
+def check_spot_checks(table: dict) -> None:
+    """Check a table shaped like :data:`SPOT_CHECK`.
+
+    Raises:
+        KeyError: a figure key that is none of :func:`figure_keys`, a figure missing, or a
+            variant its figure does not show at that preset (the message lists the allowed ones).
+    """
+    for preset, chosen in table.items():
+        missing = [k for k in figure_keys() if k not in chosen]
+        if missing:
+            raise KeyError(f"spot-check table [{preset!r}]: no variant for {', '.join(missing)}")
+        for key, variant in chosen.items():
+            if key not in figure_keys():
+                raise KeyError(f"spot-check table [{preset!r}]: unknown figure {key!r}; "
+                               f"allowed: {', '.join(figure_keys())}")
+            allowed = shown_variants(key, preset)
+            if variant not in allowed:
+                raise KeyError(f"spot-check table [{preset!r}][{key!r}]: {variant!r} is not "
+                               f"shown at {preset!r}; allowed: {', '.join(allowed)}")
+
+
+check_spot_checks(SPOT_CHECK)
+
+
+def spot_check_refs(plan) -> tuple:
+    """The plan's spot-checked runs (:data:`SPOT_CHECK` at its preset), each configuration
+    once, figure by figure, for the figures its chapters read; empty at a preset without a
+    declared set."""
+    chosen = SPOT_CHECK.get(plan.preset, {})
+    runs = {run_identity(r): r for r in plan.runs}  # the plan's own ref of each run
+    return tuple(runs[i] for i in dict.fromkeys(
+        run_identity(r) for key, variant in chosen.items() if key in plan.reads
+        for r in plan.figure_refs[key] if r.variant == variant and r.seed == SPOT_CHECK_SEED))
+
+
+def training_order(plan) -> tuple:
+    """Every run of ``plan`` (:attr:`~gtalib.book.design.plan.Plan.runs`, each once) in the
+    order the job offers them to the budget: the spot-check set (:func:`spot_check_refs`),
+    then seed 0 of each figure's other variants in rounds (round ``i``: the ``i``-th remaining
+    variant of every figure), then the rest in the plan's order."""
+    read = [k for k in figure_keys() if k in plan.reads]
+    chosen = SPOT_CHECK.get(plan.preset, {})
+    rest = {k: [v for v in dict.fromkeys(r.variant for r in plan.figure_refs[k])
+                if v != chosen.get(k)] for k in read}
+    rounds = [r for i in range(max(map(len, rest.values()), default=0)) for k in read
+              if i < len(rest[k]) for r in plan.figure_refs[k]
+              if r.variant == rest[k][i] and r.seed == SPOT_CHECK_SEED]
+    runs = {run_identity(r): r for r in plan.runs}  # the plan's own ref of each run
+    order = dict.fromkeys(run_identity(r) for r in (*spot_check_refs(plan), *rounds, *plan.runs))
+    return tuple(runs[i] for i in order)

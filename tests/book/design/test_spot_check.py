@@ -1,0 +1,61 @@
+"""The spot-check set (:mod:`gtalib.book.design.spot_check`): declared per preset, spread over
+every figure and table, first in the job's training order."""
+
+import pytest
+
+from gtalib.book.design import spot_check as S
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.run_specs import run_identity
+
+
+@pytest.mark.parametrize("preset", sorted(S.SPOT_CHECK))
+def test_the_set_holds_both_arms_at_seed_0_of_its_variant_of_every_figure(preset):
+    plan = make_plan(preset, 3)
+    refs = S.spot_check_refs(plan)
+    for key, variant in S.SPOT_CHECK[preset].items():
+        expected = {run_identity(r) for r in plan.figure_refs[key]
+                    if r.variant == variant and r.seed == 0}
+        assert len(expected) == (1 if key == "main" else 2), key  # both arms of an ablation
+        assert expected <= {run_identity(r) for r in refs}, key
+    assert {r.seed for r in refs} == {0}
+    assert len({run_identity(r) for r in refs}) == len(refs)  # each run once
+
+
+def test_the_set_follows_the_chapters_a_plan_reads():
+    plan = make_plan("cpu", 3, notebooks=("gating_ablation",))
+    assert {r.variant for r in S.spot_check_refs(plan)} == {"gla-2"}
+    assert S.spot_check_refs(make_plan("paper", 3)) == ()  # no set declared there
+
+
+def test_the_training_order_is_the_set_then_seed_0_in_rounds_then_the_rest():
+    plan = make_plan("cpu", 3)
+    order = S.training_order(plan)
+    assert sorted(map(run_identity, order)) == sorted(map(run_identity, plan.runs))
+    assert len(order) == len(plan.runs)
+    spot = S.spot_check_refs(plan)
+    assert order[:len(spot)] == spot
+    seed0 = {run_identity(r) for r in plan.runs if r.seed == 0}
+    tier = order[len(spot):len(seed0)]
+    assert {run_identity(r) for r in tier} == seed0 - {run_identity(r) for r in spot}
+    # round 1 takes each figure's next variant: the gating figure's GQA pair comes before the
+    # initialisation figure's third variant
+    labels = [(r.variant, dict(r.train).get("max_steps")) for r in tier]
+    assert labels.index(("gqa", 1000)) < labels.index(("mla", None))
+    assert all(r.seed > 0 for r in order[len(seed0):])
+
+
+def test_a_table_naming_a_variant_its_figure_does_not_show_is_refused():
+    good = dict(S.SPOT_CHECK["cpu"])
+    with pytest.raises(KeyError, match=r"'mha' is not shown at 'cpu'; allowed: gqa, mla"):
+        S.check_spot_checks({"cpu": {**good, "gate": "mha"}})
+    with pytest.raises(KeyError, match="no variant for double_heads"):
+        S.check_spot_checks({"cpu": {k: v for k, v in good.items() if k != "double_heads"}})
+    with pytest.raises(KeyError, match="unknown figure 'rope'"):
+        S.check_spot_checks({"cpu": {**good, "rope": "mha"}})
+
+
+def test_the_words_name_each_figure_s_variant():
+    assert S.spot_check_words("cpu") == (
+        "seed 0, both arms, of MHA (initialisation), GLA-2 (gating), MLRA-2 (latent scaling), "
+        "GQA (double heads) and MHA (main results)")
+    assert S.spot_check_words("paper") is None
