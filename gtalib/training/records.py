@@ -431,16 +431,62 @@ def bit_identical_kinds(folder) -> list[dict]:
     return [trained] + [r["machine_kind"] for r in load_record_info(folder).get("reproduced_on", ())]
 
 
-def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=None,
-                 accelerator: str = "cpu", log=print) -> CheckResult:
-    """Re-train the bundle's run from scratch in a temporary store, with the thread count of its
-    card, and compare its metrics with the record (:func:`compare_metrics`).
+def _check_envelope(envelope) -> None:
+    if not isinstance(envelope, Envelope):
+        raise ValueError(f"envelope must be an Envelope (e.g. CROSS_MACHINE_ENVELOPE), "
+                         f"got {envelope!r}")
 
-    The machine kind of the re-training (its card's ``machine_kind``: this machine, the card's
-    thread count) is compared with the record's (:func:`record_machine_kind`): the same kind, or
+
+def compare_with_record(folder, retrained, here_kind: dict | None,
+                        envelope: Envelope = CROSS_MACHINE_ENVELOPE) -> CheckResult:
+    """Compare a re-training of a bundle's run with the bundle (:func:`compare_metrics`).
+
+    The machine kind of the re-training (``here_kind``: its card's ``machine_kind``, ``None``
+    when unknown) is compared with the record's (:func:`record_machine_kind`): the same kind, or
     one that reproduced the record before (:func:`bit_identical_kinds`), requires a
     bit-identical curve (otherwise: mismatch, "same machine kind, bit-identity required"); a
     different or unknown kind allows ``envelope``.
+
+    Args:
+        folder: the bundle. retrained: the re-training's metrics frame
+            (:func:`gtalib.training.runs.load_metrics`).
+        envelope: the bound across machine kinds (default :data:`CROSS_MACHINE_ENVELOPE`).
+
+    Returns:
+        the :class:`CheckResult`, its ``reason`` saying which rule applied and why.
+
+    Raises:
+        ValueError: ``envelope`` not an :class:`Envelope`.
+        RunCorruptError: a bundle file is unreadable (names the file).
+    """
+    from gtalib.training.machine import kind_differences, same_kind
+
+    _check_envelope(envelope)
+    folder = Path(folder)
+    run_id = store.load_spec(folder).run_id
+    recorded = load_record_metrics(folder)
+    recorded_kind = record_machine_kind(folder)
+    if same_kind(recorded_kind, here_kind):
+        why, res = ("same machine kind, bit-identity required",
+                    compare_metrics(run_id, recorded, retrained, None))
+    elif any(same_kind(k, here_kind) for k in bit_identical_kinds(folder)):
+        why, res = ("this machine kind reproduced the record before, bit-identity required",
+                    compare_metrics(run_id, recorded, retrained, None))
+    else:
+        why = ("machine kind of the record unknown" if recorded_kind is None else
+               "machine kind of the re-training unknown" if here_kind is None else
+               f"machine kind differs: {'; '.join(kind_differences(recorded_kind, here_kind))}")
+        res = compare_metrics(run_id, recorded, retrained, envelope)
+    if res.outcome == "mismatch" and res.first_diff is None:  # columns or rows differ
+        why = f"{why}; {res.reason}"
+    return dataclasses.replace(res, reason=why)
+
+
+def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=None,
+                 accelerator: str = "cpu", log=print) -> CheckResult:
+    """Re-train the bundle's run from scratch in a temporary store, with the thread count of its
+    card, and compare it with the record (:func:`compare_with_record`: bit-identity on the
+    record's machine kind, ``envelope`` across kinds).
 
     Args:
         envelope: the bound across machine kinds (default :data:`CROSS_MACHINE_ENVELOPE`).
@@ -454,15 +500,10 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
     """
     import torch
 
-    from gtalib.training.machine import kind_differences, same_kind
-
-    if not isinstance(envelope, Envelope):
-        raise ValueError(f"envelope must be an Envelope (e.g. CROSS_MACHINE_ENVELOPE), "
-                         f"got {envelope!r}")
+    _check_envelope(envelope)
     folder = Path(folder)
     spec = store.load_spec(folder)
-    recorded = load_record_metrics(folder)
-    recorded_kind = record_machine_kind(folder)
+    load_record_metrics(folder)  # a corrupt bundle fails before the re-training, not after
     threads = store.load_card(folder).get("threads")
     old_threads = torch.get_num_threads()
     tmp = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="gtalib-check-"))
@@ -477,17 +518,4 @@ def check_record(folder, envelope: Envelope = CROSS_MACHINE_ENVELOPE, work_dir=N
         torch.set_num_threads(old_threads)
         if work_dir is None:
             shutil.rmtree(tmp, ignore_errors=True)
-    if same_kind(recorded_kind, here_kind):
-        why, res = ("same machine kind, bit-identity required",
-                    compare_metrics(spec.run_id, recorded, retrained, None))
-    elif any(same_kind(k, here_kind) for k in bit_identical_kinds(folder)):
-        why, res = ("this machine kind reproduced the record before, bit-identity required",
-                    compare_metrics(spec.run_id, recorded, retrained, None))
-    else:
-        why = ("machine kind of the record unknown" if recorded_kind is None else
-               "machine kind of the re-training unknown" if here_kind is None else
-               f"machine kind differs: {'; '.join(kind_differences(recorded_kind, here_kind))}")
-        res = compare_metrics(spec.run_id, recorded, retrained, envelope)
-    if res.outcome == "mismatch" and res.first_diff is None:  # columns or rows differ
-        why = f"{why}; {res.reason}"
-    return dataclasses.replace(res, reason=why)
+    return compare_with_record(folder, retrained, here_kind, envelope)

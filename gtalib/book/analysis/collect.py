@@ -47,7 +47,9 @@ class Collected:
             ``None`` when the card lacks it (unknown); ``kinds``: every machine kind known to
             give the run's metrics bit for bit (a recorded run's
             :func:`gtalib.training.records.bit_identical_kinds`, a local run's own kind; empty
-            when unknown).
+            when unknown); ``record_check``: for a local run that also has a record, its
+            comparison with the record (:func:`gtalib.training.records.compare_with_record`,
+            a :class:`~gtalib.training.records.CheckResult`), else ``None``.
         cards: run cards (``card.json`` contents) of the complete runs.
         run_dir: the run store they were read from; record_dir: the recorded runs
             (:func:`gtalib.training.records.default_record_dir` when ``None``). A ``done`` run's folder is
@@ -72,12 +74,21 @@ class Collected:
         return run_pairs(self.status)
 
 
-def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> Collected:
+#: What :func:`collect_runs` reads a run from when both the local store and the records have
+#: it: ``"build"``, the local store (what this build trained), compared with its record;
+#: ``"records"``, the record (the figure as recorded, to set beside this build's).
+SOURCES = ("build", "records")
+
+
+def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None,
+                 source: str = "build") -> Collected:
     """Read (and with ``train=True`` first train) the runs ``refs`` need.
 
     A run the local store lacks is read from the repository's recorded runs
     (:mod:`gtalib.training.records`) when one is recorded, and labelled so in ``status.source``
-    ("recorded <date> on <machine>"); only a run neither local nor recorded is trained.
+    ("recorded <date> on <machine>"); only a run neither local nor recorded is trained. A local
+    run that has a record too is compared with it (``status.record_check``); with
+    ``source="records"`` the record is read instead.
 
     Args:
         refs: :class:`gtalib.book.design.run_specs.RunRef` list. plan: the :class:`gtalib.book.design.plan.Plan`
@@ -85,29 +96,38 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
         train: train missing runs through :func:`gtalib.training.train.ensure_run` (else report
             them missing).
         record_dir: recorded runs (default :func:`gtalib.training.records.default_record_dir`).
+        source: one of :data:`SOURCES`.
     Returns:
         :class:`Collected`. A run that fails to train is reported ``failed`` with its error, a
         finished run whose files are corrupt ``corrupt`` (paths relative to the store); nothing
         is raised, so a figure can say on its page which runs it lacks.
+
+    Raises:
+        ValueError: ``source`` not one of :data:`SOURCES`.
     """
 
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     run_dir = resolve_run_dir(run_dir)
     frames, status, cards = [], [], []
     for ref in refs:
         spec = plan.spec(ref)
         path = run_dir / spec.run_id
-        state, detail, source, card, kinds = "done", "", "local", None, []
+        state, detail, where, card, kinds, check = "done", "", "local", None, [], None
+        compare_to = None
         try:
-            local = store.is_done(path)
-            record = None if local else records.find_record(spec, record_dir)
+            record = records.find_record(spec, record_dir)
+            local = store.is_done(path) and not (source == "records" and record is not None)
+            if local:
+                compare_to, record = record, None
             if train and record is None and not local:
                 # a standalone papermill run trains here; say which run, since it takes a while
                 print(f"training {spec.run_id}: {ref.label}, seed {ref.seed} ...", flush=True)
                 path = Path(ensure_run(spec, run_dir))
-            if record is not None:  # the local store lacks it: the repository's record
+            if record is not None:  # the local store lacks it (or source="records"): the record
                 df = records.load_record_metrics(record)
                 card = store.load_card(record)
-                source = records.record_label(records.load_record_info(record))
+                where = records.record_label(records.load_record_info(record))
                 kinds = records.bit_identical_kinds(record)
             elif not (path / "DONE").exists():
                 state, detail = "missing", "not trained yet"
@@ -116,6 +136,9 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
                 df = store.load_metrics(path)
                 card = store.load_card(path) if (path / "card.json").exists() else None
                 kinds = [card["machine_kind"]] if (card or {}).get("machine_kind") else []
+                if compare_to is not None:  # this build's run beside the record it reproduces
+                    check = records.compare_with_record(compare_to, df,
+                                                        (card or {}).get("machine_kind"))
         except store.RunCorruptError as e:  # named on the page: run, file, column, row
             state, detail = "corrupt", str(e).replace(f"{run_dir}/", "")
         except Exception as e:  # reported on the figure's page, never plotted silently
@@ -132,8 +155,8 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
                 cards.append(card)
         card = card or {}
         status.append((ref.variant, ref.arm, ref.label, ref.seed, spec.model.n_layer,
-                       spec.train.max_steps, spec.run_id, state, detail, source,
-                       card.get("device") or None, card.get("machine_kind") or None, kinds))
+                       spec.train.max_steps, spec.run_id, state, detail, where,
+                       card.get("device") or None, card.get("machine_kind") or None, kinds, check))
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["variant", "arm", "label", "seed", "n_layer", "max_steps", "step", "tokens",
                  "train_loss", "val_loss"]
@@ -145,7 +168,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None) -> C
 
 #: Columns of :attr:`Collected.status`.
 STATUS_COLUMNS = ["variant", "arm", "label", "seed", "n_layer", "max_steps", "run_id", "state",
-                  "detail", "source", "device", "machine_kind", "kinds"]
+                  "detail", "source", "device", "machine_kind", "kinds", "record_check"]
 
 
 def complete_variants(collected: Collected) -> tuple[list[str], list[str]]:

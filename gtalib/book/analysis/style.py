@@ -91,6 +91,21 @@ def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f
     return table_style(df.style.apply(mark, axis=0).format(fmt))
 
 
+def md_table(df: pd.DataFrame, index: bool = True) -> str:
+    """A pandas frame as a Markdown pipe table (no extra dependency), with its index as the
+    first column unless ``index`` is False; a ``|`` inside a cell (``|ΔL|``) is escaped so that
+    it does not end the cell."""
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|")
+
+    cols = [*([cell(df.index.name or "")] if index else []), *map(cell, df.columns)]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for idx, row in df.iterrows():
+        lines.append("| " + " | ".join([*([cell(idx)] if index else []),
+                                        *map(cell, row.tolist())]) + " |")
+    return "\n".join(lines)
+
+
 def plural(n, word: str) -> str:
     """``"1 thread"``, ``"2 threads"``: ``n`` followed by ``word``, pluralised with an ``s``."""
     return f"{n} {word}" + ("" if str(n) == "1" else "s")

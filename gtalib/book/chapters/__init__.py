@@ -1,19 +1,20 @@
 """One module per page of the book: its analysis, its figure, its tables and its words.
 
-=================  ============================================================================
-module             what
-=================  ============================================================================
-``ablation``       the four ablation pages: curves, final-ΔL table and verdicts, figure, caption
-``gate_probes``    the gating page's gate probes: read, summarised, explained, shown
-``main_results``   the main table per held-out source, the entropy gap, the figure
-``scale_ladder``   the scale ladder's depth and length axes: points, sentences, figure, table
-``ladder_width``   the ladder's width axis: MLRA-4's gap to the best other variant, its table
-``kv_cache``       the paper's parameter and per-device KV tables (also ``gtalib tables``)
-``decode_speed``   the decode-speed page's figure and tables
-``claims``         the claims table (one aggregation rule for every claim) and its page
-``figure_tests``   each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
-``prose``          the numbers the pages' prose states, glued in from the data (myst-nb)
-=================  ============================================================================
+===================  ===============================================================================
+module               what
+===================  ===============================================================================
+``ablation``         the four ablation pages: curves, final-ΔL table and verdicts, figure, caption
+``gate_probes``      the gating page's gate probes: read, summarised, explained, shown
+``main_results``     the main table per held-out source, the entropy gap, the figure
+``scale_ladder``     the scale ladder's depth and length axes: points, sentences, figure, table
+``ladder_width``     the ladder's width axis: MLRA-4's gap to the best other variant, its table
+``kv_cache``         the paper's parameter and per-device KV tables (also ``gtalib tables``)
+``decode_speed``     the decode-speed page's figure and tables
+``claims``           the claims table (one aggregation rule for every claim) and its page
+``against_records``  this build's runs against their records, and the verdicts read both ways
+``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
+``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)
+===================  ===============================================================================
 
 May import: ``gtalib.book.design``, ``gtalib.book.analysis``, ``gtalib.training``,
 ``gtalib.decode``, ``gtalib.model``, ``gtalib.data``, ``gtalib.kernels``.

@@ -119,20 +119,21 @@ class AblationResult:
 ENV_SHARED_RESULTS = "GTALIB_BOOK_RESULTS"
 
 
-def _shared_file(key: str, plan: Plan, run_dir, confidence: float) -> Path | None:
+def _shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = "build"
+                 ) -> Path | None:
     """Where the build keeps the result of ``key`` read at the page defaults (all the figure's
     variants, no training, default smoothing and columns), or ``None`` outside a build."""
     folder = os.environ.get(ENV_SHARED_RESULTS)
     if not folder or not Path(folder).is_dir():  # a variable left over from a build that ended
         return None
     ident = repr((key, plan.preset, plan.seeds, plan.max_steps, str(resolve_run_dir(run_dir)),
-                  float(confidence)))
+                  float(confidence), source))
     return Path(folder) / f"{key}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pkl"
 
 
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
                     smoothing=None, confidence: float = 0.95, curve_column: str = "train_loss",
-                    final_column: str = "val_loss") -> AblationResult:
+                    final_column: str = "val_loss", source: str = "build") -> AblationResult:
     """Collect the runs of ablation ``key`` under ``plan`` (its preset, seed count and length
     override, :func:`gtalib.book.design.plan.make_plan`) and compute its curves, band and final
     table; ``variants``: a subset of the figure's (default: those it shows at the preset).
@@ -145,12 +146,14 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     by a trailing mean over ``smoothing`` steps (``None``: :func:`auto_smoothing` of the
     number of logged steps). The final table uses ``final_column`` (default the validation
     loss on the fixed held-out windows), unsmoothed, at the last step. See :mod:`gtalib.book.analysis.stats`
-    for the band and verdict conventions.
+    for the band and verdict conventions. ``source``: ``"build"`` reads a run this build's
+    store holds from the store, ``"records"`` from its record where it has one
+    (:func:`gtalib.book.analysis.collect.collect_runs`).
     """
 
     defaults = (variants is None and not train and smoothing is None
                 and (curve_column, final_column) == ("train_loss", "val_loss"))
-    shared = _shared_file(key, plan, run_dir, confidence) if defaults else None
+    shared = _shared_file(key, plan, run_dir, confidence, source) if defaults else None
     if shared is not None and shared.exists():
         with shared.open("rb") as f:
             return pickle.load(f)
@@ -158,7 +161,7 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
     refs = (plan.figure_refs[key] if variants is None
             else figure_runs(key, preset, seeds, variants, max_steps))
-    col = collect_runs(refs, plan, run_dir, train=train)
+    col = collect_runs(refs, plan, run_dir, train=train, source=source)
     ok, bad = complete_variants(col)
     runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
     if smoothing is None:
@@ -181,10 +184,11 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     return result
 
 
-def ablation_results(plan: Plan, run_dir, confidence: float = 0.95) -> dict:
+def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:
     """Every ablation figure's result under ``plan`` (:func:`ablation_result`, key → result),
     computed once for the pages that read them all (the claims page's two tables)."""
-    return {key: ablation_result(key, plan, run_dir, confidence=confidence) for key in ABLATIONS}
+    return {key: ablation_result(key, plan, run_dir, confidence=confidence, source=source)
+            for key in ABLATIONS}
 
 
 def final_delta_table(

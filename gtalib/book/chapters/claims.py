@@ -233,11 +233,14 @@ def _decode_claim() -> tuple[str, str]:
     return ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)"
 
 
-def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None) -> pd.DataFrame:
+def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
+                 source: str = "build", trained_only: bool = False) -> pd.DataFrame:
     """Every claim of :func:`gtalib.book.design.figures.claims` with the paper's value, ours and a
     verdict, under ``plan`` (:func:`gtalib.book.design.plan.make_plan`); ``results``: ablation key
     → its result (:func:`gtalib.book.chapters.ablation.ablation_results`), computed here if
-    ``None``.
+    ``None``. ``source``: where a run both the store and the records hold is read from
+    (:func:`gtalib.book.analysis.collect.collect_runs`); ``trained_only``: only the claims
+    that training runs decide (the ablation and main-table claims).
 
     Ablation claims aggregate the per-variant verdicts of their figure by
     :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
@@ -254,16 +257,18 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None) ->
     largest = {key: named for key, (named, _, _) in ranked.items() if key in ABLATIONS}
     rows = []
     for c in paper_claims():
+        if trained_only and c.source not in (*ABLATIONS, "main"):
+            continue
         seen = {"tables": "exact (no training)",
                 "fresh-layers": "fresh layers (no training)"}.get(c.source, "")
         if c.source in ABLATIONS:
             r = (results[c.source] if results else
-                 ablation_result(c.source, plan, run_dir, confidence=confidence))
+                 ablation_result(c.source, plan, run_dir, confidence=confidence, source=source))
             ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
             if r.incomplete:
                 ours += f" (incomplete: {', '.join(display_name(x) for x in r.incomplete)})"
         elif c.source == "main":
-            m = main_result(plan, run_dir, confidence=confidence)
+            m = main_result(plan, run_dir, confidence=confidence, source=source)
             if m.ppl.empty:
                 ours, v = "no complete runs", "not measured"
             else:

@@ -130,16 +130,18 @@ class MainResult:
     entropy: pd.DataFrame
 
 
-def main_result(plan: Plan, run_dir, train: bool = False, confidence: float = 0.95) -> MainResult:
+def main_result(plan: Plan, run_dir, train: bool = False, confidence: float = 0.95,
+                source: str = "build") -> MainResult:
     """Final validation perplexity/loss per held-out source of every main-table configuration
     under ``plan`` (:func:`gtalib.book.design.plan.make_plan`) whose runs are all complete, and
-    their distance to the corpus's unigram entropy."""
+    their distance to the corpus's unigram entropy. ``source``: where a run both the store and
+    the records hold is read from (:func:`gtalib.book.analysis.collect.collect_runs`)."""
     from gtalib.book.analysis.curves import (
         corpus_entropy,  # at call time: a test kernel replaces it
     )
 
     preset = plan.preset
-    col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train)
+    col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train, source=source)
     runs = complete_runs(col)
     if len(runs):
         ppl, ppl_ci = main_table(runs, "ppl", confidence)

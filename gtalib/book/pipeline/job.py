@@ -40,9 +40,12 @@ import time
 from pathlib import Path
 
 from gtalib.book.chapters.ablation import ENV_SHARED_RESULTS, ablation_results
+from gtalib.book.chapters.against_records import against_records, summary_lines
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan
-from gtalib.book.design.seeds import DEFAULT_SEEDS
+from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
+from gtalib.book.design.spot_check import spot_check_refs, training_order
 from gtalib.book.pipeline import budget
 from gtalib.book.pipeline.execute import (
     execute_notebooks,
@@ -75,12 +78,12 @@ DEFAULT_BUDGET_MIN = 60.0
 
 
 def ensure_corpus(plan: Plan, log=print) -> None:
-    """Build the plan's default corpus if it is missing (no-op when its manifest exists)."""
+    """Build the plan's default corpus if it is missing, saying so (:meth:`Plan.data`)."""
 
-    dm = runs.make_datamodule("default", plan.tokenizer, plan.train, build=True)
-    if not (dm.path / "manifest.json").is_file():
-        log(f"building the corpus {dm.path} (once) ...")
-    dm.prepare_data()
+    path = runs.make_datamodule("default", plan.tokenizer, plan.train).path
+    if not (path / "manifest.json").is_file():
+        log(f"building the corpus {path} (once) ...")
+    plan.data(build=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,19 +92,21 @@ def ensure_corpus(plan: Plan, log=print) -> None:
 
 def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
                   budget_min: float | None = DEFAULT_BUDGET_MIN, train_recorded: bool = False,
-                  where: str | None = None, log=print, client=None):
+                  where: str | None = None, log=print, client=None, list_runs: bool = False):
     """The runs the job trains and their expected seconds: ``(specs, seconds, choice)``.
 
     Every run of the plan (and of its ladder with ``train_recorded``) that the local store lacks
-    is a candidate; :func:`gtalib.book.pipeline.budget.choose` keeps those without a record and adds the
-    others while the predicted job fits ``budget_min`` (``None``, or ``train_recorded``: all).
-    The calibration runs on every worker of ``client`` at once
-    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process; ``workers`` is then
-    the number that answered. Prints the calibration, the prediction and what is read from
-    records.
+    is a candidate, offered in :func:`gtalib.book.design.spot_check.training_order` (the
+    spot-check set first); :func:`gtalib.book.pipeline.budget.choose` keeps those without a
+    record and adds the others while the predicted job fits ``budget_min`` (``None``, or
+    ``train_recorded``: all). The calibration runs on every worker of ``client`` at once
+    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process; ``workers``
+    is then the number that answered. Prints the calibration, the prediction and what is read
+    from records; with ``list_runs`` also the runs it would train, by figure
+    (:func:`runs_by_figure`).
     """
 
-    refs = list(plan.runs) + (list(plan.ladder_refs) if train_recorded else [])  # ladder: if read
+    refs = list(training_order(plan)) + (list(plan.ladder_refs) if train_recorded else [])
     labelled = [(r.label, plan.spec(r)) for r in refs]
     label = {s.run_id: lab for lab, s in labelled}
     todo = list({s.run_id: s for _, s in labelled
@@ -112,8 +117,10 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
         workers = len(measured)
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
+    first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
     choice = budget.choose(todo, recorded, cal, costs, workers,
-                           None if train_recorded or budget_min is None else budget_min * 60)
+                           None if train_recorded or budget_min is None else budget_min * 60,
+                           first)
     here = f"this machine ({machine_label(cpus=False)})"
     where = here if where is None or where.startswith("embedded") else (
         f"{where}, workers as fast as measured" if measured
@@ -123,7 +130,34 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
                                    f"{len(label) - len(todo)} in {run_dir}")
     log(budget.describe(choice, cal, where))
     specs = [(label[s.run_id], s) for g in choice.train for s in g]
+    if list_runs:
+        log(runs_by_figure(plan, specs, choice.first))
     return specs, choice.seconds, choice
+
+
+def runs_by_figure(plan: Plan, specs, first=frozenset()) -> str:
+    """The runs ``specs`` (``(label, RunSpec)``) under the figure or table that reads them, in
+    book order, one line per run (``*``: of the spot-check set, ``first``); a run that two
+    figures read (MLA at default options, say) is listed under each."""
+    ids = {s.run_id for _, s in specs}
+    parts = [*((ABLATIONS[k].title.split(":")[0], refs) for k, refs in plan.figure_refs.items()
+               if k != "main" and k in plan.reads),
+             ("Main results", plan.figure_refs["main"] if "main" in plan.reads else ()),
+             ("Scale ladder (its own runs)", plan.ladder_refs)]
+    lines, listed = [f"the {len(ids)} run(s) it would train, by figure (* spot-check set):"], set()
+    for title, refs in parts:
+        ladder = title.startswith("Scale ladder")
+        mine = {}  # run id -> ref, each run once per figure
+        for r in refs:
+            rid = plan.spec(r).run_id
+            if rid in ids and not (ladder and rid in listed):
+                mine.setdefault(rid, r)
+        listed |= set(mine)
+        if mine:
+            lines.append(f"  {title}: {len(mine)}")
+            lines += [f"    {'*' if rid in first else ' '} {r.label}, seed {r.seed} ({rid})"
+                      for rid, r in mine.items()]
+    return "\n".join(lines)
 
 
 # 3. notebooks:
@@ -314,6 +348,10 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                          "trains none: give one of them")
     jobs = jobs or default_jobs()
     plan = make_plan(preset, seeds, max_steps, notebooks)
+    raised = counts_words(preset, seeds, max_steps)
+    if seeds != DEFAULT_SEEDS and raised:  # the pages say it too (NotebookParams.seed_notice)
+        log(f"seeds: --seeds {seeds}; at {preset} {raised}: each count was fixed before the "
+            "runs, and a lower --seeds does not lower it")
     run_dir = resolve_run_dir(run_dir)
     times, problems = {}, []
     t_all = t0 = time.perf_counter()
@@ -334,7 +372,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             problems += [f"run {m}" for m in train_all(
                 specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
                 seconds=seconds, client=client, where=where,
-                deadline=None if deadline is None else t_all + deadline, optional=optional)]
+                deadline=None if deadline is None else t_all + deadline, optional=optional,
+                first=choice.first)]
         trained = [s for _, s in specs if is_done(run_path(s, run_dir))]
         dropped = sum(s.run_id in optional and not is_done(run_path(s, run_dir)) for _, s in specs)
         predicted = {"predicted_train_s": choice.train_wall_s,
@@ -373,8 +412,11 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
 
         summary = {"preset": preset, "seeds": seeds, "max_steps": max_steps, "jobs": jobs,
                    **times, **predicted}
-        write_chapter_snippets(summary, plan, run_dir, nb_dir, executed,
-                               {s.run_id for s in trained} if train else set())
+        trained_ids = {s.run_id for s in trained} if train else set()
+        against = against_records(plan, run_dir, trained_ids)
+        summary["against_records"] = {k: int((against.runs["outcome"] == k).sum())
+                                      for k in records.OUTCOMES}
+        write_chapter_snippets(summary, plan, run_dir, nb_dir, executed, trained_ids, against)
     if html:
         t0 = time.perf_counter()
         write_toc(book_dir)
@@ -390,6 +432,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         times["html_s"] = time.perf_counter() - t0
     times["total_s"] = time.perf_counter() - t_all
     log("times: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in times.items()))
+    for line in summary_lines(against):  # last: a run outside its envelope is not missed
+        log(line)
     summary.update(times)
     (nb_dir / "build_summary.json").write_text(json.dumps(summary, indent=2))
     if problems:

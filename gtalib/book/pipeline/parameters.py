@@ -31,7 +31,7 @@ import yaml
 
 from gtalib.book.design.figures import figure_variants
 from gtalib.book.design.plan import Plan, make_plan
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
+from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words, seed_counts
 from gtalib.book.pipeline.paths import REPO
 from gtalib.model.presets import PRESETS
 
@@ -190,8 +190,34 @@ class NotebookParams:
     @cached_property
     def plan(self) -> Plan:
         """The book's plan at these parameters (:func:`gtalib.book.design.plan.make_plan`),
-        resolved once per page and handed to its chapter functions."""
-        return make_plan(self.preset, self.seeds, self.max_steps)
+        resolved once per page and handed to its chapter functions. A page that may train
+        (``train``: a notebook run by itself, from a fresh clone say) builds the corpus first if
+        it is missing; the book job has built it before.
+
+        Raises:
+            FileNotFoundError: the corpus is missing and ``train`` is off (the message names the
+                command that builds it).
+        """
+        plan = make_plan(self.preset, self.seeds, self.max_steps)
+        plan.data(build=self.train)
+        return plan
+
+    @property
+    def seed_notice(self) -> str | None:
+        """What the page says when it was given a seed count below a figure's fixed design
+        (:func:`gtalib.book.design.seeds.seed_counts`): the design's count is run, not the one
+        asked for; ``None`` otherwise, and for the book's own default count
+        (:data:`gtalib.book.design.seeds.DEFAULT_SEEDS`, which every figure's design meets or
+        raises, as the parameters table says)."""
+        if "seeds" not in self.given or self.seeds == DEFAULT_SEEDS:
+            return None
+        counts = seed_counts(self.preset, self.seeds, self.max_steps)
+        if all(n <= self.seeds for n in counts.values()):
+            return None
+        return (f"seeds = {self.seeds} is below the seed counts fixed for this preset before any "
+                f"run: at {self.preset} {counts_words(self.preset, self.seeds, self.max_steps)} "
+                f"(pairs for the ablations), and those are what this page reads; a smaller count "
+                f"would be a different design, not a subset of this one")
 
     def shown(self) -> dict:
         """The parameters this notebook was given, as a reader should see them."""
@@ -221,7 +247,9 @@ class NotebookParams:
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td><code>{html.escape(str(v))}</code></td>"
                        "</tr>" for k, v in self.shown().items())
-        return ("<details class=\"gtalib-params\"><summary>Parameters of this page</summary>"
+        notice = self.seed_notice
+        return ((f"<p><strong>Note:</strong> {html.escape(notice)}.</p>" if notice else "")
+                + "<details class=\"gtalib-params\"><summary>Parameters of this page</summary>"
                 f"<table>{rows}</table></details>")
 
 

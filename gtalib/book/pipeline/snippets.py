@@ -22,11 +22,12 @@ import torch
 
 from gtalib import data as gdata
 from gtalib.book.analysis.stats import MAX_PAIRS, t_critical
-from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, plural
+from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, md_table, plural
 from gtalib.book.chapters.ablation import (
     ablation_results,
     rule_comparison,
 )
+from gtalib.book.chapters.against_records import against_records, against_records_markdown
 from gtalib.book.chapters.figure_tests import prediction_table
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
@@ -38,19 +39,6 @@ from gtalib.model.presets import PRESETS
 from gtalib.training import records
 from gtalib.training.config import train_config
 from gtalib.training.runs import is_done, run_path
-
-
-def _md_table(df) -> str:
-    """A pandas frame as a Markdown pipe table (no extra dependency); a ``|`` inside a cell
-    (``|ΔL|``) is escaped so that it does not end the cell."""
-    def cell(x) -> str:
-        return str(x).replace("|", "\\|")
-
-    cols = [cell(df.index.name or ""), *map(cell, df.columns)]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for idx, row in df.iterrows():
-        lines.append("| " + " | ".join([cell(idx), *map(cell, row.tolist())]) + " |")
-    return "\n".join(lines)
 
 
 def presets_markdown() -> str:
@@ -72,7 +60,7 @@ def presets_markdown() -> str:
            for fig in ABLATIONS.values() for name, over in fig.train.items()
            for t in [train_config(name, **dict(over))]]
     note = f"\nFigures with their own training length: {'; '.join(own)}.\n" if own else ""
-    return _md_table(df) + "\n" + note
+    return md_table(df) + "\n" + note
 
 
 def recipe_markdown() -> str:
@@ -182,7 +170,7 @@ def rule_comparison_markdown(results: dict) -> str:
     return (f"On this build's runs, {len(moved)} ablation verdict(s) would differ under the "
             f"seed-spread rule (*within noise* unless the unadjusted interval excludes zero and "
             f"|ΔL| exceeds the max − min of one arm's final loss over seeds):\n\n"
-            + _md_table(moved.set_index("figure")) + "\n")
+            + md_table(moved.set_index("figure")) + "\n")
 
 
 def second_look_markdown(results: dict) -> str:
@@ -200,7 +188,7 @@ def second_look_markdown(results: dict) -> str:
             f"there), its verdict at {n2} pairs, and whether the prediction held (predicted "
             f"≤ {n2} exactly when it was decided by {n2}): it held for {held} of "
             f"{len(judged)} variants with a prediction.\n\n"
-            + _md_table(table.set_index("figure")) + "\n")
+            + md_table(table.set_index("figure")) + "\n")
 
 
 def intro_markdown() -> str:
@@ -264,9 +252,9 @@ def provenance_markdown(preset: str) -> str:
         f"**Corpus `{m['corpus']}`, tokenizer `{tok['name']}`** (vocabulary {tok['vocab_size']}, "
         f"end-of-text id {tok['eot']}). Split rule: {m['split_rule']}.", "",
         "Archives (sha256 of each archive, shortened; hover for the full value):", "",
-        _md_table(archives), "",
+        md_table(archives), "",
         "Documents and tokens per split (entropy of the training split):", "",
-        _md_table(sizes), "",
+        md_table(sizes), "",
         f"Total: {n_tr:,} training tokens, {n_va:,} validation tokens; unigram entropy of the "
         f"training split {m['train_unigram_entropy_nats']:.4f} nats/token.", ""])
 
@@ -333,7 +321,7 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
             table[k] = grouped[k].agg(lambda v: " / ".join(map(str, dict.fromkeys(v))))
     for k in ("wall s", "tokens/s"):
         table[f"{k} (mean)"] = grouped[k].mean().map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
-    return "\n".join(lines) + "\n\n" + _md_table(table) + "\n"
+    return "\n".join(lines) + "\n\n" + md_table(table) + "\n"
 
 
 #: Where a chapter's run comes from in this build, the execution table's columns in order.
@@ -373,17 +361,19 @@ def execution_markdown(executed, plan: Plan, run_dir: Path, trained: set) -> str
     table = pd.DataFrame(rows).set_index("notebook")
     return ("Every notebook of this build ran on " + and_join(machines) + ". The last four "
             "columns count the runs each one reads, by where they came from.\n\n"
-            + _md_table(table) + "\n")
+            + md_table(table) + "\n")
 
 
 def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None,
-                           executed=(), trained: set = frozenset()) -> None:
+                           executed=(), trained: set = frozenset(), against=None) -> None:
     """Write ``intro_chapters.md``, ``presets.md``, ``recipe.md``, ``statistics.md``,
     ``rule_comparison.md``, ``second_look.md``,
-    ``provenance.md``, ``build_info.md`` and ``execution.md`` (``executed``: the job's
-    :class:`gtalib.book.pipeline.execute.NotebookRun` list; ``trained``: the ids of the runs it
-    trained) into ``book/generated/`` (included by the methods and reproduction
-    chapters: numbers in their prose come from the configuration and this build)."""
+    ``provenance.md``, ``build_info.md``, ``execution.md`` and ``against_records.md``
+    (``executed``: the job's :class:`gtalib.book.pipeline.execute.NotebookRun` list;
+    ``trained``: the ids of the runs it trained; ``against``: this build against its records,
+    :func:`gtalib.book.chapters.against_records.against_records`, computed if ``None``) into
+    ``book/generated/`` (included by the methods and reproduction chapters: numbers in their
+    prose come from the configuration and this build)."""
     out_dir = Path(out_dir or BOOK_DIR / "generated")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "intro_chapters.md").write_text(intro_markdown())
@@ -397,3 +387,5 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
     (out_dir / "execution.md").write_text(execution_markdown(executed, plan, run_dir, trained))
+    against = against or against_records(plan, run_dir, trained, results=results)
+    (out_dir / "against_records.md").write_text(against_records_markdown(against))

@@ -13,7 +13,7 @@ from gtalib.book.design.run_specs import RunRef
 def _status(*runs):
     """Status rows (alt/rec of MHA, 8 layers, 250 steps) from (arm, seed, source, device, kind)."""
     return pd.DataFrame([("mha", arm, f"MHA {arm}", seed, 8, 250, f"{arm}{seed}", "done", "",
-                          source, device, kind, [kind] if kind else [])
+                          source, device, kind, [kind] if kind else [], None)
                          for arm, seed, source, device, kind in runs],
                         columns=collect.STATUS_COLUMNS)
 
@@ -200,3 +200,37 @@ def test_collect_runs_trains_a_run_that_is_neither_local_nor_recorded(tmp_path, 
     assert trained == [plan.spec(ref).run_id]
     assert col.status["state"].tolist() == ["done"] and col.status["source"].tolist() == ["local"]
     assert col.runs["val_loss"].dropna().tolist() == [2.0, 2.0]  # steps 10 and 20 at ci
+
+
+def test_a_local_run_with_a_record_is_compared_and_the_records_can_be_read_instead(tmp_path,
+                                                                                  monkeypatch):
+    """The store's run is what a page reads, with its comparison to the record beside it;
+    ``source="records"`` reads the record in its place (the figure as recorded)."""
+    import synthetic
+
+    from gtalib.book.design import run_specs as specs
+    from gtalib.book.design.plan import make_plan
+    from gtalib.training import records
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    plan = make_plan("ci", 1)
+    ref = plan.runs[0]
+    rid = plan.spec(ref).run_id
+    synthetic.write_store(tmp_path / "store", "ci", 1)
+    records.record_run(tmp_path / "store" / rid, tmp_path / "rec")
+    m = pd.read_csv(tmp_path / "store" / rid / "metrics.csv")
+    m.loc[m.index[-1], "train_loss"] += 0.25  # this build's run differs from its record
+    m.to_csv(tmp_path / "store" / rid / "metrics.csv", index=False)
+
+    build = collect.collect_runs([ref], plan, tmp_path / "store", record_dir=tmp_path / "rec")
+    [row] = build.status.to_dict("records")
+    assert row["source"] == "local"
+    assert row["record_check"].outcome == "within envelope"  # machine kinds unknown
+    assert row["record_check"].max_abs_diff["train_loss"] == pytest.approx(0.25)
+    rec = collect.collect_runs([ref], plan, tmp_path / "store", record_dir=tmp_path / "rec",
+                               source="records")
+    [row] = rec.status.to_dict("records")
+    assert row["source"].startswith("recorded ") and row["record_check"] is None
+    assert rec.runs["train_loss"].iloc[-1] == pytest.approx(build.runs["train_loss"].iloc[-1] - 0.25)
+    with pytest.raises(ValueError, match=r"source must be one of \('build', 'records'\)"):
+        collect.collect_runs([ref], plan, tmp_path / "store", source="record")

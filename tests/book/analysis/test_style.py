@@ -35,3 +35,21 @@ def test_a_verdict_column_gets_room_for_its_sentence():
     # the rule is keyed to the verdict column (its position, col1), not to every cell
     assert "min-width: 14em" in html and html.count("min-width") == 1
     assert "min-width" not in style.table_style(df[["ΔL"]].style).to_html()
+
+
+def test_a_pipe_inside_a_cell_does_not_end_it():
+    """|ΔL| in a cell (the rule comparison's *why*) must stay one cell of the pipe table."""
+    import re
+
+    import pandas as pd
+
+    md = style.md_table(pd.DataFrame({"why": ["|ΔL| 0.033 ≤ spread 0.034"], "n": [5]},
+                                         index=pd.Index(["GLA-2"], name="variant")))
+    header, _, row = md.splitlines()
+    cells = re.split(r"(?<!\\)\|", row)[1:-1]
+    assert len(cells) == len(re.split(r"(?<!\\)\|", header)[1:-1]) == 3
+    assert cells[1].strip() == r"\|ΔL\| 0.033 ≤ spread 0.034"
+
+
+    no_index = style.md_table(pd.DataFrame({"a": [1]}), index=False).splitlines()
+    assert no_index[0] == "| a |" and no_index[2] == "| 1 |"

@@ -136,7 +136,8 @@ def test_a_page_finds_the_result_its_build_kept(tmp_path, monkeypatch):
     """The job keeps a result under its own plan (maybe of a few chapters, ``--only``) and the
     resolved store; a page asks with its own full plan and ``run_dir=None`` (the store from
     $GTALIB_RUN_DIR, which the job sets): the same file. Another store, confidence or seed
-    count is another file; a folder that is gone means no build."""
+    count, or the records read in place of the store's runs, is another file; a folder that is
+    gone means no build."""
     from gtalib.book.pipeline.parameters import notebook_params
 
     store = tmp_path / "store"
@@ -149,8 +150,9 @@ def test_a_page_finds_the_result_its_build_kept(tmp_path, monkeypatch):
     others = {A._shared_file("gate", make_plan("ci", 2), tmp_path / "other", 0.95),
               A._shared_file("gate", make_plan("ci", 2), store, 0.9),
               A._shared_file("gate", make_plan("ci", 3), store, 0.95),
-              A._shared_file("init", make_plan("ci", 2), store, 0.95)}
-    assert job not in others and len(others) == 4
+              A._shared_file("init", make_plan("ci", 2), store, 0.95),
+              A._shared_file("gate", make_plan("ci", 2), store, 0.95, "records")}
+    assert job not in others and len(others) == 5
     (tmp_path / "shared").rmdir()
     assert A._shared_file("gate", make_plan("ci", 2), store, 0.95) is None
 

@@ -46,7 +46,7 @@ def _hand_store(tmp_path):
             ("rec", 2, "r2", "done", "local"), ("rec", 3, "r3", "missing", "local"),
             ("rec", 4, "r4", "done", "local"), ("rec", 5, "r5", "done", "local")]
     status = pd.DataFrame([("mla", arm, f"MLA {arm}", seed, 2, 250, rid, state, "", source, None,
-                            None, []) for arm, seed, rid, state, source in rows],
+                            None, [], None) for arm, seed, rid, state, source in rows],
                           columns=collect.STATUS_COLUMNS)
     return collect.Collected(pd.DataFrame(), status, [], store, records)
 

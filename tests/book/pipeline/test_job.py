@@ -298,7 +298,7 @@ def test_pages_say_which_runs_are_recorded():
         "state": ["done", "done", "done", "done", "missing"],
         "detail": [""] * 5, "source": [rec, rec, "local", rec, "local"],
         "device": "AMD EPYC (2 logical CPUs)", "machine_kind": None,
-        "kinds": [[]] * 5})[STATUS_COLUMNS]
+        "kinds": [[]] * 5, "record_check": [None] * 5})[STATUS_COLUMNS]
 
     def notice(st):
         return sources_notice(Collected(pd.DataFrame(), st))
@@ -366,3 +366,30 @@ def test_the_makefile_and_the_cli_default_to_the_same_seed_count():
     # the Makefile passes --seeds only when SEEDS is given, so the CLI's default is the one
     assert "SEEDS ?=\n" in make and "$(if $(SEEDS),--seeds $(SEEDS))" in make
     assert build_parser().parse_args(["book"]).seeds == DEFAULT_SEEDS
+
+
+def test_predict_lists_the_runs_it_would_train_by_figure(monkeypatch):
+    """--predict's list: each figure's runs among those to train, a run two figures read under
+    both, the spot-check set starred; a ladder run that a figure lists is not listed again."""
+    from synthetic import synthetic_identity
+
+    from gtalib.book.design import run_specs as specs
+    from gtalib.book.design.spot_check import spot_check_refs
+    from gtalib.book.pipeline.job import runs_by_figure
+
+    monkeypatch.setattr(specs, "data_spec", synthetic_identity)
+    plan = make_plan("ci", 1)
+    chosen = [r for r in plan.runs if r.variant == "gqa"]
+    first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
+    text = runs_by_figure(plan, plan.specs(chosen), first)
+    lines = text.splitlines()
+    ids = {plan.spec(r).run_id for r in chosen}
+    assert lines[0] == f"the {len(ids)} run(s) it would train, by figure (* spot-check set):"
+    for key in ("init", "gate", "double_heads", "main"):
+        mine = {plan.spec(r).run_id for r in plan.figure_refs[key]} & ids
+        title = "Main results" if key == "main" else specs.ablation(key).title.split(":")[0]
+        assert f"  {title}: {len(mine)}" in lines
+    listed = [ln for ln in lines if ln.startswith("    ")]
+    assert all(ln.split("(")[-1].rstrip(")") in ids for ln in listed)
+    assert {ln.split("(")[-1].rstrip(")") for ln in listed if ln.startswith("    *")} == ids & first
+    assert "Latent-scaling" not in text  # GQA is not in that figure

@@ -113,6 +113,46 @@ def test_the_parameters_table_says_what_the_preset_makes_of_the_books_seeds(monk
         "and double-heads figures and the main table 3)")
 
 
+
+def test_a_seed_count_below_a_figures_design_is_reported_on_the_page():
+    """-p seeds 4 at cpu reads 10 pairs (the ablations) and 5 seeds (the main table): the page
+    says so above its parameters, not only inside them."""
+    p = notebook_params(preset="cpu", seeds=4)
+    assert p.seed_notice == (
+        "seeds = 4 is below the seed counts fixed for this preset before any run: at cpu the "
+        "ablation figures run 10, the main table 5 (pairs for the ablations), and those are what "
+        "this page reads; a smaller count would be a different design, not a subset of this one")
+    assert p._repr_html_().startswith("<p><strong>Note:</strong> seeds = 4 is below")
+    assert notebook_params(preset="cpu", seeds=10).seed_notice is None  # meets every design
+    assert notebook_params(preset="cpu", seeds=11).seed_notice is None  # above every count
+    assert notebook_params(preset="cpu").seed_notice is None  # not given
+    assert notebook_params(preset="cpu", seeds=seed_policy.DEFAULT_SEEDS).seed_notice is None
+    assert notebook_params(preset="cpu", seeds=4, max_steps=20).seed_notice is None
+
+
+def test_a_page_that_may_train_builds_a_missing_corpus_and_one_that_may_not_names_the_command(
+        tmp_path, monkeypatch):
+    """From a fresh clone (no corpus), papermill on one notebook builds the corpus first; the
+    book job's pages (train off) say which command builds it."""
+    from gtalib.book.design import plan as plans
+
+    built = []
+    monkeypatch.setattr(plans.runs, "make_datamodule",
+                        lambda *a, **kw: type("DM", (), {"prepare_data": lambda self: built.append(
+                            kw.get("build"))})())
+    monkeypatch.setattr(plans.specs, "data_spec", lambda preset, max_steps: {"built": built[:]})
+    assert notebook_params(preset="ci", train=True).plan.data() == {"built": [True]}
+
+    def missing(preset, max_steps):
+        raise FileNotFoundError("no corpus at X (manifest.json missing); build it with "
+                                "`gtalib data build`")
+
+    monkeypatch.setattr(plans.specs, "data_spec", missing)
+    with pytest.raises(FileNotFoundError, match="gtalib data build"):
+        notebook_params(preset="ci", train=False).plan  # noqa: B018
+    assert built == [True]  # the page that may not train built nothing
+
+
 NOTEBOOK_FILES = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 

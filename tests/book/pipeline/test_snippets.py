@@ -120,20 +120,6 @@ def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
     assert (f"- preset `cpu`, 3 seeds asked ({counts_words('cpu', 3)}), each chapter's own training length, 2 training jobs") in info
 
 
-def test_a_pipe_inside_a_cell_does_not_end_it():
-    """|ΔL| in a cell (the rule comparison's *why*) must stay one cell of the pipe table."""
-    import re
-
-    import pandas as pd
-
-    md = snippets._md_table(pd.DataFrame({"why": ["|ΔL| 0.033 ≤ spread 0.034"], "n": [5]},
-                                         index=pd.Index(["GLA-2"], name="variant")))
-    header, _, row = md.splitlines()
-    cells = re.split(r"(?<!\\)\|", row)[1:-1]
-    assert len(cells) == len(re.split(r"(?<!\\)\|", header)[1:-1]) == 3
-    assert cells[1].strip() == r"\|ΔL\| 0.033 ≤ spread 0.034"
-
-
 def test_execution_table_counts_each_chapters_runs_by_where_they_came_from(tmp_path, monkeypatch):
     """One row per executed notebook: status, cells, runtime, start, and the runs it reads split
     into trained here / in the store before / read from records / missing; the counts add up to

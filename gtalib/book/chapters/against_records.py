@@ -1,0 +1,211 @@
+"""This build against the repository's records: every run the build's store holds that also has
+a record, compared with it cell by cell, and every verdict as the records alone give it beside
+the verdict with this build's runs. Shown on the reproduction page and in the job's last lines.
+
+A re-trained run is *bit-identical* to its record, *within the cross-machine envelope* (another
+kind of CPU: rounding differs, :data:`gtalib.training.records.CROSS_MACHINE_ENVELOPE`), or
+*outside* it (on the record's own machine kind: not bit-identical). Differences in nats.
+
+Reads :mod:`gtalib.book.analysis.collect` (each local run's ``record_check``),
+:mod:`gtalib.book.chapters.ablation` and :mod:`gtalib.book.chapters.claims` (the verdicts, read
+with ``source="records"`` and ``"build"``) and the spot-check set
+(:mod:`gtalib.book.design.spot_check`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from gtalib.book.analysis.collect import collect_runs
+from gtalib.book.analysis.style import md_table, plural
+from gtalib.book.chapters.ablation import ablation_result, ablation_results
+from gtalib.book.chapters.claims import claims_table
+from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.figures import claims as paper_claims
+from gtalib.book.design.names import display_name
+from gtalib.book.design.plan import Plan
+from gtalib.book.design.spot_check import spot_check_refs, spot_check_words
+from gtalib.training.runs import is_done, resolve_run_dir, run_path
+
+#: How the reproduction page and the job name each outcome of
+#: :func:`gtalib.training.records.compare_with_record`.
+OUTCOME_WORDS = {"bit-identical": "bit-identical", "within envelope": "within the envelope",
+                 "mismatch": "outside the envelope"}
+#: Columns of :attr:`AgainstRecords.runs`.
+RUN_COLUMNS = ["run_id", "configuration", "seed", "figures", "spot-check", "trained here",
+               "outcome", "max |Δ| train_loss", "max |Δ| val_loss", "rule", "message"]
+#: Columns of :attr:`AgainstRecords.verdicts`.
+VERDICT_COLUMNS = ["figure", "variant", "re-trained runs", "from records", "from this build",
+                   "changed"]
+
+
+@dataclass
+class AgainstRecords:
+    """What :func:`against_records` found.
+
+    Attributes:
+        runs: one row per run of the book held in the store and recorded (:data:`RUN_COLUMNS`;
+            ``trained here``: trained by this job, else by an earlier one into the same store).
+        verdicts: one row per ablation variant and per trained-run claim
+            (:data:`VERDICT_COLUMNS`), for the figures with a re-trained run; ``changed`` True
+            where the two verdicts differ.
+    """
+
+    runs: pd.DataFrame
+    verdicts: pd.DataFrame
+    preset: str = "cpu"
+
+    @property
+    def outside(self) -> pd.DataFrame:
+        """The runs outside the envelope (or not bit-identical on the record's kind)."""
+        return self.runs[self.runs["outcome"] == "mismatch"]
+
+
+def _figures_of(plan: Plan) -> dict:
+    """Run id → the figures (short titles) whose runs include it, in book order."""
+    out = {}
+    for key, refs in plan.figure_refs.items():
+        if key not in plan.reads:
+            continue
+        title = "main results" if key == "main" else ABLATIONS[key].title.split(" ablation")[0]
+        for r in refs:
+            out.setdefault(plan.spec(r).run_id, []).append(title)
+    return {k: list(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def run_checks(plan: Plan, run_dir, trained=frozenset()) -> pd.DataFrame:
+    """Every run of ``plan`` that ``run_dir`` holds and that has a record, compared with it
+    (:data:`RUN_COLUMNS`); ``trained``: the run ids this job trained."""
+    run_dir = resolve_run_dir(run_dir)
+    local = [r for r in plan.runs if is_done(run_path(plan.spec(r), run_dir))]
+    col = collect_runs(local, plan, run_dir)
+    figures = _figures_of(plan)
+    spot = {plan.spec(r).run_id for r in spot_check_refs(plan)}
+    rows = []
+    for r in col.status.itertuples():
+        check = r.record_check
+        if check is None:
+            continue
+        rows.append((r.run_id, r.label, r.seed, ", ".join(figures.get(r.run_id, ())),
+                     r.run_id in spot, r.run_id in trained, check.outcome,
+                     check.max_abs_diff.get("train_loss", float("nan")),
+                     check.max_abs_diff.get("val_loss", float("nan")), check.reason,
+                     check.message()))
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def verdict_checks(plan: Plan, run_dir, retrained, confidence: float = 0.95,
+                   results=None) -> pd.DataFrame:
+    """Each ablation variant's verdict and each trained-run claim's verdict read from the
+    records alone beside the one with this build's runs (:data:`VERDICT_COLUMNS`), for the
+    figures that hold a run of ``retrained`` (run ids); ``results``: this build's ablation
+    results (:func:`gtalib.book.chapters.ablation.ablation_results`), computed if ``None``."""
+    results = results or ablation_results(plan, run_dir, confidence)
+    rows, touched = [], {}
+    for key, refs in plan.figure_refs.items():
+        ids = {}
+        for r in refs:
+            ids.setdefault(r.variant, set()).add(plan.spec(r).run_id)
+        touched[key] = {v: len(i & set(retrained)) for v, i in ids.items()}
+    recorded = {}
+    for key in ABLATIONS:
+        if key not in plan.reads or not any(touched[key].values()):
+            continue
+        recorded[key] = ablation_result(key, plan, run_dir, confidence=confidence,
+                                        source="records")
+        build, rec = results[key].final, recorded[key].final
+        for v in dict.fromkeys([*rec.index, *build.index]):
+            a = rec["verdict"].get(v, "not measured") if len(rec) else "not measured"
+            b = build["verdict"].get(v, "not measured") if len(build) else "not measured"
+            rows.append((ABLATIONS[key].title.split(":")[0], display_name(v),
+                         touched[key].get(v, 0), a, b, a != b))
+    sources = {c.number: c.source for c in paper_claims()}
+    read = [k for k in (*recorded, "main") if k in plan.reads and any(touched[k].values())]
+    if read:
+        both = {src: claims_table(plan, run_dir, confidence, res, source=src, trained_only=True)
+                for src, res in (("records", {**results, **recorded}), ("build", results))}
+        for claim, row in both["build"].iterrows():
+            if sources[int(str(claim).split()[0])] not in read:  # "8 (ranking)": claim 8's
+                continue
+            a, b = both["records"].loc[claim, "verdict"], row["verdict"]
+            rows.append((f"claim {claim}", "—", "", a, b, a != b))
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
+def against_records(plan: Plan, run_dir, trained=frozenset(), confidence: float = 0.95,
+                    results=None) -> AgainstRecords:
+    """This build against its records (module docstring): :func:`run_checks` and, for the
+    figures those runs belong to, :func:`verdict_checks`."""
+    runs = run_checks(plan, run_dir, trained)
+    return AgainstRecords(runs, verdict_checks(plan, run_dir, set(runs["run_id"]), confidence,
+                                               results), plan.preset)
+
+
+def summary_lines(found: AgainstRecords) -> list[str]:
+    """The job's last lines about its records: how the re-trained runs compare, the largest
+    difference, every run outside the envelope by name and every verdict that differs."""
+    runs = found.runs
+    if runs.empty:
+        return ["against records: no run of this build's store has a record to compare with"]
+    counts = runs["outcome"].value_counts()
+    worst = runs.loc[runs["max |Δ| val_loss"].idxmax()] if runs["max |Δ| val_loss"].notna().any() \
+        else None
+    lines = [f"against records: {plural(len(runs), 'run')} of the store compared with their "
+             "records: " + ", ".join(f"{counts.get(k, 0)} {w}" for k, w in OUTCOME_WORDS.items())
+             + (f"; largest |Δ val_loss| {worst['max |Δ| val_loss']:.3g} nats "
+                f"({worst['run_id']} {worst['configuration']}, seed {worst['seed']})"
+                if worst is not None else "")]
+    lines += [f"  OUTSIDE THE ENVELOPE: {r.message}" for r in found.outside.itertuples()]
+    differ = found.verdicts[found.verdicts["changed"]] if len(found.verdicts) else found.verdicts
+    checked = len(found.verdicts)
+    if checked:
+        lines.append(f"against records: {checked} verdict(s) of the figures with re-trained runs "
+                     f"read from records and from this build: {len(differ)} changed"
+                     + "".join(f"\n  CHANGED: {r['figure']} {r['variant']}: from records "
+                               f"{r['from records']!r}, from this build {r['from this build']!r}"
+                               for _, r in differ.iterrows()))
+    return lines
+
+
+def against_records_markdown(found: AgainstRecords) -> str:
+    """The reproduction page's section: the counts, the table of runs and the verdicts side by
+    side, differing ones in bold."""
+    runs = found.runs
+    words = spot_check_words(found.preset)
+    head = (f"The spot-check set at `{found.preset}`: {words}.\n\n" if words else
+            f"No spot-check set is declared at `{found.preset}`.\n\n")
+    if runs.empty:
+        return head + ("This build's run store holds no run that is also recorded, so nothing was "
+                "compared: every run the pages read was either trained here for the first time "
+                "or read from its record.")
+    counts = runs["outcome"].value_counts()
+    out = [head + f"{plural(len(runs), 'run')} of this build's store "
+           f"({int(runs['trained here'].sum())} trained by this build, "
+           f"{int(runs['spot-check'].sum())} of the spot-check set) "
+           "have a record, and each was compared with it cell by cell: "
+           + ", ".join(f"**{counts.get(k, 0)} {w}**" for k, w in OUTCOME_WORDS.items())
+           + ". Bit-identity is required on the record's own kind of CPU; across kinds the "
+             "cross-machine envelope applies (rounding differs between CPU kinds). "
+             "Differences in nats.", ""]
+    table = pd.DataFrame({
+        "run": [f"`{r}`" for r in runs["run_id"]], "configuration": runs["configuration"],
+        "seed": runs["seed"], "figures": runs["figures"],
+        "trained": ["this build" if t else "earlier" for t in runs["trained here"]],
+        "outcome": [OUTCOME_WORDS[o] if o != "mismatch" else f"**{OUTCOME_WORDS[o]}**"
+                    for o in runs["outcome"]],
+        "max Δ train": [f"{x:.2g}" for x in runs["max |Δ| train_loss"]],
+        "max Δ val": [f"{x:.2g}" for x in runs["max |Δ| val_loss"]],
+        "rule": runs["rule"]})
+    out.append(md_table(table, index=False))
+    verdicts = found.verdicts
+    out += ["", "Each verdict of the figures these runs belong to, read from the records alone "
+                "and with this build's runs in their place:" if len(verdicts) else
+            "No figure holds a re-trained run, so no verdict could change.", ""]
+    if len(verdicts):
+        v = verdicts.copy()
+        v["changed"] = ["**changed**" if d else "same" for d in v["changed"]]
+        out.append(md_table(v, index=False))
+    return "\n".join(out) + "\n"
+

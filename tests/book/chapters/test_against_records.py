@@ -1,0 +1,85 @@
+"""This build against its records (:mod:`gtalib.book.chapters.against_records`): each run of
+the store that has a record compared with it, each verdict read both ways."""
+
+import shutil
+
+import pandas as pd
+import pytest
+from synthetic import synthetic_identity, write_store  # noqa: E402
+
+from gtalib.book.chapters import against_records as AR
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design.plan import make_plan
+from gtalib.training import records
+
+
+@pytest.fixture()
+def store_and_records(tmp_path, monkeypatch):
+    """A synthetic ci store (2 seeds) whose runs are all recorded, the records as they were
+    trained; then three local runs of the initialisation figure: one left as recorded, one
+    moved a little inside the envelope, one moved outside it."""
+    monkeypatch.setattr(specs, "data_spec", synthetic_identity)
+    monkeypatch.setenv("GTALIB_RECORD_DIR", str(tmp_path / "recorded"))
+    plan = make_plan("ci", 2)
+    store = tmp_path / "store"
+    write_store(store, "ci", 2)
+    for r in plan.runs:
+        records.record_run(store / plan.spec(r).run_id, tmp_path / "recorded")
+    # normal-init arms: runs of this figure alone (a zero-init arm is also other figures' run)
+    init = [plan.spec(r).run_id for r in plan.figure_refs["init"] if r.arm == "alt"]
+    same, near, far = init[:3]
+    for rid in {plan.spec(r).run_id for r in plan.runs} - {same, near, far}:
+        shutil.rmtree(store / rid)  # read from its record
+    for rid, dv in ((near, 1e-3), (far, 0.5)):
+        m = pd.read_csv(store / rid / "metrics.csv")
+        m.loc[m.index[-1], "val_loss"] += dv
+        m.to_csv(store / rid / "metrics.csv", index=False)
+    return plan, store, (same, near, far)
+
+
+def test_each_local_run_is_compared_with_its_record(store_and_records):
+    plan, store, (same, near, far) = store_and_records
+    found = AR.against_records(plan, store, trained={near, far})
+    runs = found.runs.set_index("run_id")
+    assert set(runs.index) == {same, near, far}
+    assert runs.loc[same, "outcome"] == "bit-identical"
+    assert runs.loc[near, "outcome"] == "within envelope"
+    assert runs.loc[near, "max |Δ| val_loss"] == pytest.approx(1e-3)
+    assert runs.loc[far, "outcome"] == "mismatch"
+    assert list(runs["trained here"]) == [r in (near, far) for r in runs.index]
+    assert list(found.outside["run_id"]) == [far]
+    lines = AR.summary_lines(found)
+    assert lines[0].startswith("against records: 3 runs of the store compared with their "
+                               "records: 1 bit-identical, 1 within the envelope, 1 outside the "
+                               "envelope; largest |Δ val_loss| 0.5 nats (" + far)
+    assert lines[1].startswith(f"  OUTSIDE THE ENVELOPE: {far}: MISMATCH")
+    md = AR.against_records_markdown(found)
+    assert "**1 outside the envelope**" in md and f"`{far}`" in md
+
+
+def test_verdicts_are_read_from_the_records_and_from_this_build(store_and_records):
+    plan, store, (same, near, far) = store_and_records
+    found = AR.against_records(plan, store, trained={near, far})
+    v = found.verdicts
+    # the initialisation figure holds the re-trained runs, its variants and claims are compared;
+    # the other figures hold none
+    init = v[v["figure"] == "Initialisation ablation"]
+    assert set(init["variant"]) == {"GQA", "MLA"}
+    assert not v["figure"].str.startswith("Gating").any()
+    assert v[v["figure"].str.startswith("claim")]["figure"].tolist()[0] == "claim 4"
+    # the records' verdicts are the build's where nothing moved, and the table says which
+    recorded = AR.ablation_result("init", plan, store, source="records")
+    assert dict(zip(init["variant"], init["from records"])) == {
+        "GQA": recorded.final.loc["gqa", "verdict"], "MLA": recorded.final.loc["mla", "verdict"]}
+    assert list(v["changed"]) == [a != b for a, b in zip(v["from records"], v["from this build"])]
+
+
+def test_a_store_without_recorded_runs_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(specs, "data_spec", synthetic_identity)
+    monkeypatch.setenv("GTALIB_RECORD_DIR", str(tmp_path / "none"))
+    write_store(tmp_path / "store", "ci", 1)
+    found = AR.against_records(make_plan("ci", 1), tmp_path / "store")
+    assert found.runs.empty and found.verdicts.empty
+    assert AR.summary_lines(found) == [
+        "against records: no run of this build's store has a record to compare with"]
+    assert "nothing was compared" in AR.against_records_markdown(found)
