@@ -150,13 +150,14 @@ def summary_lines(found: AgainstRecords) -> list[str]:
     if runs.empty:
         return ["against records: no run of this build's store has a record to compare with"]
     counts = runs["outcome"].value_counts()
-    worst = runs.loc[runs["max |Δ| val_loss"].idxmax()] if runs["max |Δ| val_loss"].notna().any() \
-        else None
+    val = runs["max |Δ| val_loss"]
+    worst = runs.loc[val.idxmax()] if val.notna().any() else None
     lines = [f"against records: {plural(len(runs), 'run')} of the store compared with their "
              "records: " + ", ".join(f"{counts.get(k, 0)} {w}" for k, w in OUTCOME_WORDS.items())
              + (f"; largest |Δ val_loss| {worst['max |Δ| val_loss']:.3g} nats "
                 f"({worst['run_id']} {worst['configuration']}, seed {worst['seed']})"
-                if worst is not None else "")]
+                if worst is not None and worst["max |Δ| val_loss"] > 0 else
+                "; every loss cell equal" if worst is not None else "")]
     lines += [f"  OUTSIDE THE ENVELOPE: {r.message}" for r in found.outside.itertuples()]
     differ = found.verdicts[found.verdicts["changed"]] if len(found.verdicts) else found.verdicts
     checked = len(found.verdicts)

@@ -372,9 +372,9 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
               first=frozenset()) -> list[str]:
     """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
     the tasks of the spot-check set first and longest first within each class
-    (:func:`gtalib.book.pipeline.budget.start_order`), with one progress bar weighted by each run's expected seconds (its ETA
-    is the expected work left at the rate seen so far), a line when a worker starts a run and
-    one per finished run.
+    (:func:`gtalib.book.pipeline.budget.start_order`), with one progress bar weighted by each
+    run's expected seconds (its ETA is the expected work left at the rate seen so far), a line
+    when a worker starts a run and one per finished run.
 
     Args:
         specs: ``(label, RunSpec)`` pairs; the label names the run in progress lines.

@@ -13,13 +13,19 @@ from gtalib.book.design.plan import make_plan
 from gtalib.training import records
 
 
-@pytest.fixture()
-def store_and_records(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def store_and_records(tmp_path_factory):
     """A synthetic ci store (2 seeds) whose runs are all recorded, the records as they were
     trained; then three local runs of the initialisation figure: one left as recorded, one
-    moved a little inside the envelope, one moved outside it."""
-    monkeypatch.setattr(specs, "data_spec", synthetic_identity)
-    monkeypatch.setenv("GTALIB_RECORD_DIR", str(tmp_path / "recorded"))
+    moved a little inside the envelope, one moved outside it (made once: the tests only read)."""
+    tmp_path = tmp_path_factory.mktemp("against")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(specs, "data_spec", synthetic_identity)
+        mp.setenv("GTALIB_RECORD_DIR", str(tmp_path / "recorded"))
+        yield _store_and_records(tmp_path)
+
+
+def _store_and_records(tmp_path):
     plan = make_plan("ci", 2)
     store = tmp_path / "store"
     write_store(store, "ci", 2)
@@ -37,9 +43,14 @@ def store_and_records(tmp_path, monkeypatch):
     return plan, store, (same, near, far)
 
 
-def test_each_local_run_is_compared_with_its_record(store_and_records):
+@pytest.fixture(scope="module")
+def found(store_and_records):
     plan, store, (same, near, far) = store_and_records
-    found = AR.against_records(plan, store, trained={near, far})
+    return AR.against_records(plan, store, trained={near, far})
+
+
+def test_each_local_run_is_compared_with_its_record(store_and_records, found):
+    plan, store, (same, near, far) = store_and_records
     runs = found.runs.set_index("run_id")
     assert set(runs.index) == {same, near, far}
     assert runs.loc[same, "outcome"] == "bit-identical"
@@ -57,9 +68,8 @@ def test_each_local_run_is_compared_with_its_record(store_and_records):
     assert "**1 outside the envelope**" in md and f"`{far}`" in md
 
 
-def test_verdicts_are_read_from_the_records_and_from_this_build(store_and_records):
-    plan, store, (same, near, far) = store_and_records
-    found = AR.against_records(plan, store, trained={near, far})
+def test_verdicts_are_read_from_the_records_and_from_this_build(store_and_records, found):
+    plan, store, _ = store_and_records
     v = found.verdicts
     # the initialisation figure holds the re-trained runs, its variants and claims are compared;
     # the other figures hold none
