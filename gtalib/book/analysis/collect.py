@@ -166,6 +166,10 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None,
                      Path(record_dir) if record_dir is not None else records.default_record_dir())
 
 
+#: How the pages name each outcome of :func:`gtalib.training.records.compare_with_record`.
+OUTCOME_WORDS = {"bit-identical": "bit-identical", "within envelope": "within the envelope",
+                 "mismatch": "outside the envelope"}
+
 #: Columns of :attr:`Collected.status`.
 STATUS_COLUMNS = ["variant", "arm", "label", "seed", "n_layer", "max_steps", "run_id", "state",
                   "detail", "source", "device", "machine_kind", "kinds", "record_check"]
@@ -309,7 +313,12 @@ def sources_notice(collected) -> str:
     parts = []
     for source, g in done.groupby("source", sort=False):
         if source == "local":
-            parts.append(f"{len(g)} trained in the local run store")
+            checks = [c.outcome for c in g.get("record_check", ()) if hasattr(c, "outcome")]
+            parts.append(f"{len(g)} trained in the local run store" + (
+                f" ({len(checks)} of them compared with their records: "
+                + ", ".join(f"{checks.count(k)} {w}" for k, w in OUTCOME_WORDS.items())
+                + "; *This build against its records* on the reproduction page)"
+                if checks else ""))
         else:
             labels = "" if len(g) == len(done) else f" ({', '.join(dict.fromkeys(g['label']))})"
             parts.append(f"{len(g)} {source}{labels}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gtalib.book.analysis.collect import collect_runs
+from gtalib.book.analysis.collect import OUTCOME_WORDS, collect_runs
 from gtalib.book.analysis.style import md_table, plural
 from gtalib.book.chapters.ablation import ablation_result, ablation_results
 from gtalib.book.chapters.claims import claims_table
@@ -29,10 +29,6 @@ from gtalib.book.design.plan import Plan
 from gtalib.book.design.spot_check import spot_check_refs, spot_check_words
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
 
-#: How the reproduction page and the job name each outcome of
-#: :func:`gtalib.training.records.compare_with_record`.
-OUTCOME_WORDS = {"bit-identical": "bit-identical", "within envelope": "within the envelope",
-                 "mismatch": "outside the envelope"}
 #: Columns of :attr:`AgainstRecords.runs`.
 RUN_COLUMNS = ["run_id", "configuration", "seed", "figures", "spot-check", "trained here",
                "outcome", "max |Δ| train_loss", "max |Δ| val_loss", "rule", "message"]
