@@ -65,8 +65,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                         "their records, whole ΔL pairs at a time; 'none' trains every run the "
                         f"store lacks (default {DEFAULT_BUDGET_MIN:g})")
     p.add_argument("--predict", action="store_true",
-                   help="print the calibration, the predicted wall time and what the budget "
-                        "reads from records, then stop (nothing is trained or built)")
+                   help="print the calibration, the predicted wall time, what the budget reads "
+                        "from records and the runs it would train by figure, then stop (nothing "
+                        "is trained; a missing corpus is built, since run ids hash it)")
     p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
     p.add_argument("--accelerator", default="auto", choices=ACCELERATORS,
                    help="Lightning accelerator for training (default auto: a GPU if present)")

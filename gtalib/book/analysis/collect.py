@@ -49,7 +49,8 @@ class Collected:
             :func:`gtalib.training.records.bit_identical_kinds`, a local run's own kind; empty
             when unknown); ``record_check``: for a local run that also has a record, its
             comparison with the record (:func:`gtalib.training.records.compare_with_record`,
-            a :class:`~gtalib.training.records.CheckResult`), else ``None``.
+            a :class:`~gtalib.training.records.CheckResult`; a mismatch when the local run's
+            files do not check out), else ``None``.
         cards: run cards (``card.json`` contents) of the complete runs.
         run_dir: the run store they were read from; record_dir: the recorded runs
             (:func:`gtalib.training.records.default_record_dir` when ``None``). A ``done`` run's folder is
@@ -143,6 +144,9 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None,
             state, detail = "corrupt", str(e).replace(f"{run_dir}/", "")
         except Exception as e:  # reported on the figure's page, never plotted silently
             state, detail = "failed", f"{type(e).__name__}: {e}"
+        if state != "done" and compare_to is not None:  # it cannot reproduce its record
+            check = records.CheckResult(spec.run_id, "mismatch", {}, None,
+                                        f"this build's run is unreadable: {detail}")
         if state == "done":
             df.insert(0, "max_steps", spec.train.max_steps)
             df.insert(0, "n_layer", spec.model.n_layer)

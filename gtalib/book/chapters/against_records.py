@@ -72,19 +72,25 @@ def _figures_of(plan: Plan) -> dict:
 
 
 def run_checks(plan: Plan, run_dir, trained=frozenset()) -> pd.DataFrame:
-    """Every run of ``plan`` that ``run_dir`` holds and that has a record, compared with it
-    (:data:`RUN_COLUMNS`); ``trained``: the run ids this job trained."""
+    """Every run of ``plan`` and of its scale ladder (under its own design) that ``run_dir``
+    holds and that has a record, compared with it (:data:`RUN_COLUMNS`); a local run whose
+    files do not check out counts as outside the envelope, its message naming the file.
+    ``trained``: the run ids this job trained."""
     run_dir = resolve_run_dir(run_dir)
-    local = [r for r in plan.runs if is_done(run_path(plan.spec(r), run_dir))]
-    col = collect_runs(local, plan, run_dir)
+    status = []
+    for p, refs in ((plan, plan.runs), (plan.own_design(), plan.ladder_refs)):
+        local = [r for r in refs if is_done(run_path(p.spec(r), run_dir))]
+        status.append(collect_runs(local, p, run_dir).status)
+    status = pd.concat(status, ignore_index=True).drop_duplicates("run_id")
     figures = _figures_of(plan)
     spot = {plan.spec(r).run_id for r in spot_check_refs(plan)}
     rows = []
-    for r in col.status.itertuples():
+    for r in status.itertuples():
         check = r.record_check
         if check is None:
             continue
-        rows.append((r.run_id, r.label, r.seed, ", ".join(figures.get(r.run_id, ())),
+        rows.append((r.run_id, r.label, r.seed,
+                     ", ".join(figures.get(r.run_id, ())) or "scale ladder",
                      r.run_id in spot, r.run_id in trained, check.outcome,
                      check.max_abs_diff.get("train_loss", float("nan")),
                      check.max_abs_diff.get("val_loss", float("nan")), check.reason,
@@ -148,12 +154,13 @@ def summary_lines(found: AgainstRecords) -> list[str]:
     counts = runs["outcome"].value_counts()
     val = runs["max |Δ| val_loss"]
     worst = runs.loc[val.idxmax()] if val.notna().any() else None
+    equal = bool((runs[["max |Δ| train_loss", "max |Δ| val_loss"]].fillna(0) == 0).all().all())
     lines = [f"against records: {plural(len(runs), 'run')} of the store compared with their "
              "records: " + ", ".join(f"{counts.get(k, 0)} {w}" for k, w in OUTCOME_WORDS.items())
              + (f"; largest |Δ val_loss| {worst['max |Δ| val_loss']:.3g} nats "
                 f"({worst['run_id']} {worst['configuration']}, seed {worst['seed']})"
                 if worst is not None and worst["max |Δ| val_loss"] > 0 else
-                "; every loss cell equal" if worst is not None else "")]
+                "; every train and validation loss cell equal" if equal else "")]
     lines += [f"  OUTSIDE THE ENVELOPE: {r.message}" for r in found.outside.itertuples()]
     differ = found.verdicts[found.verdicts["changed"]] if len(found.verdicts) else found.verdicts
     checked = len(found.verdicts)

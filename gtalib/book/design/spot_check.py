@@ -14,8 +14,8 @@ main-table run with its double-heads pair).
 
 What time is left after the set goes to :func:`training_order`'s next tier: seed 0 of every
 other variant, in rounds across the figures (the second variant of each figure, then the third,
-...), so that a faster machine checks more variants of every figure rather than more seeds of
-the first. Reads :mod:`gtalib.book.design.figures` and the plan's runs.
+...), and only once all of those fit to further seeds (:func:`training_tiers`), so that a faster
+machine checks more variants of every figure rather than more seeds of the first. Reads :mod:`gtalib.book.design.figures` and the plan's runs.
 """
 
 from __future__ import annotations
@@ -113,11 +113,23 @@ def spot_check_refs(plan) -> tuple:
         for r in plan.figure_refs[key] if r.variant == variant and r.seed == SPOT_CHECK_SEED))
 
 
+#: The tiers of :func:`training_tiers`, in the order the budget takes them.
+TIERS = ("spot-check", "seed 0", "other seeds")
+
+
 def training_order(plan) -> tuple:
     """Every run of ``plan`` (:attr:`~gtalib.book.design.plan.Plan.runs`, each once) in the
-    order the job offers them to the budget: the spot-check set (:func:`spot_check_refs`),
-    then seed 0 of each figure's other variants in rounds (round ``i``: the ``i``-th remaining
-    variant of every figure), then the rest in the plan's order."""
+    order the job offers them to the budget (:func:`training_tiers`, tier after tier)."""
+    return tuple(r for tier in training_tiers(plan) for r in tier)
+
+
+def training_tiers(plan) -> tuple[tuple, tuple, tuple]:
+    """The plan's runs in the three :data:`TIERS`: the spot-check set (:func:`spot_check_refs`);
+    seed 0 of each figure's other variants in rounds (round ``i``: the ``i``-th remaining
+    variant of every figure); the rest in the plan's order. Each run once, in the first tier
+    that holds it; the budget takes a later tier only once every task of the earlier ones fits
+    (:func:`gtalib.book.pipeline.budget.choose`), so more variants are checked before more
+    seeds."""
     read = [k for k in figure_keys() if k in plan.reads]
     chosen = spot_check_variants(plan.preset)
     rest = {k: [v for v in dict.fromkeys(r.variant for r in plan.figure_refs[k])
@@ -126,5 +138,9 @@ def training_order(plan) -> tuple:
               if i < len(rest[k]) for r in plan.figure_refs[k]
               if r.variant == rest[k][i] and r.seed == SPOT_CHECK_SEED]
     runs = {run_identity(r): r for r in plan.runs}  # the plan's own ref of each run
-    order = dict.fromkeys(run_identity(r) for r in (*spot_check_refs(plan), *rounds, *plan.runs))
-    return tuple(runs[i] for i in order)
+    seen, tiers = set(), []
+    for tier in (spot_check_refs(plan), rounds, plan.runs):
+        ids = [i for i in dict.fromkeys(map(run_identity, tier)) if i not in seen]
+        seen.update(ids)
+        tiers.append(tuple(runs[i] for i in ids))
+    return tuple(tiers)

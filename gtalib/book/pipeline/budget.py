@@ -249,14 +249,16 @@ class Choice:
 
 
 def choose(todo, recorded, calibration: Calibration, costs, workers: int,
-           budget_s: float | None, first=frozenset()) -> Choice:
+           budget_s: float | None, first=frozenset(), tier=None) -> Choice:
     """Which of the runs ``todo`` (RunSpecs not in the local store) to train here.
 
     A task (:func:`groups`) with a run that ``recorded`` (run id → bool) says has no record must
     be trained; the others are added in ``todo``'s order while the predicted job wall time
     (:func:`makespan` of the tasks in :func:`start_order`, ``first`` being the spot-check run
-    ids, plus :data:`REST_S` × factor) stays within :data:`BUDGET_FILL` × ``budget_s``;
-    ``budget_s=None`` trains every task.
+    ids, plus :data:`REST_S` × factor) stays within :data:`BUDGET_FILL` × ``budget_s``; a task
+    that does not fit is skipped for the smaller ones after it, but no task of a later ``tier``
+    (run id → tier number, a task's its smallest; default one tier) is added once one of an
+    earlier tier was skipped. ``budget_s=None`` trains every task.
 
     Raises:
         ValueError: ``workers`` < 1, or ``budget_s`` not positive.
@@ -279,9 +281,15 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
         chosen = set(range(len(tasks)))
     else:
         limit = BUDGET_FILL * budget_s - rest - START_S
-        for i in range(len(tasks)):
-            if i not in chosen and wall(chosen | {i}) <= limit:
+        skipped = math.inf  # the earliest tier of a task that did not fit
+        for i, g in enumerate(tasks):
+            t = min((tier or {}).get(s.run_id, 0) for s in g)
+            if i in chosen or t > skipped:
+                continue
+            if wall(chosen | {i}) <= limit:
                 chosen.add(i)
+            else:
+                skipped = min(skipped, t)
     train = [tasks[i] for i in sorted(chosen)]
     read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
     train_s = wall(chosen) + START_S if chosen else 0.0

@@ -45,7 +45,7 @@ from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
-from gtalib.book.design.spot_check import spot_check_refs, training_order
+from gtalib.book.design.spot_check import training_tiers
 from gtalib.book.pipeline import budget
 from gtalib.book.pipeline.execute import (
     execute_notebooks,
@@ -96,8 +96,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     """The runs the job trains and their expected seconds: ``(specs, seconds, choice)``.
 
     Every run of the plan (and of its ladder with ``train_recorded``) that the local store lacks
-    is a candidate, offered in :func:`gtalib.book.design.spot_check.training_order` (the
-    spot-check set first); :func:`gtalib.book.pipeline.budget.choose` keeps those without a
+    is a candidate, offered in :func:`gtalib.book.design.spot_check.training_tiers` (the
+    spot-check set, seed 0 of the other variants, the other seeds); :func:`gtalib.book.pipeline.budget.choose` keeps those without a
     record and adds the others while the predicted job fits ``budget_min`` (``None``, or
     ``train_recorded``: all). The calibration runs on every worker of ``client`` at once
     (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process; ``workers``
@@ -106,7 +106,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     (:func:`runs_by_figure`).
     """
 
-    refs = list(training_order(plan)) + (list(plan.ladder_refs) if train_recorded else [])
+    tiers = training_tiers(plan)
+    refs = [r for t in tiers for r in t] + (list(plan.ladder_refs) if train_recorded else [])
     labelled = [(r.label, plan.spec(r)) for r in refs]
     label = {s.run_id: lab for lab, s in labelled}
     todo = list({s.run_id: s for _, s in labelled
@@ -117,10 +118,10 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
         workers = len(measured)
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
-    first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
+    tier = {plan.spec(r).run_id: i for i, t in enumerate(tiers) for r in t}
     choice = budget.choose(todo, recorded, cal, costs, workers,
                            None if train_recorded or budget_min is None else budget_min * 60,
-                           first)
+                           {rid for rid, i in tier.items() if i == 0}, tier)
     here = f"this machine ({machine_label(cpus=False)})"
     where = here if where is None or where.startswith("embedded") else (
         f"{where}, workers as fast as measured" if measured

@@ -31,7 +31,7 @@ import yaml
 
 from gtalib.book.design.figures import figure_variants
 from gtalib.book.design.plan import Plan, make_plan
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words, seed_counts
+from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words, seed_counts, seeds_of
 from gtalib.book.pipeline.paths import REPO
 from gtalib.model.presets import PRESETS
 
@@ -186,38 +186,48 @@ class NotebookParams:
     confidence: float = 0.95
     remeasure_decode: bool = False
     given: tuple = ()
+    figure: str | None = None
 
     @cached_property
     def plan(self) -> Plan:
         """The book's plan at these parameters (:func:`gtalib.book.design.plan.make_plan`),
-        resolved once per page and handed to its chapter functions. A page that may train
-        (``train``: a notebook run by itself, from a fresh clone say) builds the corpus first if
-        it is missing; the book job has built it before.
+        resolved once per page and handed to its chapter functions. The corpus is built first
+        if it is missing (a notebook run by itself from a fresh clone, training or not: the run
+        ids hash it); the book job has built it before.
 
         Raises:
-            FileNotFoundError: the corpus is missing and ``train`` is off (the message names the
-                command that builds it).
+            FileNotFoundError: the corpus's archives are missing (the message names the command
+                that fetches them).
         """
         plan = make_plan(self.preset, self.seeds, self.max_steps)
-        plan.data(build=self.train)
+        plan.data(build=True)
         return plan
 
     @property
     def seed_notice(self) -> str | None:
-        """What the page says when it was given a seed count below a figure's fixed design
-        (:func:`gtalib.book.design.seeds.seed_counts`): the design's count is run, not the one
-        asked for; ``None`` otherwise, and for the book's own default count
-        (:data:`gtalib.book.design.seeds.DEFAULT_SEEDS`, which every figure's design meets or
-        raises, as the parameters table says)."""
+        """What the page says when it was given a seed count below its figure's fixed design
+        (:func:`gtalib.book.design.seeds.seeds_of`; a page of every figure, the claims page:
+        below any of theirs): the design's count is read, not the one asked for; ``None``
+        otherwise, and for the book's own default count
+        (:data:`gtalib.book.design.seeds.DEFAULT_SEEDS`, which every design meets or raises, as
+        the parameters table says)."""
         if "seeds" not in self.given or self.seeds == DEFAULT_SEEDS:
             return None
-        counts = seed_counts(self.preset, self.seeds, self.max_steps)
-        if all(n <= self.seeds for n in counts.values()):
-            return None
-        return (f"seeds = {self.seeds} is below the seed counts fixed for this preset before any "
-                f"run: at {self.preset} {counts_words(self.preset, self.seeds, self.max_steps)} "
-                f"(pairs for the ablations), and those are what this page reads; a smaller count "
-                f"would be a different design, not a subset of this one")
+        if self.figure is None:
+            counts = seed_counts(self.preset, self.seeds, self.max_steps)
+            if all(n <= self.seeds for n in counts.values()):
+                return None
+            design = (f"at {self.preset} "
+                      f"{counts_words(self.preset, self.seeds, self.max_steps)}")
+        else:
+            n = seeds_of(self.figure, self.preset, self.seeds, self.max_steps)
+            if n <= self.seeds:
+                return None
+            design = (f"at {self.preset} this {'table' if self.figure == 'main' else 'figure'} "
+                      f"runs {n} {'seeds' if self.figure == 'main' else 'seed pairs'}")
+        return (f"seeds = {self.seeds} is below the count fixed for this preset before any run: "
+                f"{design}, and that is what this page reads; a smaller count would be a "
+                "different design, not a subset of this one")
 
     def shown(self) -> dict:
         """The parameters this notebook was given, as a reader should see them."""
@@ -283,8 +293,9 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
     """Validate a notebook's parameters (keywords named as in its ``parameters`` cell).
 
     Args:
-        figure: the ablation key of the notebook (``"init"``, ``"gate"``, ...), when it has
-            ``variants``: each variant is then checked against that figure's list.
+        figure: the figure of the notebook: an ablation key (``"init"``, ``"gate"``, ...; its
+            ``variants`` are checked against that figure's list) or ``"main"``; the seed
+            notice (:attr:`NotebookParams.seed_notice`) is about it (``None``: every figure).
         given: the notebook's parameters: ``preset``, ``seeds``, ``ladder_seeds``,
             ``max_steps``, ``variants``,
             ``run_dir``, ``train``, ``smoothing``, ``confidence``, ``remeasure_decode``.
@@ -295,7 +306,7 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
             message names the parameter, the value and the allowed values).
     """
 
-    names = [f.name for f in fields(NotebookParams) if f.name != "given"]
+    names = [f.name for f in fields(NotebookParams) if f.name not in ("given", "figure")]
     unknown = [k for k in given if k not in names]
     if unknown:
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}; "
@@ -316,4 +327,4 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
         except KeyError as e:
             raise ParameterError(f"notebook parameter 'variants' = {given['variants']!r}: "
                                  f"{e.args[0]}") from None
-    return NotebookParams(**out, given=tuple(given))
+    return NotebookParams(**out, given=tuple(given), figure=figure)

@@ -93,3 +93,18 @@ def test_a_store_without_recorded_runs_says_so(tmp_path, monkeypatch):
     assert AR.summary_lines(found) == [
         "against records: no run of this build's store has a record to compare with"]
     assert "nothing was compared" in AR.against_records_markdown(found)
+
+
+def test_an_unreadable_run_of_the_store_counts_outside_the_envelope(tmp_path, monkeypatch):
+    monkeypatch.setattr(specs, "data_spec", synthetic_identity)
+    monkeypatch.setenv("GTALIB_RECORD_DIR", str(tmp_path / "recorded"))
+    plan = make_plan("ci", 1)
+    write_store(tmp_path / "store", "ci", 1)
+    rid = plan.spec(plan.runs[0]).run_id
+    records.record_run(tmp_path / "store" / rid, tmp_path / "recorded")
+    metrics = tmp_path / "store" / rid / "metrics.csv"
+    metrics.write_text(metrics.read_text().rsplit("\n", 3)[0][:-3] + "\n")  # a cut last row
+    runs = AR.run_checks(plan, tmp_path / "store")
+    [row] = runs.to_dict("records")
+    assert row["run_id"] == rid and row["outcome"] == "mismatch"
+    assert "this build's run is unreadable" in row["message"]

@@ -65,3 +65,11 @@ def test_a_figure_the_table_does_not_name_is_checked_at_its_first_variant(monkey
                                               if k != "double_heads"})
     assert S.spot_check_variants("cpu")["double_heads"] == "gqa"  # the figure's first
     assert S.spot_check_variants("paper") == {}
+
+
+def test_the_tiers_hold_each_run_once_the_set_first():
+    plan = make_plan("cpu", 3)
+    spot, seed0, rest = S.training_tiers(plan)
+    assert spot == S.spot_check_refs(plan)
+    assert {r.seed for r in seed0} == {0} and 0 not in {r.seed for r in rest}
+    assert len(spot) + len(seed0) + len(rest) == len(plan.runs)

@@ -203,3 +203,26 @@ def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
     alone = budget.choose([s for g in spot_tasks for s in g], recorded, cal, costs, 2, None)
     limit = budget.train_deadline_s(c)
     assert alone.train_wall_s <= 0.9 * limit, (alone.train_wall_s, limit)
+
+
+def test_a_later_tier_waits_until_every_task_of_the_earlier_ones_fits(ci_specs, monkeypatch):
+    """A seed-0 task that does not fit keeps every other-seed task out, even one that would fit:
+    more variants are checked before more seeds; within a tier a smaller task still fills in."""
+    _, todo = ci_specs
+    cal = budget.Calibration(1.0, 1.0, 1e9)
+    tasks = budget.groups(todo)[:4]
+    big, small, other_seed, small_2 = tasks
+    seconds = {**{s.run_id: 1000.0 for s in big}, **{s.run_id: 10.0 for s in small + small_2},
+               **{s.run_id: 1.0 for s in other_seed}}
+    monkeypatch.setattr(budget, "expected_seconds", lambda s, cal, costs: (seconds[s.run_id], "x"))
+    costs = _costs()
+    offered = [s for g in (big, small, small_2, other_seed) for s in g]
+    tier = {**{s.run_id: 1 for g in (big, small, small_2) for s in g},
+            **{s.run_id: 2 for s in other_seed}}
+    recorded = {s.run_id: True for s in offered}
+    fits = (10.0 * (len(small) + len(small_2)) + 1.0 * len(other_seed) + budget.START_S
+            + budget.REST_S) / budget.BUDGET_FILL
+    c = budget.choose(offered, recorded, cal, costs, 1, fits + 1, tier=tier)
+    assert [g for g in c.train] == [small, small_2]  # the other seed's task waits
+    c = budget.choose(offered, recorded, cal, costs, 1, fits + 1)  # one tier: it fills in
+    assert [g for g in c.train] == [small, small_2, other_seed]
