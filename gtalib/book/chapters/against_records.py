@@ -99,24 +99,30 @@ def run_checks(plan: Plan, run_dir, trained=frozenset()) -> pd.DataFrame:
 
 
 def verdict_checks(plan: Plan, run_dir, retrained, confidence: float = 0.95,
-                   results=None) -> pd.DataFrame:
+                   results=None, identical=frozenset()) -> pd.DataFrame:
     """Each ablation variant's verdict and each trained-run claim's verdict read from the
     records alone beside the one with this build's runs (:data:`VERDICT_COLUMNS`), for the
     figures that hold a run of ``retrained`` (run ids); ``results``: this build's ablation
-    results (:func:`gtalib.book.chapters.ablation.ablation_results`), computed if ``None``."""
+    results (:func:`gtalib.book.chapters.ablation.ablation_results`), computed if ``None``.
+    A figure whose re-trained runs are all in ``identical`` (bit-identical to their records)
+    reads the same numbers either way, so its records' result is this build's, not computed
+    again."""
     results = results or ablation_results(plan, run_dir, confidence)
-    rows, touched = [], {}
+    rows, touched, unmoved = [], {}, set()  # unmoved: figures whose runs are bit for bit the same
+    moved = set(retrained) - set(identical)
     for key, refs in plan.figure_refs.items():
         ids = {}
         for r in refs:
             ids.setdefault(r.variant, set()).add(plan.spec(r).run_id)
         touched[key] = {v: len(i & set(retrained)) for v, i in ids.items()}
+        if not any(i & moved for i in ids.values()):
+            unmoved.add(key)
     recorded = {}
     for key in ABLATIONS:
         if key not in plan.reads or not any(touched[key].values()):
             continue
-        recorded[key] = ablation_result(key, plan, run_dir, confidence=confidence,
-                                        source="records")
+        recorded[key] = results[key] if key in unmoved else ablation_result(
+            key, plan, run_dir, confidence=confidence, source="records")
         build, rec = results[key].final, recorded[key].final
         for v in dict.fromkeys([*rec.index, *build.index]):
             a = rec["verdict"].get(v, "not measured") if len(rec) else "not measured"
@@ -126,8 +132,11 @@ def verdict_checks(plan: Plan, run_dir, retrained, confidence: float = 0.95,
     sources = {c.number: c.source for c in paper_claims()}
     read = [k for k in (*recorded, "main") if k in plan.reads and any(touched[k].values())]
     if read:
-        both = {src: claims_table(plan, run_dir, confidence, res, source=src, trained_only=True)
-                for src, res in (("records", {**results, **recorded}), ("build", results))}
+        build = claims_table(plan, run_dir, confidence, results, trained_only=True)
+        same = set(read) <= unmoved
+        both = {"build": build, "records": build if same else claims_table(
+            plan, run_dir, confidence, {**results, **recorded}, source="records",
+            trained_only=True)}
         for claim, row in both["build"].iterrows():
             if sources[int(str(claim).split()[0])] not in read:  # "8 (ranking)": claim 8's
                 continue
@@ -141,8 +150,9 @@ def against_records(plan: Plan, run_dir, trained=frozenset(), confidence: float 
     """This build against its records (module docstring): :func:`run_checks` and, for the
     figures those runs belong to, :func:`verdict_checks`."""
     runs = run_checks(plan, run_dir, trained)
+    identical = set(runs.loc[runs["outcome"] == "bit-identical", "run_id"])
     return AgainstRecords(runs, verdict_checks(plan, run_dir, set(runs["run_id"]), confidence,
-                                               results), plan.preset)
+                                               results, identical), plan.preset)
 
 
 def summary_lines(found: AgainstRecords) -> list[str]:

@@ -108,3 +108,17 @@ def test_an_unreadable_run_of_the_store_counts_outside_the_envelope(tmp_path, mo
     [row] = runs.to_dict("records")
     assert row["run_id"] == rid and row["outcome"] == "mismatch"
     assert "this build's run is unreadable" in row["message"]
+
+
+def test_bit_identical_runs_reuse_the_builds_verdicts(store_and_records, monkeypatch):
+    """With every re-trained run bit-identical, the records give the same numbers: nothing is
+    read again from the records, and every verdict is the build's."""
+    plan, store, (same, near, far) = store_and_records
+    calls = []
+    real = AR.ablation_result
+    monkeypatch.setattr(AR, "ablation_result", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    v = AR.verdict_checks(plan, store, {same}, identical={same})
+    assert not [kw for kw in calls if kw.get("source") == "records"]
+    assert len(v) and not v["changed"].any()
+    AR.verdict_checks(plan, store, {same, far}, identical={same})
+    assert [kw for kw in calls if kw.get("source") == "records"]
