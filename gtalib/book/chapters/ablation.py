@@ -295,7 +295,7 @@ def rule_comparison(result) -> pd.DataFrame:
                f"{plural(m, 'variant')} (p = {r['p (Holm)']:.2g})" if r["verdict"] == "within noise"
                else f"|ΔL| {abs(r['ΔL']):.3f} ≤ seed spread {spread:.3f}: the spread test, not "
                     f"the paired test, held it back")
-        rows.append({"figure": ablation(result.key).title.split(":")[0], "variant":
+        rows.append({"figure": ablation(result.key).heading, "variant":
                      display_name(v), "n": int(r["seeds"]), "ΔL": f"{r['ΔL']:+.3f}",
                      "CI": f"[{r['CI low']:+.3f}, {r['CI high']:+.3f}]",
                      "seed spread": f"{spread:.3f}", "p (Holm)": f"{r['p (Holm)']:.2g}",

@@ -65,7 +65,8 @@ def _figures_of(plan: Plan) -> dict:
     for key, refs in plan.figure_refs.items():
         if key not in plan.reads:
             continue
-        title = "main results" if key == "main" else ABLATIONS[key].title.split(" ablation")[0]
+        title = ("main results" if key == "main"
+                 else ABLATIONS[key].heading.removesuffix(" ablation"))
         for r in refs:
             out.setdefault(plan.spec(r).run_id, []).append(title)
     return {k: list(dict.fromkeys(v)) for k, v in out.items()}
@@ -127,7 +128,7 @@ def verdict_checks(plan: Plan, run_dir, retrained, confidence: float = 0.95,
         for v in dict.fromkeys([*rec.index, *build.index]):
             a = rec["verdict"].get(v, "not measured") if len(rec) else "not measured"
             b = build["verdict"].get(v, "not measured") if len(build) else "not measured"
-            rows.append((ABLATIONS[key].title.split(":")[0], display_name(v),
+            rows.append((ABLATIONS[key].heading, display_name(v),
                          touched[key].get(v, 0), a, b, a != b))
     sources = {c.number: c.source for c in paper_claims()}
     read = [k for k in (*recorded, "main") if k in plan.reads and any(touched[k].values())]

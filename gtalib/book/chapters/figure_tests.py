@@ -139,7 +139,7 @@ def figure_tests_table(plan: Plan, run_dir, confidence: float = 0.95,
             t["verdict"] + (f" at {t['decided at']} pairs" if t["decided at"] else ""),
             verdicts, f"{shows} of {len(final)}"))
     out = pd.DataFrame(rows, columns=COLUMNS)
-    out["figure"] = [ABLATIONS[k].title.split(":")[0] for k in out["figure"]]
+    out["figure"] = [ABLATIONS[k].heading for k in out["figure"]]
     return out.set_index("figure")
 
 
@@ -192,7 +192,7 @@ def prediction_table(results: dict, confidence: float = 0.95) -> pd.DataFrame:
                                    holm_level(r.looks, 1 - confidence, len(p1) - rank, -1))
             decided = r.final.loc[v, "decided at"] > 0
             held = "—" if math.isnan(need) else ("yes" if (need <= n2) == decided else "no")
-            rows.append((ABLATIONS[key].title.split(":")[0], display_name(v),
+            rows.append((ABLATIONS[key].heading, display_name(v),
                          "—" if math.isnan(need) else int(need), r.final.loc[v, "verdict"], held))
     if not rows:
         return pd.DataFrame()

@@ -532,7 +532,7 @@ def _source_words(source: str, preset: str) -> str:
     fig = ablation(source)
     arm = next(opts for opts in (fig.alt, fig.rec) if not canonical_options(opts.items()))
     label = config_label("mha", arm).removeprefix("MHA").strip()
-    return f"the {fig.title.split(':')[0].lower()} page's runs" + (f" ({label})" if label else "")
+    return f"the {fig.heading.lower()} page's runs" + (f" ({label})" if label else "")
 
 
 def length_plan_words(result: WidthGap) -> list[str]:

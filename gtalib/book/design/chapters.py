@@ -49,7 +49,7 @@ def chapters() -> tuple[Chapter, ...]:
     """Every page after the introduction, in book order (read at call time, so a figure added to
     :data:`~gtalib.book.design.figures.ABLATIONS` is a chapter at once)."""
     ablations = tuple(Chapter(a.notebook, "Ablations", figure=True, reads=(key,),
-                              title=a.title.split(":")[0], summary=a.summary)
+                              title=a.heading, summary=a.summary)
                       for key, a in ABLATIONS.items())
     return (
         Chapter("methods", "Background", notebook=False),

@@ -79,6 +79,11 @@ class Ablation:
     claim_value: str = ""
     ranking: tuple[str, str] | None = None
 
+    @property
+    def heading(self) -> str:
+        """The title before its colon, e.g. ``"Initialisation ablation"``."""
+        return self.title.split(":")[0]
+
     def paper_final(self, variant: str) -> float:
         """Paper's final ΔL for ``variant`` in nats: ``ln(PPL_alt / PPL_rec)`` of the 7-set
         average perplexities when the paper gives them, else the curve's value at 100 B tokens

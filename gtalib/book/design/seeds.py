@@ -111,7 +111,7 @@ def counts_words(preset: str, seeds: int, max_steps=None) -> str | None:
     groups = {}
     for key, n in counts.items():
         groups.setdefault(n, []).append("the main table" if key == "main" else
-                                        ABLATIONS[key].title.split(" ablation")[0].lower())
+                                        ABLATIONS[key].heading.removesuffix(" ablation").lower())
 
     def named(names):
         figs = [x for x in names if x != "the main table"]

@@ -12,10 +12,11 @@ one variant, seed and length (:func:`gtalib.book.pipeline.budget.group_key`), a 
 variant brings its other seed-0 runs of the same length along (GQA's initialisation pair and
 main-table run with its double-heads pair).
 
-What time is left after the set goes to :func:`training_order`'s next tier: seed 0 of every
-other variant, in rounds across the figures (the second variant of each figure, then the third,
-...), and only once all of those fit to further seeds (:func:`training_tiers`), so that a faster
-machine checks more variants of every figure rather than more seeds of the first. Reads :mod:`gtalib.book.design.figures` and the plan's runs.
+What time is left after the set goes to the next tier of :func:`training_tiers`: seed 0 of
+every other variant, in rounds across the figures (the second variant of each figure, then the
+third, ...), and only once all of those fit to further seeds, so that a faster machine checks
+more variants of every figure rather than more seeds of the first. Reads
+:mod:`gtalib.book.design.figures` and the plan's runs.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def spot_check_words(preset: str) -> str | None:
     chosen = spot_check_variants(preset)
     if not chosen:
         return None
-    what = {k: ABLATIONS[k].title.split(" ablation")[0].lower().replace("-", " ") if k in ABLATIONS
-            else "main results" for k in chosen}
+    what = {k: ABLATIONS[k].heading.removesuffix(" ablation").lower().replace("-", " ")
+            if k in ABLATIONS else "main results" for k in chosen}
     return (f"seed {SPOT_CHECK_SEED}, both arms, of "
             + and_join([f"{display_name(v)} ({what[k]})" for k, v in chosen.items()]))
 
@@ -115,12 +116,6 @@ def spot_check_refs(plan) -> tuple:
 
 #: The tiers of :func:`training_tiers`, in the order the budget takes them.
 TIERS = ("spot-check", "seed 0", "other seeds")
-
-
-def training_order(plan) -> tuple:
-    """Every run of ``plan`` (:attr:`~gtalib.book.design.plan.Plan.runs`, each once) in the
-    order the job offers them to the budget (:func:`training_tiers`, tier after tier)."""
-    return tuple(r for tier in training_tiers(plan) for r in tier)
 
 
 def training_tiers(plan) -> tuple[tuple, tuple, tuple]:

@@ -12,7 +12,7 @@ starts the spot-check tasks first and, within each class, the longest first (Gra
 "Bounds on multiprocessing timing anomalies": LPT; :func:`start_order`), the order in which
 :func:`gtalib.book.pipeline.schedule.train_all` submits them. :func:`choose` keeps the tasks
 that must be trained (a run with no record) and adds the others in the order it is given (the
-job's: :func:`gtalib.book.design.spot_check.training_order`, the spot-check set first) while the
+job's: :func:`gtalib.book.design.spot_check.training_tiers`, the spot-check set first) while the
 predicted wall time of the job stays within the budget; the rest is read from records, whole
 tasks (both arms of every ΔL pair) at a time. Reads the records (:mod:`gtalib.training.records`) and builds
 models (:mod:`gtalib.model`); trains nothing.

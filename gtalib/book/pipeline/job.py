@@ -141,7 +141,7 @@ def runs_by_figure(plan: Plan, specs, first=frozenset()) -> str:
     book order, one line per run (``*``: of the spot-check set, ``first``); a run that two
     figures read (MLA at default options, say) is listed under each."""
     ids = {s.run_id for _, s in specs}
-    parts = [*((ABLATIONS[k].title.split(":")[0], refs) for k, refs in plan.figure_refs.items()
+    parts = [*((ABLATIONS[k].heading, refs) for k, refs in plan.figure_refs.items()
                if k != "main" and k in plan.reads),
              ("Main results", plan.figure_refs["main"] if "main" in plan.reads else ()),
              ("Scale ladder (its own runs)", plan.ladder_refs)]

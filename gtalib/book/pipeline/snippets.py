@@ -55,7 +55,7 @@ def presets_markdown() -> str:
         }
     df = pd.DataFrame(rows)
     df.index.name = "preset"
-    own = [f"the {fig.title.split(':')[0].lower()} trains {t.max_steps:,} steps "
+    own = [f"the {fig.heading.lower()} trains {t.max_steps:,} steps "
            f"({t.max_steps * t.tokens_per_step:,} tokens per run) at `{name}`"
            for fig in ABLATIONS.values() for name, over in fig.train.items()
            for t in [train_config(name, **dict(over))]]
@@ -101,7 +101,7 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     def name(key):
         if key == "main":
             return "the main-results table"
-        title = ablation(key).title.split(":")[0].lower()
+        title = ablation(key).heading.lower()
         return f"the {title.removesuffix(' ablation')} figure"
 
     counts = ({name(k): n for k, n in seed_counts(preset, seeds, max_steps).items()}

@@ -188,11 +188,11 @@ def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
     """The default book (cpu, 2 workers, 60 min, nothing in the store) at the slowest CPU's
     factor over the recorded costs: the whole spot-check set is trained, and its tasks (with the
     runs they bring along) alone leave a tenth of the budget's training time free."""
-    from gtalib.book.design.spot_check import SLOWEST_FACTOR, spot_check_refs, training_order
+    from gtalib.book.design.spot_check import SLOWEST_FACTOR, spot_check_refs, training_tiers
     from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN
 
     plan = make_plan("cpu", 3)
-    todo = list({s.run_id: s for s in map(plan.spec, training_order(plan))}.values())
+    todo = list({s.run_id: s for s in map(plan.spec, sum(training_tiers(plan), ()))}.values())
     first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
     cal = budget.Calibration(SLOWEST_FACTOR, 1.0, 1e9)  # recorded costs × the factor
     costs = record_costs.cost_table()
