@@ -7,6 +7,7 @@ re-deriving runs, tokenizer and training settings from the preset's name::
     plan.runs            # every RunRef the book needs (each configuration once; recorded ones are read, not trained)
     plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
     plan.ladder_refs     # the scale ladder's runs, at its own seed counts (recorded)
+    plan.data_order_refs # {"init": (...)}: a pair of each variant at other data orders (recorded)
     plan.spec(ref)       # the RunSpec of a ref (run id = its hash)
     plan.own_design()    # the preset's lengths and seed counts, whatever the book overrides
     plan.notebooks       # the chapters to execute, in book order
@@ -23,7 +24,7 @@ from gtalib.book.design.chapters import notebooks as chapter_notebooks
 from gtalib.book.design.chapters import reads
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.ladder import ladder_runs
-from gtalib.book.design.run_specs import figure_runs, main_runs, preset_tokenizer
+from gtalib.book.design.run_specs import data_order_runs, figure_runs, main_runs, preset_tokenizer
 from gtalib.book.design.seeds import LADDER_KEYS
 from gtalib.model.presets import PRESETS
 from gtalib.training import runs
@@ -45,6 +46,8 @@ class Plan:
             chapter of the plan reads the ladder.
         notebooks: the chapters to execute, in book order
             (:func:`gtalib.book.design.chapters.notebooks`).
+        data_order_refs: per ablation key, its data-order runs
+            (:func:`gtalib.book.design.run_specs.data_order_runs`); empty for most figures.
     """
 
     preset: str
@@ -55,6 +58,7 @@ class Plan:
     figure_refs: dict
     ladder_refs: tuple
     notebooks: tuple[str, ...] = ()
+    data_order_refs: dict = field(default_factory=dict)
     _data: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -68,7 +72,8 @@ class Plan:
         seed once (the job trains these; MLA at default options appears in all four ablations
         and the main table but is one run)."""
         seen, out = set(), []
-        for key, refs in self.figure_refs.items():
+        groups = [*self.figure_refs.items(), *self.data_order_refs.items()]
+        for key, refs in groups:
             if key not in self.reads:
                 continue
             for r in refs:
@@ -153,5 +158,7 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
     read = reads(notebooks)
     ladder = () if preset not in ladders.LADDERS or not read & set(LADDER_KEYS) else tuple(
         ladder_runs(preset, part=None if "ladder" in read else "width"))
+    orders = {k: tuple(data_order_runs(k, preset, max_steps=max_steps)) for k in ABLATIONS}
     return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
-                specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks))
+                specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks),
+                {k: r for k, r in orders.items() if r})

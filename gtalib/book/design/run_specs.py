@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gtalib.book.design.figures import ablation, main_configs
+from gtalib.book.design.figures import ablation, figure_variants, main_configs
 from gtalib.book.design.names import canonical_options, config_label, option_pairs
-from gtalib.book.design.seeds import figure_seeds, seeds_of
+from gtalib.book.design.seeds import DATA_ORDER_SEED, DATA_ORDERS, figure_seeds, seeds_of
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training import runs
 from gtalib.training.config import train_config
@@ -64,6 +64,31 @@ def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
         for v, n in figure_seeds(key, preset, seeds, variants, max_steps).items()
         for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
         for s in range(n)
+    ]
+
+
+def data_order_runs(key: str, preset: str, orders=None, max_steps=None) -> list[RunRef]:
+    """The data-order runs of ablation figure ``key``: both arms of each variant at the
+    initialisation seed :data:`~gtalib.book.design.seeds.DATA_ORDER_SEED` and each data order of
+    ``orders`` (default :data:`~gtalib.book.design.seeds.DATA_ORDERS` of ``preset``; none where
+    it declares none, or when the book overrides the length, since they are recorded at the
+    figure's own length). Each is the figure's own run with ``data_seed`` set.
+
+    Raises:
+        KeyError: unknown figure.
+    """
+    fig = ablation(key)
+    if orders is None:
+        orders = DATA_ORDERS.get(preset, {}).get(key, ())
+    if max_steps is not None:
+        return []
+    base = dict(fig.train.get(preset, ()))
+    return [
+        RunRef(v, arm, option_pairs(opts), DATA_ORDER_SEED,
+               tuple(sorted({**base, "data_seed": d}.items())))
+        for d in orders
+        for v in figure_variants(key, preset)
+        for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
     ]
 
 
@@ -120,7 +145,9 @@ def run_spec(ref: RunRef, preset: str, max_steps=None, data: dict | None = None)
     # only on the sampling settings (block, batch, data seed, windows), which neither changes.
     train = (train_config(preset, **dict(ref.train)) if ref.train
              else train_settings(preset, max_steps))
-    if data is None:
-        data = data_spec(preset, max_steps)
+    sampled = (data or {}).get("identity", {}).get("sampling", {}).get("data_seed")
+    if data is None or sampled not in (None, train.data_seed):
+        # the data identity names the data order: a run at another one has its own
+        data = runs.data_spec(train, "default", preset_tokenizer(preset))
     model = model_config(preset, ref.variant, **dict(ref.options))
     return runs.RunSpec(model=model, train=train, data=data, seed=ref.seed)

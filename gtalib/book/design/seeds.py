@@ -49,6 +49,23 @@ FIXED: dict[str, dict[str, int]] = {
 LOOKS: dict[str, tuple[int, ...]] = {"cpu": (5, 10)}
 
 
+#: The initialisation seed of the pair that the data-order design repeats (:data:`DATA_ORDERS`).
+DATA_ORDER_SEED = 0
+
+#: Per preset, the curve figures whose pair at :data:`DATA_ORDER_SEED` is repeated at other data
+#: orders (``TrainConfig.data_seed``; the figures' other runs read data order 0), both arms of
+#: every variant: the spread of ΔL over data orders, set beside the spread over initialisation
+#: seeds (docs/methods: "Data order"). Fixed before any of these runs was read. A figure enters
+#: this table only once all of its data-order runs are recorded, so that the default book reads
+#: them; :data:`DATA_ORDERS_DECLARED` holds the whole declared design, recorded or not.
+DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = {"cpu": {}}
+
+#: The whole data-order design, declared before its first run: data orders 1–4 of the pair at
+#: :data:`DATA_ORDER_SEED` of every variant of the initialisation and gating figures.
+DATA_ORDERS_DECLARED: dict[str, dict[str, tuple[int, ...]]] = {
+    "cpu": {"init": (1, 2, 3, 4), "gate": (1, 2, 3, 4)}}
+
+
 def _check_count(name: str, n) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"{name} must be a positive integer, got {n!r}")
