@@ -160,6 +160,73 @@ def mean_ci(values, confidence: float = 0.95) -> tuple[float, float, float, int]
     return s.mean, s.low, s.high, s.n
 
 
+@dataclass(frozen=True)
+class DataOrderStats:
+    """A mean ΔL over initialisation seeds at one data order, with the data order's variance
+    added (:func:`data_order_stats`), in nats.
+
+    Attributes:
+        n, mean: the pairs over initialisation seeds (all at data order 0) and their mean ΔL.
+        sd_init: sample standard deviation of ΔL over those seeds (``ddof=1``).
+        k, sd_data: the data orders of the repeated pair (its data order 0 among them) and the
+            sample standard deviation of its ΔL over them.
+        se: the standard error of ``mean`` for any data order, ``√(sd_init²/n + sd_data²)``.
+        dof: its Welch–Satterthwaite degrees of freedom. low, high: ``mean ∓ t_{c, dof} · se``.
+        p: two-sided p-value of "mean ΔL = 0" at ``dof``.
+    """
+
+    n: int
+    mean: float
+    sd_init: float
+    k: int
+    sd_data: float
+    se: float
+    dof: float
+    low: float
+    high: float
+    p: float
+
+
+def data_order_stats(seed_deltas, order_deltas, confidence: float = 0.95) -> DataOrderStats:
+    """The interval of a mean ΔL that holds for any data order, not only the one its pairs share.
+
+    Model (a two-way random-effects model of seeds and data orders; Searle, Casella &
+    McCulloch 1992, *Variance Components*, ch. 4): ``ΔL_{s,d} = μ + a_s + b_d + e_{s,d}``, with
+    initialisation effects ``a`` (variance σ_a²), data-order effects ``b`` (σ_b²) and a residual
+    (σ_e²). The ``n`` pairs of ``seed_deltas`` all read data order 0, so their mean carries
+    ``b_0`` whole: ``Var(mean) = (σ_a² + σ_e²)/n + σ_b²``. The seeds' sample variance estimates
+    ``σ_a² + σ_e²``; ``order_deltas``, one pair at ``k`` data orders (0 among them), estimate
+    ``σ_b² + σ_e²``; their sum counts σ_e² once more than the model needs, so the interval errs
+    wide (one crossing cannot separate σ_e²). Degrees of freedom by Satterthwaite (1946,
+    "An approximate distribution of estimates of variance components", Biometrics Bulletin
+    2:110–114).
+
+    Raises:
+        ValueError: fewer than two finite values in either sequence, or ``confidence`` outside
+            (0, 1).
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    x = np.asarray(seed_deltas, dtype=float)
+    y = np.asarray(order_deltas, dtype=float)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if x.size < 2 or y.size < 2:
+        raise ValueError(f"data_order_stats needs at least two seeds and two data orders, got "
+                         f"{x.size} and {y.size}")
+    vi, vd = float(x.var(ddof=1)), float(y.var(ddof=1))
+    a, b = vi / x.size, vd
+    se = math.sqrt(a + b)
+    dof = (a + b) ** 2 / (a ** 2 / (x.size - 1) + b ** 2 / (y.size - 1)) if a + b > 0 else math.inf
+    m = float(x.mean())
+    h = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
+    if se == 0:
+        p = 1.0 if m == 0 else 0.0
+    else:
+        p = float(2 * stats.t.sf(abs(m) / se, dof))
+    return DataOrderStats(int(x.size), m, math.sqrt(vi), int(y.size), math.sqrt(vd), se, dof,
+                          m - h, m + h, p)
+
+
 # ---------------------------------------------------------------------------------------------
 # Verdicts
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pandas as pd
 
 from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, lookup
@@ -59,6 +60,9 @@ class Ablation:
         claim_value: the paper's values behind :attr:`claim`, as the claims table prints them.
         ranking: ``(variant, sentence)`` where the paper also ranks a variant first (its ΔL
             the largest), tested on the claims page as a paired difference; else ``None``.
+        top_curve, slowest_fall, lowest_end: the variant the paper's figure shows highest
+            throughout, falling slowest, ending lowest (docs/paper_values.md), or ``None``
+            where it names none; features of the curves (:mod:`gtalib.book.chapters.curve_features`).
     """
 
     key: str
@@ -78,6 +82,9 @@ class Ablation:
     summary: str = ""
     claim_value: str = ""
     ranking: tuple[str, str] | None = None
+    top_curve: str | None = None
+    slowest_fall: str | None = None
+    lowest_end: str | None = None
 
     @property
     def heading(self) -> str:
@@ -95,6 +102,23 @@ class Ablation:
         if variant in self.paper_curves:
             return self.paper_curves[variant][-1][1]
         return math.nan
+
+    def paper_course(self, variant: str) -> int:
+        """The sign of the change of ``variant``'s paper curve from its first knot to its last
+        (−1: it falls); 0 without a curve."""
+        knots = self.paper_curves.get(variant, ())
+        return 0 if len(knots) < 2 else int(math.copysign(1, knots[-1][1] - knots[0][1]))
+
+    def paper_convergence(self) -> int:
+        """−1 when the spread of the paper's curves (standard deviation across variants) is
+        smaller at their last knot than at their first, i.e. they converge; +1 when it is
+        larger (they spread out: the gating figure's curves all start near 0.018, ≈); 0 without
+        curves of two variants."""
+        firsts = [k[0][1] for k in self.paper_curves.values()]
+        lasts = [k[-1][1] for k in self.paper_curves.values()]
+        if len(firsts) < 2:
+            return 0
+        return -1 if float(np.std(lasts)) < float(np.std(firsts)) else +1
 
     def paper_curve_frame(self) -> pd.DataFrame:
         """Paper reference curves as a long frame ``[variant, tokens_B, delta]`` (≈ knots)."""
@@ -146,6 +170,8 @@ ABLATIONS: dict[str, Ablation] = {
             summary="zero vs normal initialisation of the output projections",
             claim_value="ΔL > 0 for all nine; TPA largest",
             ranking=("tpa", "TPA gains most from zero init (its ΔL minus the next largest)"),
+            top_curve="tpa",
+            slowest_fall="gta",
         ),
         Ablation(
             key="gate",
@@ -178,6 +204,8 @@ ABLATIONS: dict[str, Ablation] = {
             summary="the output gate",
             claim_value="ΔL > 0 for all five; GQA largest",
             ranking=("gqa", "GQA gains most from the gate (its ΔL minus the next largest)"),
+            top_curve="gqa",
+            lowest_end="mlra-4",
         ),
         Ablation(
             key="latent_scale",

@@ -58,7 +58,9 @@ DATA_ORDER_SEED = 0
 #: seeds (docs/methods: "Data order"). Fixed before any of these runs was read. A figure enters
 #: this table only once all of its data-order runs are recorded, so that the default book reads
 #: them; :data:`DATA_ORDERS_DECLARED` holds the whole declared design, recorded or not.
-DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = {"cpu": {}}
+#: At ``ci`` the initialisation figure's pair runs at two more data orders, so that every
+#: test build goes through the whole data-order path.
+DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = {"cpu": {}, "ci": {"init": (1, 2)}}
 
 #: The whole data-order design, declared before its first run: data orders 1–4 of the pair at
 #: :data:`DATA_ORDER_SEED` of every variant of the initialisation and gating figures.

@@ -72,8 +72,18 @@ def test_run_sets_count_each_configuration_once():
     assert make_plan("cpu", 2, max_steps=20).spec(
         make_plan("cpu", 2, max_steps=20).figure_refs["gate"][0]).train.max_steps == 20
     assert {r.train for r in make_plan("ci", 1).figure_refs["gate"]} == {()}
-    # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2
-    assert len(make_plan("ci", 1).runs) == 11
+    # ci: init {gqa, mla} 4; gate +2 gated; latent: mla no scale, gla-2 both arms = 3; heads +2;
+    # and the init pair at seed 0 again at data orders 1 and 2 (seeds.DATA_ORDERS): 4 × 2
+    assert len(make_plan("ci", 1).runs) == 11 + 8
+    assert len(make_plan("ci", 1).data_order_refs["init"]) == 8
+    # every data-order run is its figure's run at seed 0 with only the data order changed
+    plan = make_plan("ci", 1)
+    base = {(r.variant, r.arm, r.options): r for r in plan.figure_refs["init"] if r.seed == 0}
+    for r in plan.data_order_refs["init"]:
+        assert r.seed == 0 and dict(r.train)["data_seed"] in (1, 2)
+        assert base[(r.variant, r.arm, r.options)].train == tuple(
+            kv for kv in r.train if kv[0] != "data_seed")
+    assert make_plan("ci", 1, max_steps=5).data_order_refs == {}
     refs = figure_runs("gate", "cpu", 3)
     assert len(refs) == 5 * 2 * seeds_of("gate", "cpu")
     assert {r.arm for r in refs} == {"alt", "rec"}

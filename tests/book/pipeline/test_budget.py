@@ -37,7 +37,7 @@ def test_groups_keep_every_pair_together(ci_specs):
         assert len({(s.model.variant, s.seed, s.train) for s in g}) == 1
     # both arms of the init ablation's GQA pair at seed 0 are one task
     arms = [s for s in todo if s.model.variant == "gqa" and s.seed == 0
-            and s.train.max_steps == todo[0].train.max_steps]
+            and s.train.max_steps == todo[0].train.max_steps and s.train.data_seed == 0]
     assert len(arms) >= 2 and any(all(a in g for a in arms) for g in tasks)
 
 

@@ -1,0 +1,350 @@
+"""The curve figures read feature by feature (initialisation and gating pages, the claims page):
+what the paper's figure shows of each curve's course, its top, slowest and lowest curves, their
+convergence and their order, tested on this build's curves over seeds; and the data-order check
+of each variant's final verdict.
+
+The window (methods chapter, "The curves read feature by feature"): the paper's curves begin at
+its first logged point, about 1 B of 100 B tokens, after its models have left the start of
+training behind; at this scale every run first sits on the unigram plateau, and the ΔL of that
+stretch measures which arm escapes first. So a figure's window starts where the last of its
+runs (any variant, either arm, any seed) has left the plateau
+(:func:`gtalib.book.analysis.curves.plateau_escape`), plus the drawn curve's smoothing window,
+so that no plateau step enters the first point; it ends at the run's end. The rule reads the
+training loss against the corpus entropy only, never ΔL, and is the same for every variant.
+
+Reads :mod:`gtalib.book.analysis.features` (the statistics), :mod:`gtalib.book.analysis.stats`,
+:mod:`gtalib.book.analysis.sequential`, :mod:`gtalib.book.analysis.curves`,
+:mod:`gtalib.book.analysis.collect` and the figure's design (:mod:`gtalib.book.design.figures`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+from gtalib.book.analysis import features as ft
+from gtalib.book.analysis.collect import collect_runs
+from gtalib.book.analysis.curves import final_deltas, plateau_escape
+from gtalib.book.analysis.sequential import holm_level, holm_rejects
+from gtalib.book.analysis.stats import data_order_stats
+from gtalib.book.analysis.style import md_table, plural
+from gtalib.book.design.figures import ablation
+from gtalib.book.design.names import display_name
+
+#: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
+WORDS = {
+    "course": ("{v}: ΔL falls across the window",
+               "change of ΔL from the window's start to the end (nats)"),
+    "top": ("{v} is the highest curve throughout",
+            "smallest margin over the window of its mean ΔL above the next curve (nats)"),
+    "slowest": ("{v} falls slowest",
+                "smallest margin of its change above every other variant's, fall counted "
+                "positive (nats)"),
+    "lowest": ("{v} ends lowest", "smallest margin of the other variants' final ΔL above its own (nats)"),
+    "convergence": ("the curves {way} toward the end",
+                    "spread of the variants' mean ΔL at the end ÷ at the window's start"),
+    "order": ("final ΔL in the paper's order",
+              "Kendall's τ between the variants' mean final ΔL and the paper's"),
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of a figure's curves its features read (module docstring).
+
+    Attributes:
+        start, end: first and last step (optimizer steps). fraction: ``start / end``.
+        escaped, runs: the runs that left the plateau, of all the figure's runs.
+        latest: the latest escape step (NaN when no run escaped: the window is then the last
+            half of the run). smoothing: the drawn curve's trailing window (steps).
+    """
+
+    start: int
+    end: int
+    escaped: int
+    runs: int
+    latest: float
+    smoothing: int
+
+    @property
+    def fraction(self) -> float:
+        return self.start / self.end
+
+    def words(self) -> str:
+        """The window as the page states it."""
+        if math.isnan(self.latest):
+            why = (f"no run of the figure left the unigram plateau, so the window is the last "
+                   f"half of the run")
+        else:
+            why = (f"the last of the figure's runs left the unigram plateau at step "
+                   f"{int(self.latest)} ({self.escaped} of {self.runs} runs left it), and the "
+                   f"drawn curves average {self.smoothing} steps")
+        return (f"Window: steps {self.start}–{self.end}, i.e. {self.fraction:.2f}–1.00 of the "
+                f"run ({why}).")
+
+
+def feature_window(result, entropy: float) -> Window:
+    """The window of ``result``'s figure (module docstring): from the latest plateau escape of
+    its runs plus ``result.smoothing`` steps to its last logged step.
+
+    Raises:
+        ValueError: the result has no complete runs.
+    """
+    if result.curves.empty:
+        raise ValueError(f"{result.key}: no complete pair, no curve to read")
+    end = int(result.curves["step"].max())
+    esc = plateau_escape(result.runs, entropy)["escape_step"]
+    latest = float(esc.max()) if esc.notna().any() else math.nan
+    start = end // 2 if math.isnan(latest) else int(latest) + result.smoothing
+    if start >= end:
+        start, latest = end // 2, math.nan
+    return Window(start, end, int(esc.notna().sum()), len(esc), latest, result.smoothing)
+
+
+@dataclass(frozen=True)
+class CurveFeatures:
+    """A figure's features (:func:`curve_features`): the window, each feature with its
+    Holm-adjusted p-value and verdict, in table order."""
+
+    key: str
+    window: Window
+    features: list
+    p_holm: np.ndarray
+    verdicts: list
+    paper: dict  # variant → the paper's final ΔL
+    confidence: float
+
+    def counts(self) -> dict:
+        """Verdict → how many features have it."""
+        return pd.Series(self.verdicts).value_counts().to_dict()
+
+
+def curve_features(result, entropy: float) -> CurveFeatures | None:
+    """The features of ``result``'s figure (:class:`CurveFeatures`), or ``None`` for a figure
+    whose paper gives no curves or with fewer than two complete variants. Each course uses the
+    drawn curve (the training-loss ΔL, smoothed as the figure draws it); the lowest end and
+    the order use the final validation ΔL of the final table."""
+    fig = ablation(result.key)
+    variants = [v for v in result.complete if v in fig.paper_curves]
+    if not fig.paper_curves or len(variants) < 2:
+        return None
+    window = feature_window(result, entropy)
+    C, _, seeds = ft.curve_array(result.curves, variants, window.start)
+    fin = final_deltas(result.runs)
+    F = (fin[fin["variant"].isin(variants) & fin["seed"].isin(seeds)]
+         .pivot(index="seed", columns="variant", values="delta")[variants].to_numpy())
+    conf = result.confidence
+    out = ft.course(C, variants, {v: fig.paper_course(v) for v in variants}, conf)
+    if fig.top_curve in variants:
+        out.append(ft.top_margin(C, variants, fig.top_curve, conf))
+    if fig.slowest_fall in variants:
+        out.append(ft.slowest_margin(C, variants, fig.slowest_fall, fig.paper_course(
+            fig.slowest_fall), conf))
+    if fig.lowest_end in variants:
+        out.append(ft.lowest_margin(F, variants, fig.lowest_end, conf))
+    if len(variants) > 2:  # a spread and an order need three curves to mean anything
+        out.append(ft.convergence(C, fig.paper_convergence(), conf))
+        out.append(ft.order(F, [fig.paper_final(v) for v in variants], conf))
+    p_holm, verdicts = ft.feature_verdicts(out, conf)
+    return CurveFeatures(result.key, window, out, p_holm, verdicts,
+                         {v: fig.paper_final(v) for v in variants}, conf)
+
+
+def _paper_words(f, cf: CurveFeatures) -> str:
+    fig = ablation(cf.key)
+    if f.kind == "course":
+        (x0, y0), (x1, y1) = fig.paper_curves[f.variant][0], fig.paper_curves[f.variant][-1]
+        return f"{y0:.3f} → {y1:.3f} (≈, {x0:g}–{x1:g} B tokens)"
+    if f.kind == "convergence":
+        firsts = [k[0][1] for k in fig.paper_curves.values()]
+        lasts = [k[-1][1] for k in fig.paper_curves.values()]
+        if np.std(firsts) == 0:
+            return (f"all start at {firsts[0]:.3f}, end {min(lasts):.3f}–{max(lasts):.3f} (≈)")
+        return f"{np.std(lasts) / np.std(firsts):.2f} (≈)"
+    if f.kind == "order":
+        ranked = sorted(cf.paper, key=lambda v: -cf.paper[v])
+        return " > ".join(display_name(v) for v in ranked)
+    knots = fig.paper_curves[f.variant]
+    end = {"top": "highest throughout", "slowest": "falls slowest",
+           "lowest": "lowest at the end"}[f.kind]
+    return f"{end}: {knots[0][1]:.3f} → {knots[-1][1]:.3f} (≈)"
+
+
+def _number(kind: str, x: float) -> str:
+    """A feature's value as printed: a ratio or τ to 2 decimals, nats to 4 with a sign."""
+    return f"{x:.2f}" if kind in ("convergence", "order") else f"{x:+.4f}"
+
+
+def features_table(cf: CurveFeatures) -> pd.DataFrame:
+    """The features table as printed: one row per feature, the paper's feature and value, what
+    is measured, this build's value with its interval, the Holm-adjusted p-value and the
+    verdict."""
+    fig = ablation(cf.key)
+    rows = []
+    for f, p, verdict in zip(cf.features, cf.p_holm, cf.verdicts):
+        head, measure = WORDS[f.kind]
+        way = "converge" if fig.paper_convergence() < 0 else "spread out"
+        name = head.format(v=display_name(f.variant) if f.variant else "", way=way)
+        interval = ("n/a (1 seed)" if math.isnan(f.low) else
+                    f"[{_number(f.kind, f.low)}, {_number(f.kind, f.high)}]")
+        rows.append({"feature (paper)": name, "paper (≈)": _paper_words(f, cf),
+                     "measured": measure, "this build": _number(f.kind, f.estimate),
+                     f"{cf.confidence:.0%} interval": interval,
+                     "p (Holm)": "n/a" if math.isnan(p) else f"{p:.2g}", "verdict": verdict})
+    return pd.DataFrame(rows).set_index("feature (paper)")
+
+
+def summary_counts(cf: CurveFeatures | None) -> str:
+    """How many of a figure's features reappear, differ or are within noise, e.g. "4 of 13
+    agree, 6 differ, 3 within noise"."""
+    if cf is None:
+        return "no curve features (fewer than two complete variants)"
+    c = cf.counts()
+    return (f"{c.get('agrees', 0)} of {len(cf.verdicts)} agree, {c.get('differs', 0)} differ, "
+            f"{c.get('within noise', 0)} within noise")
+
+
+def features_words(cf: CurveFeatures) -> str:
+    """The paragraph above the features table: the window and the rule of the verdicts."""
+    conf, alpha = cf.confidence, 1 - cf.confidence
+    return (
+        f"{cf.window.words()} Each course is the change of one variant's drawn ΔL across the "
+        f"window, per seed pair, with its paired Student-t interval; a feature that compares "
+        f"variants resamples the seed pairs of all of them together (percentile bootstrap, "
+        f"{ft.BOOTSTRAP_RESAMPLES} resamples, a fixed generator seed), its p-value the share of "
+        f"resamples on the far side of no feature. The figure's features are one family: their "
+        f"p-values are adjusted together (Holm), and a feature *agrees* or *differs* when its "
+        f"adjusted p-value is at most {alpha:.2g} and the value lies on the paper's or the other "
+        f"side, else it is *within noise*. The intervals are unadjusted {conf:.0%} intervals. "
+        f"Methods chapter, \"The curves read feature by feature\".")
+
+
+def show_features(result, entropy: float) -> CurveFeatures | None:
+    """Display a curve figure's features section (window words and table), or the sentence
+    that the paper's figure has no curves to read."""
+    cf = curve_features(result, entropy)
+    if cf is None:
+        display(Markdown("The paper gives final values only for this figure, or fewer than two "
+                         "variants are complete here: there are no curves to read feature by "
+                         "feature."))
+        return None
+    display(Markdown(f"**{summary_counts(cf)}.** " + features_words(cf)))
+    display(Markdown(md_table(features_table(cf))))
+    return cf
+
+
+# ---------------------------------------------------------------------------------------------
+# The data-order check
+# ---------------------------------------------------------------------------------------------
+
+def data_order_deltas(key: str, plan, run_dir, source: str = "build") -> pd.DataFrame:
+    """The final ΔL of the figure's data-order runs (:attr:`gtalib.book.design.plan.Plan.data_order_refs`):
+    ``[variant, data_order, delta]``, one row per complete pair; empty where the plan has none.
+    Only runs this store holds or the records hold are read (nothing is trained here)."""
+    refs = plan.data_order_refs.get(key, ())
+    rows = []
+    for d in sorted({dict(r.train)["data_seed"] for r in refs}):
+        col = collect_runs([r for r in refs if dict(r.train)["data_seed"] == d], plan, run_dir,
+                           source=source)
+        if col.runs.empty:
+            continue
+        for _, row in final_deltas(col.runs).iterrows():
+            rows.append((row["variant"], d, float(row["delta"])))
+    return pd.DataFrame(rows, columns=["variant", "data_order", "delta"])
+
+
+def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
+    """Each variant's final verdict with the data order's variance added
+    (:func:`gtalib.book.analysis.stats.data_order_stats`): the final ΔL over seeds (data order
+    0) and, for the pair at seed 0, its ΔL at every data order measured (0 included). The
+    variants are one family, as in the final table: Holm's procedure at the level of the
+    figure's last look (:func:`gtalib.book.analysis.sequential.holm_level`).
+
+    Returns:
+        DataFrame by variant: ``sd over seeds, sd over data orders, data orders, ΔL,
+        interval low/high, dof, p, verdict, final verdict, flipped``; empty without
+        data-order runs.
+    """
+    if orders.empty or result.final.empty:
+        return pd.DataFrame()
+    fin = final_deltas(result.runs)
+    rows = []
+    for v in result.final.index:
+        at = fin[fin["variant"] == v].sort_values("seed")
+        mine = orders[orders["variant"] == v]
+        if at.empty or mine.empty or 0 not in set(at["seed"]):
+            continue
+        seed0 = float(at.loc[at["seed"] == 0, "delta"].iloc[0])
+        st = data_order_stats(at["delta"], [seed0, *mine.sort_values("data_order")["delta"]],
+                              result.confidence)
+        rows.append((v, st.sd_init, st.sd_data, st.k, st.mean, st.low, st.high, st.dof, st.p))
+    table = pd.DataFrame(rows, columns=["variant", "sd over seeds", "sd over data orders",
+                                        "data orders", "ΔL", "low", "high", "dof", "p"])
+    if table.empty:
+        return table
+    table = table.set_index("variant")
+    looks = tuple(result.looks) or (int(result.final["seeds"].max()),)
+    alpha = 1 - result.confidence
+    levels = [math.nan] + [holm_level(looks, alpha, d, -1) for d in range(1, len(table) + 1)]
+    reject = holm_rejects(table["p"].to_numpy(float), np.array(levels))
+    paper = ablation(result.key)
+    table["verdict"] = [
+        ("agrees" if math.copysign(1, m) == math.copysign(1, paper.paper_final(v)) else "differs")
+        if r else "within noise" for v, m, r in zip(table.index, table["ΔL"], reject)]
+    table["final verdict"] = result.final.loc[table.index, "verdict"]
+    table["flipped"] = table["verdict"] != table["final verdict"]
+    return table
+
+
+def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
+    """The paragraph of the data-order section: the design, the spreads and the flips."""
+    refs = plan.data_order_refs.get(key, ())
+    if not refs:
+        return ("**Data order.** Every pair of this figure reads the same data order (data "
+                "order 0); its intervals cover the spread over initialisation seeds only. "
+                f"At the `{plan.preset}` preset no pair is repeated at other data orders here, "
+                "so this page cannot say how much another order would move ΔL (methods "
+                "chapter, \"Data order\").")
+    orders = sorted({dict(r.train)["data_seed"] for r in refs})
+    if table.empty:
+        return (f"**Data order.** The pair at seed 0 of each variant is declared at data orders "
+                f"{', '.join(map(str, orders))}, but none of these runs is complete here.")
+    flips = [display_name(v) for v in table.index[table["flipped"]]]
+    ratio = (table["sd over data orders"] / table["sd over seeds"]).median()
+    return (
+        f"**Data order.** Every pair of the figure reads data order 0, so its interval covers "
+        f"the spread over initialisation seeds only. The pair at seed 0 of each variant was "
+        f"trained again at data orders {', '.join(map(str, orders))} (both arms sharing each "
+        f"order): the table sets the spread of its final ΔL over the data orders beside the "
+        f"spread over seeds (median ratio {ratio:.2f}), and tests each variant again with the "
+        f"data order's variance added to the mean's (a two-way random-effects model with "
+        f"Satterthwaite's degrees of freedom; methods chapter, \"Data order\"). "
+        + (f"The verdict changes for {plural(len(flips), 'variant')}: {', '.join(flips)}."
+           if flips else "No verdict changes."))
+
+
+def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The data-order table as printed."""
+    return pd.DataFrame({
+        "sd over seeds": table["sd over seeds"].map("{:.4f}".format),
+        "sd over data orders": table["sd over data orders"].map("{:.4f}".format),
+        "ΔL (mean)": table["ΔL"].map("{:+.4f}".format),
+        f"{confidence:.0%} interval, any data order": [
+            f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(table["low"], table["high"])],
+        "verdict, any data order": table["verdict"],
+        "final verdict": table["final verdict"],
+        "changed?": ["yes" if f else "no" for f in table["flipped"]],
+    }, index=pd.Index([display_name(v) for v in table.index], name="variant"))
+
+
+def show_data_order(result, plan, run_dir, source: str = "build") -> pd.DataFrame:
+    """Display the data-order section of a curve figure's page; returns its table."""
+    table = data_order_check(result, data_order_deltas(result.key, plan, run_dir, source))
+    display(Markdown(data_order_words(table, result.key, plan)))
+    if not table.empty:
+        display(Markdown(md_table(format_data_order(table, result.confidence))))
+    return table

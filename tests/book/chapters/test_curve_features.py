@@ -1,0 +1,123 @@
+"""The curve features of a figure and its data-order check (gtalib.book.chapters.curve_features) on
+synthetic runs whose plateau escapes, ΔL and data-order effects are known: the window's start,
+the features a figure reads and the verdict that a large data-order spread overturns."""
+
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic import metrics, runs_frame, synthetic_identity, write_finished_run
+
+from gtalib.book.analysis import curves as C
+from gtalib.book.chapters import ablation as A
+from gtalib.book.chapters import curve_features as CF
+from gtalib.book.design import run_specs as specs
+from gtalib.book.design.plan import make_plan
+
+H = 3.0  # the corpus entropy of these tests (nats)
+
+
+def _result(escapes, deltas, steps=100, smoothing=5, key="init"):
+    """A result-like object: per (variant, arm, seed) its plateau escape step; alt = rec + the
+    variant's ΔL curve. The loss sits at H + 0.5 until the escape, then at H − 1."""
+    spec = {}
+    grid = np.arange(1, steps + 1)
+    for (v, arm, seed), e in escapes.items():
+        loss = np.where(grid < e, H + 0.5, H - 1.0) + (deltas[v](grid) if arm == "alt" else 0)
+        spec[(v, arm, seed)] = metrics(grid, loss)
+    runs = runs_frame(spec)
+    curves = C.delta_curves(runs, "train_loss", smoothing)
+    return types.SimpleNamespace(key=key, runs=runs, curves=curves, smoothing=smoothing,
+                                 complete=list(deltas), confidence=0.95)
+
+
+def test_the_window_starts_after_the_last_run_leaves_the_plateau_plus_the_smoothing():
+    flat = {"mha": lambda s: 0.0 * s, "gqa": lambda s: 0.0 * s}
+    escapes = {(v, a, s): 10 + 3 * s + (7 if a == "alt" else 0)
+               for v in flat for a in ("alt", "rec") for s in range(3)}
+    r = _result(escapes, flat)
+    w = CF.feature_window(r, H)
+    # plateau_escape: trailing mean over 10 steps below H − 0.1 once 5 low steps are in it
+    latest = max(escapes.values()) + 4
+    assert (w.latest, w.start, w.end) == (latest, latest + 5, 100)
+    assert w.escaped == w.runs == 12
+    assert f"{w.start / 100:.2f}–1.00 of the run" in w.words()
+    # no run ever leaves the plateau: the last half of the run
+    never = {k: 1000 for k in escapes}
+    w = CF.feature_window(_result(never, flat), H)
+    assert (w.start, w.escaped) == (50, 0) and "no run" in w.words()
+
+
+def test_a_figure_reads_the_courses_and_the_features_its_paper_names():
+    """The init figure at three variants: TPA's ΔL is highest and falls, GTA's falls slowest
+    (not at all), MHA's falls most: every course but GTA's agrees; the top curve agrees; the
+    slowest curve agrees; the spread shrinks."""
+    deltas = {"tpa": lambda s: 0.3 - 0.002 * s, "mha": lambda s: 0.25 - 0.0024 * s,
+              "gta": lambda s: 0.02 + 0.0 * s}
+    escapes = {(v, a, s): 5 for v in deltas for a in ("alt", "rec") for s in range(4)}
+    r = _result(escapes, deltas)
+    # seed noise, so that the intervals are finite: a per-seed offset on the alt arm
+    bump = r.runs["seed"] * 0.001 * np.where(r.runs["arm"] == "alt", 1, 0)
+    r.runs["train_loss"] += bump
+    r.runs["val_loss"] += bump
+    r.curves = C.delta_curves(r.runs, "train_loss", r.smoothing)
+    cf = CF.curve_features(r, H)
+    kinds = [(f.kind, f.variant) for f in cf.features]
+    assert kinds == [("course", "tpa"), ("course", "mha"), ("course", "gta"), ("top", "tpa"),
+                     ("slowest", "gta"), ("convergence", None), ("order", None)]
+    got = dict(zip(kinds, cf.verdicts))
+    assert got[("course", "tpa")] == got[("course", "mha")] == "agrees"
+    assert got[("course", "gta")] == "within noise"  # a flat curve: no change to test
+    assert got[("top", "tpa")] == "agrees"
+    assert got[("slowest", "gta")] == "agrees"
+    course_tpa = cf.features[0]
+    assert course_tpa.estimate == pytest.approx(-0.002 * (100 - cf.window.start), abs=1e-6)
+    table = CF.features_table(cf)
+    assert list(table["verdict"]) == cf.verdicts
+    assert CF.summary_counts(cf).startswith(f"{cf.verdicts.count('agrees')} of 7 agree")
+
+
+def _write(run_dir, plan, ref, delta, seed_noise=0.0):
+    """A finished synthetic run of ``ref`` whose validation loss is 2 (+ ``delta`` on the alt
+    arm)."""
+    steps = np.arange(1, 21)
+    loss = 2.0 + 2.5 * np.exp(-steps / 8) + seed_noise + (delta if ref.arm == "alt" else 0.0)
+    spec = specs.run_spec(ref, plan.preset, None, plan.data())
+    write_finished_run(run_dir, spec, metrics(steps, loss, lr=1e-3))
+
+
+def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noise(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    plan = make_plan("ci", 4)
+    assert {dict(r.train)["data_seed"] for r in plan.data_order_refs["init"]} == {1, 2}
+    seed_delta = {0: 0.050, 1: 0.052, 2: 0.049, 3: 0.051}  # a clear effect over seeds
+    order_delta = {"gqa": {1: -0.15, 2: 0.25}, "mla": {1: 0.051, 2: 0.049}}
+    for ref in plan.figure_refs["init"]:
+        _write(tmp_path, plan, ref, seed_delta[ref.seed])
+    for ref in plan.data_order_refs["init"]:
+        _write(tmp_path, plan, ref, order_delta[ref.variant][dict(ref.train)["data_seed"]])
+    result = A.ablation_result("init", plan, tmp_path)
+    assert list(result.final["verdict"]) == ["agrees", "agrees"]
+    orders = CF.data_order_deltas("init", plan, tmp_path)
+    assert len(orders) == 4
+    table = CF.data_order_check(result, orders)
+    # GQA: ΔL 0.05, 0.05 + (−0.15 − 0.05) and 0.25 over its data orders: sd ≈ 0.2
+    assert table.loc["gqa", "sd over data orders"] == pytest.approx(
+        np.std([0.05, -0.15, 0.25], ddof=1), abs=1e-9)
+    assert table.loc["gqa", "sd over seeds"] == pytest.approx(
+        np.std(list(seed_delta.values()), ddof=1), abs=1e-9)
+    assert table.loc["gqa", "verdict"] == "within noise" and table.loc["gqa", "flipped"]
+    assert table.loc["mla", "verdict"] == "agrees" and not table.loc["mla", "flipped"]
+    words = CF.data_order_words(table, "init", plan)
+    assert "The verdict changes for 1 variant: GQA." in words
+    printed = CF.format_data_order(table)
+    assert list(printed["changed?"]) == ["yes", "no"]
+
+
+def test_a_preset_without_data_order_runs_says_so(monkeypatch):
+    monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    plan = make_plan("ci", 2)
+    assert CF.data_order_check(types.SimpleNamespace(final=pd.DataFrame()), pd.DataFrame()).empty
+    assert "no pair is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
