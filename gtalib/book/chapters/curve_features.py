@@ -348,3 +348,40 @@ def show_data_order(result, plan, run_dir, source: str = "build") -> pd.DataFram
     if not table.empty:
         display(Markdown(md_table(format_data_order(table, result.confidence))))
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims page's lines
+# ---------------------------------------------------------------------------------------------
+
+#: The heading of a curve page's features section; its anchor is what the claims page links to.
+SECTION = "The curves, feature by feature"
+
+
+def _anchor(heading: str) -> str:
+    """The HTML anchor Sphinx gives a section ``heading`` (lower case, runs of other characters
+    as one hyphen)."""
+    return "-".join("".join(c if c.isalnum() else " " for c in heading.lower()).split())
+
+
+def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "build") -> str:
+    """One Markdown line per curve figure for the claims page: how many of its features agree,
+    differ or are within noise at this scale (linking to the page's table), and how many of its
+    verdicts a data order other than the shared one would change, where the figure has
+    data-order runs. ``results``: ablation key → result
+    (:func:`gtalib.book.chapters.ablation.ablation_results`)."""
+    lines = []
+    for key, result in results.items():
+        fig = ablation(key)
+        if not fig.paper_curves:
+            continue
+        cf = curve_features(result, entropy) if result.complete else None
+        link = f"{fig.notebook}.html#{_anchor(SECTION)}"
+        orders = data_order_check(result, data_order_deltas(key, plan, run_dir, source))
+        order_words = ("its pairs share one data order, not repeated at others here"
+                       if orders.empty else
+                       f"with the data order's variance added, {int(orders['flipped'].sum())} "
+                       f"of {plural(len(orders), 'verdict')} change")
+        lines.append(f"- **{fig.heading}** (the paper's curves): {summary_counts(cf)} "
+                     f"([the features]({link})); {order_words}.")
+    return "\n".join(lines)

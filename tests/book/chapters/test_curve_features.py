@@ -114,6 +114,10 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     assert "The verdict changes for 1 variant: GQA." in words
     printed = CF.format_data_order(table)
     assert list(printed["changed?"]) == ["yes", "no"]
+    line = CF.overview_lines({"init": result}, plan, tmp_path, H)
+    assert line.startswith("- **Initialisation ablation** (the paper's curves): ")
+    assert "(init_ablation.html#the-curves-feature-by-feature)" in line
+    assert line.endswith("with the data order's variance added, 1 of 2 verdicts change.")
 
 
 def test_a_preset_without_data_order_runs_says_so(monkeypatch):
