@@ -180,19 +180,19 @@ def _number(kind: str, x: float) -> str:
 
 
 def features_table(cf: CurveFeatures) -> pd.DataFrame:
-    """The features table as printed: one row per feature, the paper's feature and value, what
-    is measured, this build's value with its interval, the Holm-adjusted p-value and the
-    verdict."""
+    """The features table as printed: one row per feature, the paper's feature and value, this
+    build's value with its interval, the Holm-adjusted p-value and the verdict (what each row
+    measures: :func:`reading_words`)."""
     fig = ablation(cf.key)
     rows = []
     for f, p, verdict in zip(cf.features, cf.p_holm, cf.verdicts):
-        head, measure = WORDS[f.kind]
+        head = WORDS[f.kind][0]
         way = "converge" if fig.paper_convergence() < 0 else "spread out"
         name = head.format(v=display_name(f.variant) if f.variant else "", way=way)
         interval = ("n/a (1 seed)" if math.isnan(f.low) else
                     f"[{_number(f.kind, f.low)}, {_number(f.kind, f.high)}]")
         rows.append({"feature (paper)": name, "paper (≈)": _paper_words(f, cf),
-                     "measured": measure, "this build": _number(f.kind, f.estimate),
+                     "this build": _number(f.kind, f.estimate),
                      f"{cf.confidence:.0%} interval": interval,
                      "p (Holm)": "n/a" if math.isnan(p) else f"{p:.2g}", "verdict": verdict})
     return pd.DataFrame(rows).set_index("feature (paper)")
@@ -209,31 +209,42 @@ def summary_counts(cf: CurveFeatures | None) -> str:
 
 
 def features_words(cf: CurveFeatures) -> str:
-    """The paragraph above the features table: the window and the rule of the verdicts."""
-    conf, alpha = cf.confidence, 1 - cf.confidence
+    """The lead above the features table: the counts and the window."""
+    return f"**{summary_counts(cf)}.** {cf.window.words()}"
+
+
+def reading_words(cf: CurveFeatures) -> str:
+    """How the features table is measured and decided, folded under it: each feature's measure
+    and the rule of the verdicts."""
+    kinds = dict.fromkeys(f.kind for f in cf.features)
+    measures = "; ".join(f"*{WORDS[k][0].format(v='a variant', way='converge')}*: "
+                         f"{WORDS[k][1]}" for k in kinds)
+    alpha = 1 - cf.confidence
     return (
-        f"{cf.window.words()} Each course is the change of one variant's drawn ΔL across the "
-        f"window, per seed pair, with its paired Student-t interval; a feature that compares "
-        f"variants resamples the seed pairs of all of them together (percentile bootstrap, "
-        f"{ft.BOOTSTRAP_RESAMPLES} resamples, a fixed generator seed), its p-value the share of "
-        f"resamples on the far side of no feature. The figure's features are one family: their "
-        f"p-values are adjusted together (Holm), and a feature *agrees* or *differs* when its "
-        f"adjusted p-value is at most {alpha:.2g} and the value lies on the paper's or the other "
-        f"side, else it is *within noise*. The intervals are unadjusted {conf:.0%} intervals. "
-        f"Methods chapter, \"The curves read feature by feature\".")
+        f"What each row measures: {measures}. A course is read per seed pair, with its paired "
+        f"Student-t interval; a feature that compares variants resamples the seed pairs of all "
+        f"of them together (percentile bootstrap, {ft.BOOTSTRAP_RESAMPLES:,} resamples from a "
+        f"fixed generator seed), its p-value the share of resamples on the far side of no "
+        f"feature. The figure's features are one family: their p-values are adjusted together "
+        f"(Holm), and a feature *agrees* or *differs* when its adjusted p-value is at most "
+        f"{alpha:.2g} and its value lies on the paper's or the other side, else it is *within "
+        f"noise*; the intervals are unadjusted {cf.confidence:.0%} intervals. The lowest end "
+        f"and the order read the final validation ΔL of the table above; the other rows read "
+        f"the drawn curves. Methods chapter, \"The curves read feature by feature\".")
 
 
 def show_features(result, entropy: float) -> CurveFeatures | None:
-    """Display a curve figure's features section (window words and table), or the sentence
-    that the paper's figure has no curves to read."""
+    """Display a curve figure's features section (the lead, the table and, folded, how it is
+    read), or the sentence that the paper's figure has no curves to read."""
     cf = curve_features(result, entropy)
     if cf is None:
-        display(Markdown("The paper gives final values only for this figure, or fewer than two "
-                         "variants are complete here: there are no curves to read feature by "
-                         "feature."))
+        display(Markdown("Fewer than two variants of this figure are complete here: there are "
+                         "no curves to read feature by feature."))
         return None
-    display(Markdown(f"**{summary_counts(cf)}.** " + features_words(cf)))
+    display(Markdown(features_words(cf)))
     display(Markdown(md_table(features_table(cf))))
+    display(Markdown(f"<details><summary>How the features are measured and decided</summary>"
+                     f"\n\n{reading_words(cf)}\n\n</details>"))
     return cf
 
 
