@@ -396,3 +396,25 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
         lines.append(f"- **{fig.heading}** (the paper's curves): {summary_counts(cf)} "
                      f"([the features]({link})); {order_words}.")
     return "\n".join(lines)
+
+
+def methods_markdown(results: dict, plan, run_dir, entropy: float) -> str:
+    """The methods chapter's numbers of this build for the curve figures: each figure's window
+    and, per variant, the spread of its final ΔL over data orders beside the spread over
+    initialisation seeds (or that its pairs share one data order here)."""
+    parts = []
+    for key, result in results.items():
+        fig = ablation(key)
+        if not fig.paper_curves or result.curves.empty:
+            continue
+        parts.append(f"- **{fig.heading}.** {feature_window(result, entropy).words()}")
+        table = data_order_check(result, data_order_deltas(key, plan, run_dir))
+        if table.empty:
+            parts.append(f"  Its pairs all read data order 0; none is repeated at another "
+                         f"order at `{plan.preset}` here.")
+            continue
+        spreads = ", ".join(f"{display_name(v)} {r['sd over data orders']:.4f} vs "
+                            f"{r['sd over seeds']:.4f}" for v, r in table.iterrows())
+        parts.append(f"  Standard deviation of the final ΔL over data orders (the pair at seed "
+                     f"0) vs over initialisation seeds (data order 0), nats: {spreads}.")
+    return "\n".join(parts) + "\n" if parts else "No curve figure was built.\n"

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from gtalib import data as gdata
+from gtalib.book.analysis.curves import corpus_entropy
 from gtalib.book.analysis.stats import MAX_PAIRS, t_critical
 from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, md_table, plural
 from gtalib.book.chapters.ablation import (
@@ -28,6 +29,7 @@ from gtalib.book.chapters.ablation import (
     rule_comparison,
 )
 from gtalib.book.chapters.against_records import against_records, against_records_markdown
+from gtalib.book.chapters.curve_features import methods_markdown as curve_methods_markdown
 from gtalib.book.chapters.figure_tests import prediction_table
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
@@ -296,8 +298,12 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
             card, source = ((record / "card.json", "recorded") if record is not None
                             else (card, "missing"))
         c = json.loads(card.read_text()) if card.exists() else {}
-        # a figure with its own length shares labels with the other figures' runs
-        label = f"{ref.label} ({spec.train.max_steps:,} steps)" if ref.train else ref.label
+        # a figure with its own length shares labels with the other figures' runs, and a
+        # data-order run its configuration and seed with the figure's own
+        own = dict(ref.train)
+        extra = ([f"{spec.train.max_steps:,} steps"] if "max_steps" in own else []) + (
+            [f"data order {own['data_seed']}"] if "data_seed" in own else [])
+        label = f"{ref.label} ({', '.join(extra)})" if extra else ref.label
         rows.append({"configuration": label, "seed": ref.seed, "run": spec.run_id,
                      "source": source,
                      "device": c.get("device", "missing"), "threads": c.get("threads", ""),
@@ -367,7 +373,7 @@ def execution_markdown(executed, plan: Plan, run_dir: Path, trained: set) -> str
 def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Path | None = None,
                            executed=(), trained: set = frozenset(), against=None) -> None:
     """Write ``intro_chapters.md``, ``presets.md``, ``recipe.md``, ``statistics.md``,
-    ``rule_comparison.md``, ``second_look.md``,
+    ``rule_comparison.md``, ``second_look.md``, ``curve_features.md``,
     ``provenance.md``, ``build_info.md``, ``execution.md`` and ``against_records.md``
     (``executed``: the job's :class:`gtalib.book.pipeline.execute.NotebookRun` list;
     ``trained``: the ids of the runs it trained; ``against``: this build against its records,
@@ -384,6 +390,8 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     results = ablation_results(plan, run_dir)
     (out_dir / "rule_comparison.md").write_text(rule_comparison_markdown(results))
     (out_dir / "second_look.md").write_text(second_look_markdown(results))
+    (out_dir / "curve_features.md").write_text(curve_methods_markdown(
+        results, plan, run_dir, corpus_entropy(plan.preset)))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
     (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
     (out_dir / "execution.md").write_text(execution_markdown(executed, plan, run_dir, trained))

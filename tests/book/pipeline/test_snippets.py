@@ -99,8 +99,10 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
     assert "- preset `ci`, 2 seeds, each chapter's own training length, 1 training job" in info
     assert rows[0] == "| configuration | seed 0 | seed 1 | wall s (mean) | tokens/s (mean) |"
-    labels = {r.label for r in plan.runs}
-    assert len(rows) - 1 == len(labels)  # one row per configuration, not per run
+    # one row per configuration and data order, not per run
+    labels = {(r.label, dict(r.train).get("data_seed", 0)) for r in plan.runs}
+    assert len(rows) - 1 == len(labels) == 11 + 4 * 2
+    assert sum("(data order 2)" in r for r in rows) == 4
     assert "- every run: source `trained here`, device `cpu (synthetic)`, threads `1`" in info
     ref = plan.runs[0]
     rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
