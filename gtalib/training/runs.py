@@ -133,14 +133,16 @@ class RunSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        """One line for progress output: variant, head count, options, seed.
+        """One line for progress output: variant, head count, options, seed (and the data
+        order where it is not the default 0).
 
         Resolved configs fold the double-heads option into ``n_head``, so the head count is shown.
         """
         m = self.model
         opts = [f"n_head={m.n_head}", f"init={m.init}"] + (["gate"] if m.gate else []) \
             + ([] if m.latent_scale else ["no-latent-scale"])
-        return f"{m.variant} {' '.join(opts)} seed={self.seed} steps={self.train.max_steps}"
+        order = f" data_seed={self.train.data_seed}" if self.train.data_seed else ""
+        return f"{m.variant} {' '.join(opts)} seed={self.seed}{order} steps={self.train.max_steps}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from gtalib.book.analysis.collect import collect_runs
 from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
 from gtalib.book.analysis.stats import data_order_stats
-from gtalib.book.analysis.style import md_table, plural
+from gtalib.book.analysis.style import and_join, md_table, plural
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
 
@@ -323,13 +323,13 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
     orders = sorted({dict(r.train)["data_seed"] for r in refs})
     if table.empty:
         return (f"**Data order.** The pair at seed 0 of each variant is declared at data orders "
-                f"{', '.join(map(str, orders))}, but none of these runs is complete here.")
+                f"{and_join(list(map(str, orders)))}, but none of these runs is complete here.")
     flips = [display_name(v) for v in table.index[table["flipped"]]]
     ratio = (table["sd over data orders"] / table["sd over seeds"]).median()
     return (
         f"**Data order.** Every pair of the figure reads data order 0, so its interval covers "
         f"the spread over initialisation seeds only. The pair at seed 0 of each variant was "
-        f"trained again at data orders {', '.join(map(str, orders))} (both arms sharing each "
+        f"trained again at data orders {and_join(list(map(str, orders)))} (both arms sharing each "
         f"order): the table sets the spread of its final ΔL over the data orders beside the "
         f"spread over seeds (median ratio {ratio:.2f}), and tests each variant again with the "
         f"data order's variance added to the mean's (a two-way random-effects model with "
@@ -340,7 +340,7 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
 
 def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The data-order table as printed."""
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "sd over seeds": table["sd over seeds"].map("{:.4f}".format),
         "sd over data orders": table["sd over data orders"].map("{:.4f}".format),
         "ΔL (mean)": table["ΔL"].map("{:+.4f}".format),
@@ -349,7 +349,9 @@ def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataF
         "verdict, any data order": table["verdict"],
         "final verdict": table["final verdict"],
         "changed?": ["yes" if f else "no" for f in table["flipped"]],
-    }, index=pd.Index([display_name(v) for v in table.index], name="variant"))
+    })
+    out.index = pd.Index([display_name(v) for v in table.index], name="variant")
+    return out
 
 
 def show_data_order(result, plan, run_dir, source: str = "build") -> pd.DataFrame:

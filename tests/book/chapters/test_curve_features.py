@@ -114,6 +114,9 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     assert "The verdict changes for 1 variant: GQA." in words
     printed = CF.format_data_order(table)
     assert list(printed["changed?"]) == ["yes", "no"]
+    assert list(printed.index) == ["GQA", "MLA"]
+    assert printed.loc["GQA", "sd over data orders"] == f"{np.std([0.05, -0.15, 0.25], ddof=1):.4f}"
+    assert printed.loc["MLA", "verdict, any data order"] == "agrees"
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
     assert line.startswith("- **Initialisation ablation** (the paper's curves): ")
     assert "(init_ablation.html#the-curves-feature-by-feature)" in line
