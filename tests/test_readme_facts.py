@@ -25,6 +25,7 @@ import pytest
 from gtalib.book.design import seeds
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.plan import make_plan
+from gtalib.book.design.run_specs import data_order_runs
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -153,13 +154,17 @@ def totals() -> dict[str, int]:
     book = {cpu.spec(r).run_id for r in cpu.runs}
     ladder = {cpu.spec(r).run_id for r in cpu.ladder_refs}
     mini = {ci.spec(r).run_id for r in ci.ladder_refs}
+    orders = {cpu.spec(r).run_id for key, o in seeds.DATA_ORDERS_DECLARED["cpu"].items()
+              for r in data_order_runs(key, "cpu", orders=o)}
     recorded = {p.name for p in (REPO / "book" / "recorded").iterdir()
                 if (p / "record.json").is_file()}
     assert len(book) == len(cpu.runs), "every run of the default book has its own run id"
     assert book | ladder | mini <= recorded, "the README says every one of these is recorded"
     return {"book": len(cpu.runs), "with ladder": len(book | ladder), "ladder": len(ladder),
             "ladder in book": len(ladder & book), "ci ladder": len(mini),
-            "recorded": len(recorded), "other records": len(recorded - book - ladder - mini)}
+            "data orders": len(orders), "data orders recorded": len(orders & recorded),
+            "recorded": len(recorded),
+            "other records": len(recorded - book - ladder - mini - orders)}
 
 
 def cluster_table() -> dict[str, dict[str, str]]:
@@ -192,6 +197,9 @@ def total_problems(text: str, t: dict[str, int]) -> list[str]:
            t["ladder in book"], problems)
     stated(text, r"its `ci` miniature \((\d+)\)", "the `ci` ladder's runs", t["ci ladder"],
            problems)
+    stated(text, r"(\d+) of the (\d+) data-order runs declared for the curve figures",
+           "the data-order runs recorded and declared",
+           (t["data orders recorded"], t["data orders"]), problems)
     stated(text, r"and (\w+) 250-step gated MLA runs the tests read", "the other records",
            t["other records"], problems)
 
@@ -410,7 +418,8 @@ def test_the_seed_check_fails_on_a_wrong_count(where):
 
 
 @pytest.mark.parametrize("fact", ["book", "with ladder", "ladder", "ladder in book", "ci ladder",
-                                  "recorded", "other records"])
+                                  "data orders", "data orders recorded", "recorded",
+                                  "other records"])
 def test_the_total_check_fails_on_a_wrong_total(fact):
     t = dict(totals())
     t[fact] += 1

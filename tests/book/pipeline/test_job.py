@@ -224,7 +224,9 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
     rows = {ln.split(" | ")[0].strip("| "): ln for ln in info.splitlines() if ln.startswith("| ")}
     for ref in refs:
         rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
-        assert ("| recorded |" if rid in recorded else "| missing |") in rows[ref.label]
+        order = dict(ref.train).get("data_seed")  # a data-order run has a row of its own
+        label = ref.label if order is None else f"{ref.label} (data order {order})"
+        assert ("| recorded |" if rid in recorded else "| missing |") in rows[label]
 
 
 def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch):
@@ -241,13 +243,14 @@ def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch):
     monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
         {s.run_id for _, s in specs}) or [])
     plan = make_plan("ci", 2)
-    init = {plan.spec(r).run_id for r in plan.figure_refs["init"]}
+    init = {plan.spec(r).run_id for r in (*plan.figure_refs["init"],
+                                          *plan.data_order_refs["init"])}
     for only, expected in ((("init_ablation",), init), (("kv_cache",), set())):
         trained.clear()
         book.build_book("ci", 2, run_dir=tmp_path / "empty", notebooks=only, html=False,
                         book_dir=tmp_path / "book", budget_min=None, log=lambda _: None)
         assert trained == [expected]
-    assert len(init) == 8  # 2 variants x 2 arms x 2 seeds
+    assert len(init) == 8 + 8  # 2 variants x 2 arms x (2 seeds + 2 more data orders of seed 0)
 
 
 def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monkeypatch):
