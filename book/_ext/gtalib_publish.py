@@ -118,10 +118,11 @@ def _add_description(app, pagename, templatename, context, doctree) -> None:
 
 
 def _scripts_once(app, pagename, templatename, context, doctree) -> None:
+    # one inline script is registered once with filename None and once with "" (same body)
     seen, kept = set(), []
     for js in context.get("script_files", []):
-        key = (str(js), tuple(sorted((k, str(v)) for k, v in
-                                     getattr(js, "attributes", {}).items())))
+        key = (getattr(js, "filename", js) or "", getattr(js, "priority", None),
+               tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items())))
         if key not in seen:
             seen.add(key)
             kept.append(js)
