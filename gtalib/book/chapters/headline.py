@@ -195,12 +195,12 @@ def runs_sentence(counts: dict, outcomes: dict) -> str:
                         + [f"{missing} missing"] * bool(missing) or ["none"]) + "."]
     compared = sum(outcomes.values())
     if not here:
-        parts.append("None was re-trained here.")
+        parts.append("None was trained here.")
     elif not compared:
-        parts.append(f"None of the {here} trained here has a record to compare with.")
+        parts.append(f"None of the {here} in its run store has a record to compare with.")
     else:
         said = and_join(f"{n} {OUTCOME_WORDS[k]}" for k, n in outcomes.items() if n)
-        parts.append(f"Of the {plural(here, 'run')} trained here, {compared} "
+        parts.append(f"Of the {plural(here, 'run')} in its run store, {compared} "
                      f"{'has' if compared == 1 else 'have'} a record: {said} "
                      "(reproduction page).")
     return " ".join(parts)

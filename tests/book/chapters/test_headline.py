@@ -99,9 +99,9 @@ def test_the_runs_sentence_counts_where_the_runs_come_from_and_how_they_compared
     text = H.runs_sentence(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
     assert text.startswith("This build's pages read 360 runs: 17 trained in this build and 343 "
                            "read from the repository's records.")
-    assert "Of the 17 runs trained here, 17 have a record: 15 bit-identical and 2 within the " \
+    assert "Of the 17 runs in its run store, 17 have a record: 15 bit-identical and 2 within the " \
            "envelope" in text
     none = H.runs_sentence({"read from records": 360}, {"bit-identical": 0})
-    assert none.endswith("None was re-trained here.")
+    assert none.endswith("None was trained here.")
     fresh = H.runs_sentence({"trained in this build": 22}, {"bit-identical": 0})
-    assert fresh.endswith("None of the 22 trained here has a record to compare with.")
+    assert fresh.endswith("None of the 22 in its run store has a record to compare with.")
