@@ -321,8 +321,8 @@ def sources_notice(collected) -> str:
         return "**No complete run.**"
     local = done[done["source"] == "local"]
     checks = [c.outcome for c in local.get("record_check", ()) if hasattr(c, "outcome")]
-    text = (f"**Where these runs come from:** {plural(len(done), 'complete run')}, "
-            f"{len(local)} of them trained in the local run store")
+    text = f"**Where these runs come from:** {plural(len(done), 'complete run')}" + (
+        f", {len(local)} of them trained in the local run store" if len(local) else "")
     if checks:
         text += (f", {len(checks)} of which compared with their records: "
                  + ", ".join(f"{checks.count(k)} {w}" for k, w in OUTCOME_WORDS.items())

@@ -117,7 +117,7 @@ def forest_figure(results: dict, layout: str = "wide") -> plt.Figure:
     cols = len(keys) if layout == "wide" else 2
     grid = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(grid, cols, squeeze=False, figsize=(
-        12 if layout == "wide" else 5.2, grid * (0.75 + 0.19 * rows) + 0.45))
+        12 if layout == "wide" else 5.2, grid * (0.7 + 0.16 * rows) + 0.45))
     for ax in axes.flat[len(keys):]:
         ax.set_visible(False)
     for ax, key in zip(axes.flat, keys):
