@@ -2,10 +2,11 @@
 """Check a built book: every page exists, each figure page shows its image, no page has an error
 output, math is served offline, every internal link and image resolves (anchors included), the
 404 page exists; with Debian's chromium (driven by Playwright), open every page in a real
-browser at 1280 and 390 px and fail on console errors, failed requests, broken images, raw TeX,
-untypeset math, tables/figures/equations cut off or wider than the column, download and launch
-links that lead nowhere, a search that does not find the gating chapter, blank figure pages
-(see check_rendered). Without chromium the browser checks are skipped, saying so.
+browser at 1400 and 390 px and fail on console errors, failed requests, broken images, raw TeX,
+untypeset math, tables/figures/equations cut off or wider than the column, pages that scroll
+sideways, download and launch links that lead nowhere, a search that does not find the gating
+chapter, blank figure pages, a landing page without a verdict for every claim of the paper, and
+a figure page whose first figure starts below the first screen at 1400 px (see check_rendered). Without chromium the browser checks are skipped, saying so.
 
 Usage: .venv/bin/python scripts/check_book.py [--html-dir book/_build/html] [--screenshots DIR]
 Exit status 0 when every check passes; each failure is printed on its own line.
@@ -33,7 +34,10 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 import numpy as np
 import yaml
 
+from gtalib.book.analysis.stats import VERDICTS
+from gtalib.book.chapters.headline import verdict_word
 from gtalib.book.design.chapters import figure_notebooks, notebooks
+from gtalib.book.design.figures import claims
 from gtalib.book.pipeline.job import html_error_outputs
 from gtalib.book.pipeline.paths import BOOK_DIR
 
@@ -181,19 +185,18 @@ def chromium() -> str | None:
 # The book in a real browser (Playwright driving Debian's chromium)
 
 #: Viewport widths (CSS px) every page is opened at: a laptop, and a phone held upright.
-VIEWPORT_WIDTHS = (1280, 390)
+VIEWPORT_WIDTHS = (1400, 390)
+#: The first screen's height (CSS px): the landing page's verdicts and each figure page's first
+#: figure must start above it at the first width.
 VIEWPORT_HEIGHT = 900
+#: The words a verdict of the landing page's headline may have.
+VERDICT_WORDS = frozenset({verdict_word(v) for v in VERDICTS} | {"mixed", "not measured"})
 #: Below this width the page is opened as on a phone (touch, overlay scrollbars: a scrollbar
 #: that the page does not style stays invisible until the reader touches it).
 PHONE_WIDTH = 600
 #: Browser errors that are expected and harmless: (regular expression searched in the message,
 #: why it is allowed). Every other console error, uncaught error and failed request fails.
-ALLOWED_BROWSER_ERRORS: tuple[tuple[str, str], ...] = (
-    (r"Identifier 'THEBE_JS_URL' has already been declared",
-     "sphinx-thebe 0.3.1 (installed with jupyter-book 1.0.4) writes its inline config script "
-     "twice into every page, and the second `const` throws; thebe (live code) is off in this "
-     "book, so nothing a reader uses runs that script"),
-)
+ALLOWED_BROWSER_ERRORS: tuple[tuple[str, str], ...] = ()
 #: The book's search must find this chapter for this word (the gating chapter for "gate").
 SEARCH = ("gate", "gating_ablation")
 #: TeX that MathJax should have typeset, seen in the rendered text: ``\(``/``\[`` delimiters,
@@ -300,6 +303,38 @@ _LAYOUT_JS = """() => {
     out.push(`the page is ${doc.scrollWidth} px wide in a ${doc.clientWidth} px window (scrolls sideways)`);
   return out;
 }"""
+
+# The landing page's headline rows: each claim's number and its verdict (word, whether it is
+# rendered, where it ends, in page coordinates).
+_HEADLINE_JS = """() => Array.from(document.querySelectorAll('.gtalib-headline table tbody tr')).map(tr => {
+  const v = tr.querySelector('.gtalib-verdict'), r = v ? v.getBoundingClientRect() : null;
+  return {claim: tr.cells[0].textContent.trim(), verdict: v ? v.textContent.trim() : null,
+          shown: !!(v && v.getClientRects().length && r.width > 0), bottom: r ? r.bottom + scrollY : null};
+})"""
+# Where a page's first figure (an image of its article) starts, in page coordinates.
+_FIRST_FIGURE_JS = """() => {
+  const i = Array.from(document.querySelectorAll('article.bd-article img, main img')).find(i => i.getClientRects().length);
+  return i ? {top: i.getBoundingClientRect().top + scrollY, src: i.getAttribute('src')} : null;
+}"""
+
+
+def headline_problems(rows: list, width: int, first_screen: bool) -> list[str]:
+    """What is wrong with the landing page's headline ``rows`` (:data:`_HEADLINE_JS`): a claim
+    of :func:`gtalib.book.design.figures.claims` without a row, a row without a shown verdict or
+    with a verdict that is not a verdict word (:data:`VERDICT_WORDS`), and with
+    ``first_screen`` a verdict ending below :data:`VIEWPORT_HEIGHT`."""
+    problems, by_claim = [], {r["claim"]: r for r in rows}
+    for c in claims():
+        r = by_claim.get(str(c.number))
+        where = f"intro.html at {width} px: claim {c.number}"
+        if r is None:
+            problems.append(f"{where} has no row in the headline")
+        elif not r["shown"] or r["verdict"] not in VERDICT_WORDS:
+            problems.append(f"{where} shows no verdict (got {r['verdict']!r})")
+        elif first_screen and r["bottom"] > VIEWPORT_HEIGHT:
+            problems.append(f"{where}: its verdict ends {r['bottom']:.0f} px down, below the "
+                            f"first screen ({VIEWPORT_HEIGHT} px)")
+    return problems
 
 
 class Repository(NamedTuple):
@@ -464,6 +499,17 @@ def _check_content(page, html_dir: Path, rel: Path, width: int,
                         "(no mjx-container)")
     problems += [f"{name}: MathJax error: {e}" for e in info["mathErrors"]]
     problems += [f"{name} at {width} px: {p}" for p in page.evaluate(_LAYOUT_JS)]
+    if name == "intro.html":
+        problems += headline_problems(page.evaluate(_HEADLINE_JS), width,
+                                      width == VIEWPORT_WIDTHS[0])
+    if rel.stem in figure_notebooks() and width == VIEWPORT_WIDTHS[0]:
+        first = page.evaluate(_FIRST_FIGURE_JS)
+        if first is None:
+            problems.append(f"{name}: no figure shown")
+        elif first["top"] >= VIEWPORT_HEIGHT:
+            problems.append(f"{name} at {width} px: the first figure ({first['src']}) starts "
+                            f"{first['top']:.0f} px down, below the first screen "
+                            f"({VIEWPORT_HEIGHT} px)")
     if width == VIEWPORT_WIDTHS[0]:  # the buttons are the same at every width
         problems += _check_buttons(context, html_dir, rel, info, repository)
     return problems

@@ -72,3 +72,29 @@ def test_launch_links_must_open_the_page_source_in_this_repository(tmp_path):
                                "page.ipynb", "page") is None
     assert "not a Binder/Colab URL of org/repo@main" in repo.launch_problem(
         "https://mybinder.org/v2/gh/other/repo/main?urlpath=lab/tree/page.ipynb", "page")
+
+
+def test_the_first_screen_holds_the_landing_verdicts_and_each_first_figure(tmp_path):
+    """At 1400 px: a figure page whose figure starts below the first screen is reported, as is
+    a landing page without a verdict for a claim; a page that scrolls sideways at any width."""
+    from gtalib.book.design.figures import claims
+
+    html = tmp_path / "html"
+    (html / "generated").mkdir(parents=True)
+    (html / "fig.png").write_bytes(PNG)
+    low = ('<main><article class="bd-article"><div style="height:1200px">text</div>'
+           '<img src="../fig.png" alt="a figure"></article></main>')
+    (html / "generated" / "init_ablation.html").write_text(PAGE.format("").replace(
+        '<main><p>Loss falls with width.</p><img src="fig.png" alt=""></main>', low))
+    rows = "".join(f"<tr><td>{c.number}</td><td>says</td><td><strong class='gtalib-verdict'>"
+                   f"{'agrees' if c.number != 2 else ''}</strong></td></tr>" for c in claims())
+    wide = "<div style='width:2000px'>wide</div>"
+    (html / "intro.html").write_text(PAGE.format(
+        f"<div class='gtalib-headline'><table><tbody>{rows}</tbody></table></div>{wide}"))
+    problems = check_book.check_rendered(html, None, BROWSER)
+    assert any(p.startswith("generated/init_ablation.html at 1400 px: the first figure "
+                            "(../fig.png) starts 1229 px down") for p in problems), problems
+    assert "intro.html at 1400 px: claim 2 shows no verdict (got '')" in problems
+    assert not any("claim 1 " in p for p in problems)
+    assert any(p.startswith("intro.html at 390 px: the page is") and "scrolls sideways" in p
+               for p in problems), problems

@@ -452,3 +452,47 @@ def test_site_url_prefix_follows_the_book_config(tmp_path):
     cfg = (book / "_config.yml").read_text().replace(url, "https://github.com/someone/other")
     (book / "_config.yml").write_text(cfg)
     assert check_book.site_url_prefix(book) == "/other/"
+
+
+# ---------------------------------------------------------------------------------------------
+# Meta descriptions and the landing page's headline check
+
+
+def test_a_pages_description_is_its_first_paragraph_of_prose_cut_at_a_word():
+    from docutils import nodes
+
+    doc = nodes.document(None, None)
+    cell = nodes.container(classes=["cell"])
+    cell += nodes.paragraph(text="code output that is not prose at all, long enough to count")
+    with_math = nodes.paragraph()
+    with_math += [nodes.Text("The paper initialises "), nodes.math(text="W_O"),
+                  nodes.Text(" to zero, so that every block starts as the identity map.")]
+    short = nodes.paragraph(text="Too short.")
+    prose = nodes.paragraph(text="positive when zero initialisation is better.  Paper's claim: "
+                                 "zero init wins for all nine (MHA, MQA, GQA, MLA, MFA, TPA, "
+                                 "GLA-2, GLA-4, GTA); TPA gains most (final perplexity 14.478 → "
+                                 "13.985).")
+    doc += [cell, with_math, short, prose]
+    text = publish.page_description(doc)
+    assert text.startswith("positive when zero initialisation is better. Paper's claim:")
+    assert len(text) <= publish.DESCRIPTION_CHARS and text.endswith("…")
+    assert text[:-1] in " ".join(prose.astext().split())  # cut at a word, nothing invented
+    assert publish.page_description(nodes.document(None, None), "Fallback") == "Fallback"
+
+
+def test_the_headline_check_wants_a_verdict_for_every_claim_on_the_first_screen():
+    from gtalib.book.design.figures import claims
+
+    rows = [{"claim": str(c.number), "verdict": "agrees", "shown": True, "bottom": 600.0}
+            for c in claims()]
+    assert check_book.headline_problems(rows, 1400, True) == []
+    rows[2] = {**rows[2], "verdict": None, "shown": False}
+    rows[4] = {**rows[4], "bottom": 950.0}
+    problems = check_book.headline_problems(rows[:-1], 1400, True)
+    assert problems == [
+        "intro.html at 1400 px: claim 3 shows no verdict (got None)",
+        "intro.html at 1400 px: claim 5: its verdict ends 950 px down, below the first screen "
+        "(900 px)",
+        f"intro.html at 1400 px: claim {len(rows)} has no row in the headline"]
+    # on a phone the table may run below the first screen
+    assert len(check_book.headline_problems(rows[:-1], 390, False)) == 2

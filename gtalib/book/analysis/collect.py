@@ -19,11 +19,16 @@ local run store) and one kind of machine; :func:`run_pairs` marks the others MIX
 
 from __future__ import annotations
 
+import contextlib
+import html
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from gtalib.book.analysis.style import plural
 from gtalib.book.design.names import display_name
 from gtalib.training import records
 from gtalib.training import runs as store
@@ -306,27 +311,23 @@ def missing_notice(collected) -> str | None:
 
 
 def sources_notice(collected) -> str:
-    """Markdown line saying where a page's complete runs come from: trained in the local run
-    store, or read from the repository's recorded runs (when and on which machine, and which
-    configurations when the page mixes both); then how many of its ΔL pairs are mixed, i.e.
-    have arms from different sources or machines (:func:`gtalib.book.analysis.collect.run_pairs`), and
-    which."""
+    """Markdown line over a page's provenance table (:func:`provenance_html`, which gives each
+    source, date and machine): how many runs are complete, how the ones trained in the local
+    run store compare with their records, then how many of its ΔL pairs are mixed, i.e. have
+    arms from different sources or machines (:func:`gtalib.book.analysis.collect.run_pairs`),
+    and which."""
     done = collected.status[collected.status["state"] == "done"]
     if done.empty:
         return "**No complete run.**"
-    parts = []
-    for source, g in done.groupby("source", sort=False):
-        if source == "local":
-            checks = [c.outcome for c in g.get("record_check", ()) if hasattr(c, "outcome")]
-            parts.append(f"{len(g)} trained in the local run store" + (
-                f" ({len(checks)} of them compared with their records: "
-                + ", ".join(f"{checks.count(k)} {w}" for k, w in OUTCOME_WORDS.items())
-                + "; *This build against its records* on the reproduction page)"
-                if checks else ""))
-        else:
-            labels = "" if len(g) == len(done) else f" ({', '.join(dict.fromkeys(g['label']))})"
-            parts.append(f"{len(g)} {source}{labels}")
-    text = "**Where these runs come from:** " + "; ".join(parts) + "."
+    local = done[done["source"] == "local"]
+    checks = [c.outcome for c in local.get("record_check", ()) if hasattr(c, "outcome")]
+    text = f"**Where these runs come from:** {plural(len(done), 'complete run')}" + (
+        f", {len(local)} of them trained in the local run store" if len(local) else "")
+    if checks:
+        text += (f", {len(checks)} of which compared with their records: "
+                 + ", ".join(f"{checks.count(k)} {w}" for k, w in OUTCOME_WORDS.items())
+                 + " (*This build against its records* on the reproduction page)")
+    text += "."
     pairs = collected.pairs
     if pairs.empty:
         return text
@@ -336,7 +337,7 @@ def sources_notice(collected) -> str:
     if len(mixed):
         text += ": " + ", ".join(
             f"{display_name(r.variant)} {r.arm} seed {r.seed} ({r.n_layer} layers, "
-            f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* under the table)"
+            f"{r.max_steps} steps)" for r in mixed.itertuples()) + " (*pair source* under the table above)"
     unknown = int((pairs["unknown"] & ~pairs["mixed"]).sum())
     if unknown:
         text += f"; {unknown} with an arm whose run card names no machine kind"
@@ -355,3 +356,86 @@ def pair_source_lines(texts: dict) -> str:
         return f"*Pair source* (every row): {next(iter(by_text))}." if by_text else ""
     return "*Pair source*:\n\n" + "\n".join(f"- {t}: {'; '.join(rows)}"
                                              for t, rows in by_text.items())
+
+
+#: A recorded run's source as :func:`gtalib.training.records.record_label` words it.
+_RECORDED = re.compile(r"^recorded (?P<date>\S+) on (?P<machine>.+)$")
+
+
+def provenance_table(collected) -> pd.DataFrame:
+    """Where a page's complete runs come from, compactly: one row per source, date and machine
+    with the number of runs. ``source`` is ``"trained here"`` (the local run store; the date
+    is the day its card says it finished) or ``"recorded"`` (the repository's bundles; the day
+    it was recorded); ``machine`` is the run card's device (:func:`_machine_name`).
+
+    Returns:
+        DataFrame ``[source, date, machine, runs, configurations]``, oldest first;
+        ``configurations``: label → seeds of the runs in that row.
+    """
+    done = collected.status[collected.status["state"] == "done"]
+    rows = []
+    for _, r in done.iterrows():
+        m = _RECORDED.match(str(r["source"]))
+        if m:
+            source, date, machine = "recorded", m["date"], m["machine"]
+        else:
+            source, date, machine = "trained here", "", _machine_name(r)
+            card = Path(collected.run_dir or "") / r["run_id"] / "card.json"
+            with contextlib.suppress(OSError, ValueError):
+                date = str(json.loads(card.read_text()).get("finished_utc") or "")[:10]
+        rows.append((source, date or "unknown", machine, r["label"], r["seed"]))
+    cols = ["source", "date", "machine", "runs", "configurations"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    runs = pd.DataFrame(rows, columns=["source", "date", "machine", "label", "seed"])
+    out = []
+    for (source, date, machine), g in runs.groupby(["source", "date", "machine"], sort=True):
+        configs = {lab: sorted(x["seed"]) for lab, x in g.groupby("label", sort=False)}
+        out.append((source, date, machine, len(g), configs))
+    return pd.DataFrame(out, columns=cols)
+
+
+def seeds_words(seeds) -> str:
+    """Seeds as ranges: ``[0, 1, 2, 5]`` → ``"seeds 0–2, 5"``, ``[3]`` → ``"seed 3"``."""
+    seeds, parts = sorted(seeds), []
+    for s in seeds:
+        if parts and s == parts[-1][1] + 1:
+            parts[-1][1] = s
+        else:
+            parts.append([s, s])
+    words = ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in parts)
+    return f"{'seed' if len(seeds) == 1 else 'seeds'} {words}"
+
+
+def provenance_html(collected) -> str:
+    """The provenance section of a page, as HTML: a bold lead with the pairs and the records
+    comparison (:func:`sources_notice`'s sentences after its source counts), the compact table
+    (:func:`provenance_table`) and, in a closed dropdown, the configurations and seeds of each
+    of its rows."""
+    table = provenance_table(collected)
+    notice = sources_notice(collected)
+    if table.empty:
+        return f"<p>{_md_bold(notice)}</p>"
+    head = "".join(f"<th>{c}</th>" for c in ("source", "date", "machine", "runs"))
+    body = "".join(
+        f"<tr><td>{html.escape(r.source)}</td><td>{html.escape(r.date)}</td>"
+        f"<td>{html.escape(r.machine)}</td><td>{r.runs}</td></tr>" for r in table.itertuples())
+    items = "".join(
+        f"<li><strong>{html.escape(r.source)} {html.escape(r.date)}, "
+        f"{html.escape(r.machine)}</strong>: "
+        + "; ".join(f"{html.escape(lab)} ({seeds_words(seeds)})"
+                    for lab, seeds in r.configurations.items()) + "</li>"
+        for r in table.itertuples())
+    n = int(table["runs"].sum())
+    return (f"<p>{_md_bold(notice)}</p>"
+            f'<table class="gtalib-provenance"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+            f'<details class="gtalib-configurations"><summary>The {n} runs by configuration '
+            f"and seed</summary><ul>{items}</ul></details>")
+
+
+def _md_bold(text: str) -> str:
+    """:func:`sources_notice`'s Markdown as HTML: escaped, ``**bold**`` and ``*italic*``."""
+    text = html.escape(text)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    return re.sub(r"\*(.+?)\*", r"<em>\1</em>", text)

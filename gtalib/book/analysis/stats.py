@@ -418,3 +418,23 @@ def final_table_words(confidence: float = 0.95, looks: tuple = ()) -> str:
         f"like the paper's could have told the effect from seed noise. *Pair source*, under the "
         f"table: where both arms of each pair come from; MIXED marks a pair whose arms differ in "
         f"source or machine." + from_looks)
+
+
+def aggregate_verdicts(verdicts) -> str:
+    """The verdict of a claim that covers several variants, from their own verdicts: the common
+    verdict when every variant has the same one, else ``"mixed: "`` with the count of each
+    (most frequent first), e.g. ``"mixed: within noise 4/5, differs 1/5"``. The one rule for
+    every claim of the claims chapter and every figure page's verdict.
+
+    Raises:
+        ValueError: no verdict, or one outside :data:`VERDICTS`.
+    """
+    verdicts = list(verdicts)
+    unknown = sorted(set(verdicts) - set(VERDICTS))
+    if not verdicts or unknown:
+        raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}; got {verdicts!r}")
+    counts = sorted(((verdicts.count(v), v) for v in VERDICTS if v in verdicts),
+                    key=lambda cv: -cv[0])  # stable: ties keep the order of VERDICTS
+    if len(counts) == 1:
+        return verdicts[0]
+    return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)

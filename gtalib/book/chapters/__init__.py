@@ -11,6 +11,7 @@ module               what
 ``kv_cache``         the paper's parameter and per-device KV tables (also ``gtalib tables``)
 ``decode_speed``     the decode-speed page's figure and tables
 ``claims``           the claims table (one aggregation rule for every claim) and its page
+``headline``         the introduction's headline: every claim in one line, the ablations' forest plot
 ``against_records``  this build's runs against their records, and the verdicts read both ways
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
 ``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)

@@ -31,7 +31,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -42,7 +42,7 @@ from gtalib.book.analysis.collect import (
     missing_notice,
     pair_source_lines,
     pair_source_summary,
-    sources_notice,
+    provenance_html,
 )
 from gtalib.book.analysis.curves import (
     auto_smoothing,
@@ -54,6 +54,7 @@ from gtalib.book.analysis.curves import (
 )
 from gtalib.book.analysis.sequential import holm_level, two_look_verdicts
 from gtalib.book.analysis.stats import (
+    aggregate_verdicts,
     delta_stats,
     family_verdicts,
     final_table_words,
@@ -65,6 +66,7 @@ from gtalib.book.analysis.stats import (
 )
 from gtalib.book.analysis.style import (
     MIN_BAND_SEEDS,
+    and_join,
     curve_limits,
     plural,
     set_style,
@@ -119,10 +121,11 @@ class AblationResult:
 ENV_SHARED_RESULTS = "GTALIB_BOOK_RESULTS"
 
 
-def _shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = "build"
-                 ) -> Path | None:
-    """Where the build keeps the result of ``key`` read at the page defaults (all the figure's
-    variants, no training, default smoothing and columns), or ``None`` outside a build."""
+def shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = "build"
+                ) -> Path | None:
+    """Where the build keeps the result of ``key`` (an ablation figure read at the page defaults:
+    all its variants, no training, default smoothing and columns; or another result computed
+    once per build, such as the claims table), or ``None`` outside a build."""
     folder = os.environ.get(ENV_SHARED_RESULTS)
     if not folder or not Path(folder).is_dir():  # a variable left over from a build that ended
         return None
@@ -153,7 +156,7 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
 
     defaults = (variants is None and not train and smoothing is None
                 and (curve_column, final_column) == ("train_loss", "val_loss"))
-    shared = _shared_file(key, plan, run_dir, confidence, source) if defaults else None
+    shared = shared_file(key, plan, run_dir, confidence, source) if defaults else None
     if shared is not None and shared.exists():
         with shared.open("rb") as f:
             return pickle.load(f)
@@ -526,16 +529,16 @@ def seeds_paragraph(result) -> str:
 
 
 def show_ablation(result) -> None:
-    """Display an ablation page's content in a notebook: incomplete-runs notice, figure,
-    caption, final ΔL table and the plateau-escape table."""
+    """Display what an ablation page opens on: the incomplete-runs notice (if any), the figure,
+    the verdict right under it (:func:`verdict_lead`), the caption and the final-ΔL table with
+    its pair sources. The parameters, seed policy and provenance follow (:func:`show_runs`)."""
 
-    display(Markdown(seeds_paragraph(result)))
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
-    display(Markdown(sources_notice(result.collected)))
     plot_ablation(result)
     plt.show()
+    display(Markdown(verdict_lead(result)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
@@ -545,27 +548,43 @@ def show_ablation(result) -> None:
                 map(display_name, result.final.index), result.final["pair source"])))))
 
 
-def verdict_summary(result) -> str:
-    """Markdown sentence counting OUR per-variant verdicts of an ablation (from
-    ``result.final``), e.g. "2 of 2 variants: agrees 1, within noise 1"; the narrative of a page
-    uses it instead of a fixed claim so that text and table cannot disagree."""
+def show_runs(result, params=None) -> None:
+    """Display an ablation page's reference block, after its figure and tables: the parameters
+    of the page (``params``, a :class:`gtalib.book.pipeline.parameters.NotebookParams`, shown
+    as its closed dropdown), the seed policy (:func:`seeds_paragraph`) and where the runs come
+    from (:func:`gtalib.book.analysis.collect.provenance_html`: a compact table, the
+    configurations in a closed dropdown)."""
+    if params is not None:
+        display(params)
+    display(Markdown(seeds_paragraph(result)))
+    display(HTML(provenance_html(result.collected)))
+
+
+def verdict_lead(result) -> str:
+    """The page's verdict, at most three sentences, for right under its figure: the figure's
+    verdict by the claims page's rule (:func:`gtalib.book.analysis.stats.aggregate_verdicts`)
+    against the paper's claim, which variants got which verdict, and whether a single run
+    could show the effects."""
     final = result.final
+    spec = ablation(result.key)
     if final.empty:
-        return "**Our verdicts:** no complete runs, nothing measured."
-    counts = final["verdict"].value_counts()
-    parts = []
-    for verdict_, n in counts.items():  # verdict_: not to hide the verdict rule, verdict()
-        names = ", ".join(display_name(v) for v in final.index[final["verdict"] == verdict_])
-        parts.append(f"*{verdict_}* for {n} ({names})")
+        return (f"**Verdict: not measured**: no variant has complete runs (paper: "
+                f"{spec.claim_value}).")
+    word = aggregate_verdicts(final["verdict"]).split(":")[0]
+    groups = [f"*{v}* for {and_join(display_name(x) for x in final.index[final['verdict'] == v])}"
+              for v in dict.fromkeys(final["verdict"])]
+    n = int(final["seeds"].max())
+    lead = (f"**Verdict: {word}.** Over {plural(n, 'seed pair')}, {'; '.join(groups)} "
+            f"(paper: {spec.claim_value}).")
     seen = [display_name(v) for v in final.index[final["one run shows it?"] == "yes"]]
-    single = (f" One run would show the effect (|ΔL| above one arm's seed sd) for "
-              f"{', '.join(seen)}; for the others a single-seed comparison, like each of the "
-              f"paper's curves, could not tell it from seed noise at this scale." if seen else
-              " For no variant is |ΔL| above one arm's seed sd: a single-seed comparison, like "
-              "each of the paper's curves, could not tell these effects from seed noise at this "
-              "scale.")
-    return (f"**Our verdicts** (preset `{result.preset}`, {seeds_text(result.seed_counts)}, "
-            f"{plural(len(final), 'variant')}, table above): " + "; ".join(parts) + "." + single)
+    single = (f" A single run of each arm would show the effect for {and_join(seen)} only; the "
+              "others need the paired seeds to tell it from seed noise." if seen and
+              len(seen) < len(final) else
+              " A single run of each arm would show every one of these effects." if seen else
+              " No single run of each arm would show these effects: |ΔL| is below the "
+              "seed-to-seed spread of one arm's loss, as it would be for each of the paper's "
+              "single-seed curves at this scale.")
+    return lead + single
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:

@@ -11,6 +11,7 @@ texts), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.styl
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pandas as pd
@@ -18,10 +19,10 @@ import torch
 from IPython.display import Markdown, display
 
 from gtalib.book.analysis.curves import final_deltas
-from gtalib.book.analysis.stats import VERDICTS, pairs_text, ranking_test, verdict_text
-from gtalib.book.analysis.style import table_style
+from gtalib.book.analysis.stats import aggregate_verdicts, pairs_text, ranking_test, verdict_text
+from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
-from gtalib.book.chapters.ablation import ablation_result
+from gtalib.book.chapters.ablation import ablation_result, shared_file
 from gtalib.book.chapters.main_results import (
     MainResult,
     complete_runs,
@@ -36,26 +37,7 @@ from gtalib.book.design.plan import Plan
 from gtalib.kernels import decode_model as dm
 from gtalib.model.attention import build_attention
 from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
-
-
-def aggregate_verdicts(verdicts) -> str:
-    """The verdict of a claim that covers several variants, from their own verdicts: the common
-    verdict when every variant has the same one, else ``"mixed: "`` with the count of each
-    (most frequent first), e.g. ``"mixed: within noise 4/5, differs 1/5"``. The one rule for
-    every claim of the claims chapter.
-
-    Raises:
-        ValueError: no verdict, or one outside :data:`VERDICTS`.
-    """
-    verdicts = list(verdicts)
-    unknown = sorted(set(verdicts) - set(VERDICTS))
-    if not verdicts or unknown:
-        raise ValueError(f"verdicts must be a non-empty list of {VERDICTS}; got {verdicts!r}")
-    counts = sorted(((verdicts.count(v), v) for v in VERDICTS if v in verdicts),
-                    key=lambda cv: -cv[0])  # stable: ties keep the order of VERDICTS
-    if len(counts) == 1:
-        return verdicts[0]
-    return "mixed: " + ", ".join(f"{v} {n}/{len(verdicts)}" for n, v in counts)
+from gtalib.training.runs import write_atomic
 
 
 def _claim_from_final(final: pd.DataFrame, paper_largest: str | None
@@ -180,19 +162,23 @@ def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_
     return measured, 1.0 if latent_scale else d_model / layer.block_width
 
 
-def _variance_claim() -> tuple[str, str]:
-    """Claim 3 measured at paper width on MLA, GLA-2 and MLRA-4 layers, scale off and on."""
-    parts, ok = [], True
+def _variance_claim() -> tuple[str, str, str]:
+    """Claim 3 measured at paper width on MLA, GLA-2 and MLRA-4 layers, scale off and on:
+    (ours, verdict, in short)."""
+    parts, short, ok = [], [], True
     for v in ("mla", "gla-2", "mlra-4"):
         (off, e_off), (on, e_on) = (key_variance_ratio(v, False), key_variance_ratio(v, True))
         ok &= abs(off / e_off - 1) < 0.15 and abs(on / e_on - 1) < 0.15
         parts.append(f"{v.upper()} {off:.1f} (d/w = {e_off:.0f}) → {on:.2f} scaled")
-    return "; ".join(parts) + " (fresh paper-width layers, 512 tokens)", "agrees" if ok else "differs"
+        short.append(f"{v.upper()} {off:.1f}→{on:.2f}")
+    return ("; ".join(parts) + " (fresh paper-width layers, 512 tokens)",
+            "agrees" if ok else "differs", ", ".join(short))
 
 
-def _table_claim(number: int) -> tuple[str, str]:
-    """(ours, verdict) of claims 1 (per-device KV under TP) and 2 (parameter matching), computed
-    by :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes (exact, no training)."""
+def _table_claim(number: int) -> tuple[str, str, str]:
+    """(ours, verdict, in short) of claims 1 (per-device KV under TP) and 2 (parameter
+    matching), computed by :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes (exact, no
+    training)."""
 
     if number == 1:
         kv = kv_cache.kv_table(with_units=True).pivot(index="variant", columns="tp",
@@ -204,33 +190,37 @@ def _table_claim(number: int) -> tuple[str, str]:
         ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} d_h at TP "
                 f"1/2/4/8, MLA {mla[1]:g} at every TP; MLRA-4 lowest at TP ≥ 4: "
                 f"{'yes' if lowest else 'no'}")
-        return ours, "agrees" if ok else "differs"
+        short = f"MLRA-4 {mlra4[4]:g}/{mlra4[8]:g} d_h at TP 4/8, MLA {mla[4]:g}/{mla[8]:g}"
+        return ours, "agrees" if ok else "differs", short
     p = kv_cache.params_table("paper").set_index("variant")["total_params"]
     plain = p[[v for v in p.index if "+" not in v]]
     spread = (plain.max() - plain.min()) / plain["mha"]
     ours = (f"{plain.min() / 1e9:.4f}–{plain.max() / 1e9:.4f} B over the eleven "
             f"(spread {spread:.3%} of MHA)")
     matched = abs(plain["mha"] / (PAPER_MATCHED_PARAMS_B * 1e9) - 1) < 0.01
-    return ours, "agrees" if spread < 1e-3 and matched else "differs"
+    short = f"{plain.min() / 1e9:.3f}–{plain.max() / 1e9:.3f} B (spread {spread:.2%})"
+    return ours, "agrees" if spread < 1e-3 and matched else "differs", short
 
 
-def _decode_claim() -> tuple[str, str]:
-    """Claim 9 ("ours", verdict): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
+def _decode_claim() -> tuple[str, str, str]:
+    """Claim 9 ("ours", verdict, in short): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
     longest recorded context (``benchmarks/decode_cpu.json``) and predicted for the H100 by the
     roofline model; no GPU measurement, so never "agrees"."""
 
     h = dm.model_table(gpus=("H100",), contexts_k=(2048,)).sort_values("latency_us")
     r_h = dm.latency_ratios(h)["MLA / MLRA-4"].iloc[0]
     ours = f"H100 roofline model: {' < '.join(h.shard)}, MLA / MLRA-4 {r_h:.2f}×"
+    short = f"no GPU run; H100 model: MLA/MLRA-4 {r_h:.2f}×"
     try:
         rows = pd.DataFrame(dm.load_cpu_results()["rows"])
     except FileNotFoundError:
-        return ours + "; no CPU measurement recorded", "not measured (model only)"
+        return ours + "; no CPU measurement recorded", "not measured (model only)", short
     big = rows[rows.context_k == rows.context_k.max()].sort_values("measured_us")
     r_c = dm.latency_ratios(big, "measured_us")["MLA / MLRA-4"].iloc[0]
     ours = (f"measured on one CPU core at {int(big.context_k.iloc[0])}K (compute-bound): "
             f"{' < '.join(big.shard)}, MLA / MLRA-4 {r_c:.2f}×; " + ours)
-    return ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)"
+    return (ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)",
+            short)
 
 
 def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
@@ -250,9 +240,20 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
     measurement). The ``resolution`` column gives, for every variant of an ablation claim, n,
     the mean ΔL with its interval, the smallest |ΔL| the seeds could resolve, the pairs that
     would resolve the measured mean and, where within noise, what could hide
-    (:func:`_claim_from_final`).
+    (:func:`_claim_from_final`); ``measured``, what this build measured in one short line (the
+    introduction's headline, :mod:`gtalib.book.chapters.headline`).
+
+    Within a book build (:data:`gtalib.book.chapters.ablation.ENV_SHARED_RESULTS` set) the table
+    is computed once, by the first page or snippet that asks for it, and loaded by the others:
+    ``results`` must then be this build's (:func:`~gtalib.book.chapters.ablation.ablation_results`
+    at the same ``source``), as every caller in the book passes.
     """
 
+    shared = shared_file("claims-only" if trained_only else "claims", plan, run_dir, confidence,
+                         source)
+    if shared is not None and shared.exists():
+        with shared.open("rb") as f:
+            return pickle.load(f)
     ranked = rankings()
     largest = {key: named for key, (named, _, _) in ranked.items() if key in ABLATIONS}
     rows = []
@@ -265,24 +266,30 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
             r = (results[c.source] if results else
                  ablation_result(c.source, plan, run_dir, confidence=confidence, source=source))
             ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
+            short = _measured_deltas(r.final)
             if r.incomplete:
                 ours += f" (incomplete: {', '.join(display_name(x) for x in r.incomplete)})"
+                short += f"; {len(r.incomplete)} incomplete"
         elif c.source == "main":
             m = main_result(plan, run_dir, confidence=confidence, source=source)
             if m.ppl.empty:
-                ours, v = "no complete runs", "not measured"
+                ours, v = short = "no complete runs", "not measured"
             else:
                 order = m.ppl["avg"].sort_values()
                 ours = "lowest avg PPL: " + ", ".join(
                     f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
                 v, seen = main_claim_verdict(_main_values(m), confidence)
+                short = f"{order.index[0]} lowest ({order.iloc[0]:.3f})"
+                if "MLRA-4" in order.index and order.index[0] != "MLRA-4":
+                    rank = list(order.index).index("MLRA-4") + 1
+                    short += f"; MLRA-4 {rank} of {len(order)} ({order['MLRA-4']:.3f})"
         elif c.source == "tables":
-            ours, v = _table_claim(c.number)
+            ours, v, short = _table_claim(c.number)
         elif c.source == "fresh-layers":
-            ours, v = _variance_claim()
+            ours, v, short = _variance_claim()
         else:  # decode
-            ours, v = _decode_claim()
-        rows.append((c.number, c.text, c.paper_value, ours, v, seen))
+            ours, v, short = _decode_claim()
+        rows.append((c.number, c.text, c.paper_value, ours, v, seen, short))
         if c.source in ranked:
             named, lower, says = ranked[c.source]
             values, name = _ranking_values(r if c.source in ABLATIONS else m)
@@ -290,9 +297,23 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
                            ranking_claim(values, named, lower, confidence, name))
             rows.append((f"{c.number} (ranking)", says, c.paper_value, ours_r, v_r,
                          "one paired test of the difference to the closest rival; a ranking "
-                         "is not shown by two intervals that merely differ"))
-    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
-                                       "resolution"]).set_index("claim")
+                         "is not shown by two intervals that merely differ", ours_r))
+    table = pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
+                                        "resolution", "measured"]).set_index("claim")
+    if shared is not None:  # atomically: a page executed meanwhile reads it whole or not at all
+        write_atomic(shared, pickle.dumps(table))
+    return table
+
+
+def _measured_deltas(final: pd.DataFrame) -> str:
+    """What an ablation measured, in short: the range of its variants' mean final ΔL."""
+    if final.empty:
+        return "no complete runs"
+    lo, hi, n = final["ΔL"].min(), final["ΔL"].max(), len(final)
+    pairs = int(final["seeds"].max())
+    if n == 1:
+        return f"ΔL {lo:+.3f} ({display_name(final.index[0])}, {plural(pairs, 'pair')})"
+    return f"ΔL {lo:+.3f} … {hi:+.3f} ({n} variants × {pairs} pairs)"
 
 
 def _main_values(main: MainResult) -> pd.DataFrame:
@@ -331,16 +352,17 @@ _PIECE = re.compile(r"^(?P<name>[^:;]+): (?P<rest>(?:n \d+|1 pair).*)$")
 def resolution_table(claims: pd.DataFrame) -> pd.DataFrame:
     """The claims' *resolution* (what their seeds could see) as a table under the claims table:
     one row per variant of an ablation claim (split from :func:`_resolution`'s pieces), one row
-    for any other claim; columns ``claim, verdict, variant`` ("—" where the claim is not per
-    variant) and ``what the seeds could see``."""
+    for any other claim; columns ``claim, variant`` ("—" where the claim is not per variant)
+    and ``what the seeds could see``. The verdict is not repeated: the claims table above
+    states it once per claim."""
     rows = []
     for k, r in claims.iterrows():
         pieces = [_PIECE.match(x) for x in str(r["resolution"]).split("; ")]
         if r["resolution"] and all(pieces):
-            rows += [(k, r["verdict"], m["name"], m["rest"]) for m in pieces]
+            rows += [(k, m["name"], m["rest"]) for m in pieces]
         else:
-            rows.append((k, r["verdict"], "—", r["resolution"] or "—"))
-    return pd.DataFrame(rows, columns=["claim", "verdict", "variant", "what the seeds could see"])
+            rows.append((k, "—", r["resolution"] or "—"))
+    return pd.DataFrame(rows, columns=["claim", "variant", "what the seeds could see"])
 
 
 def show_claims(claims: pd.DataFrame) -> None:
@@ -354,7 +376,7 @@ def show_claims(claims: pd.DataFrame) -> None:
             return "color: crimson; font-weight: bold"
         return "color: dimgray"
 
-    table = claims.drop(columns=["resolution"])
+    table = claims.drop(columns=["resolution", "measured"], errors="ignore")
     # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
     display(table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
         [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))

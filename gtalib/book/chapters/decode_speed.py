@@ -84,6 +84,8 @@ def show_decode(cpu: dict, model: pd.DataFrame, paper: pd.DataFrame, gpu=None, t
     gpu_df, gpu_env = gpu if gpu is not None else (None, {})
     if gpu_df is not None:  # a failed point is a row with an error and no latency
         gpu_df = gpu_df[gpu_df["latency_us"].notna()] if "latency_us" in gpu_df else gpu_df.iloc[:0]
+    plot_decode(rows, h100, gpu_df, gpu_env.get("gpu", "GPU"))
+    plt.show()
     display(Markdown(
         f"CPU measurement recorded {cpu['date_utc']} on {cpu['cpu']} ({cpu['threads']} thread of "
         f"{cpu['logical_cpus']}; load average {cpu['load_average_before'][0]} before, "
@@ -94,8 +96,6 @@ def show_decode(cpu: dict, model: pd.DataFrame, paper: pd.DataFrame, gpu=None, t
         f"{dm.PEAK_FLOPS['H100'] / dm.HBM_BANDWIDTH['H100']:.0f}."
         + (f" GPU check recorded {gpu_env.get('date_utc', '?')} on {gpu_env.get('gpu', '?')}."
            if gpu is not None else " No GPU measurement is recorded.")))
-    plot_decode(rows, h100, gpu_df, gpu_env.get("gpu", "GPU"))
-    plt.show()
 
     err = rows.pivot_table(index="shard", columns="context_k", values="rel_error", sort=False)
     worst = float(err.abs().max().max())

@@ -47,9 +47,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
-from gtalib.book.analysis.collect import Collected, collect_runs, sources_notice
+from gtalib.book.analysis.collect import Collected, collect_runs, provenance_html
 from gtalib.book.analysis.stats import delta_stats, ranking_test
 from gtalib.book.analysis.style import and_join, plural, table_style
 from gtalib.book.design import ladder as ladders
@@ -607,9 +607,10 @@ def incomplete_notice(collected: Collected) -> str | None:
 
 
 def show_width_gap(result: WidthGap, parameters: bool = True) -> None:
-    """Display the width section: its note where the preset has no width axis; else where its
-    runs come from, the words, the trend sentences, the width and length tables and, with
-    ``parameters``, the parameter matching per width."""
+    """Display the width section: its note where the preset has no width axis; else the words,
+    the trend sentences, the width and length tables, with ``parameters`` the parameter
+    matching per width, and where its runs come from
+    (:func:`gtalib.book.analysis.collect.provenance_html`)."""
 
     if result.note:
         display(Markdown(result.note))
@@ -618,7 +619,6 @@ def show_width_gap(result: WidthGap, parameters: bool = True) -> None:
     notice = incomplete_notice(result.collected)
     if notice:
         display(Markdown(notice))
-    display(Markdown(sources_notice(result.collected)))
     display(Markdown(f"- *against width* — {result.width_sentence}\n"
                      f"- *against training length* — {result.length_sentence}"))
     for table, axis in ((result.width, "width"), (result.length, "steps")):
@@ -628,3 +628,4 @@ def show_width_gap(result: WidthGap, parameters: bool = True) -> None:
         display(Markdown("**Parameter matching per width:** total parameters of each width-axis "
                          "configuration and its difference from MHA at the same width."))
         display(table_style(format_width_params(result.params).style.hide(axis="index")))
+    display(HTML(provenance_html(result.collected)))

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from gtalib.book.analysis.collect import (
     Collected,
     collect_runs,
     missing_notice,
-    sources_notice,
+    provenance_html,
 )
 from gtalib.book.analysis.curves import final_values
 from gtalib.book.analysis.stats import delta_stats
@@ -192,23 +192,18 @@ def _variant_of(label: str) -> str:
 
 
 def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
-    """Display the main-results page: incomplete-runs notice, our perplexity table per held-out
-    source (best **bold**, second underlined), loss table, entropy comparison, bar figure and
-    the paper's table in the same layout."""
+    """Display the main-results page: incomplete-runs notice, the bar figure, our perplexity
+    table per held-out source (best **bold**, second underlined), loss table, entropy
+    comparison, the paper's table in the same layout, then the seed count and where the runs
+    come from (:func:`gtalib.book.analysis.collect.provenance_html`)."""
 
     paper = PAPER_MAIN_PPL if paper is None else paper
     notice = missing_notice(main.collected)
     if notice:
         display(Markdown(notice))
-    display(Markdown(sources_notice(main.collected)))
-    looks = LOOKS.get(main.preset)
-    if looks:  # the ablation figures are read twice; this table is not (methods chapter)
-        display(Markdown(
-            f"This table runs {seeds_of('main', main.preset)} seeds per configuration. The "
-            f"ablation figures at this preset are read at {looks[0]} and then {looks[-1]} seed "
-            f"pairs, a second look declared for those four figures only; reading this table "
-            f"again would be a look that design does not pay for, so it stays at its count "
-            f"(methods chapter, \"A second look at 10 pairs\")."))
+    if not main.ppl.empty:
+        plot_main_results(main.ppl, main.ppl_ci, paper)
+        plt.show()
     if not main.ppl.empty:
         display(Markdown(
             f"**Ours** (preset `{main.preset}`, {seeds_shown(main.entropy)}, mean over seeds): "
@@ -224,10 +219,17 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
             "training corpus (the loss of the best context-free model); *gap* > 0 means below it."))
         display(table_style(main.entropy.style.format(
             {"final val loss": "{:.4f}", "unigram entropy": "{:.4f}", "gap": "{:+.4f}"})))
-        plot_main_results(main.ppl, main.ppl_ci, paper)
-        plt.show()
     display(Markdown("**Paper** (2.9 B parameters, 98.3 B tokens, 7 validation sets; gated "
                      f"MLRA-4 average: {PAPER_MLRA4_GATED_AVG_PPL}):"))
     shown = paper.copy()
     shown.index = [display_name(v) for v in shown.index]
     display(style_best(shown))
+    looks = LOOKS.get(main.preset)
+    if looks:  # the ablation figures are read twice; this table is not (methods chapter)
+        display(Markdown(
+            f"This table runs {seeds_of('main', main.preset)} seeds per configuration. The "
+            f"ablation figures at this preset are read at {looks[0]} and then {looks[-1]} seed "
+            f"pairs, a second look declared for those four figures only; reading this table "
+            f"again would be a look that design does not pay for, so it stays at its count "
+            f"(methods chapter, \"A second look at 10 pairs\")."))
+    display(HTML(provenance_html(main.collected)))

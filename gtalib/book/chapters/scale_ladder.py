@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -29,7 +29,7 @@ from gtalib.book.analysis.collect import (
     missing_notice,
     pair_source_lines,
     pair_source_summary,
-    sources_notice,
+    provenance_html,
 )
 from gtalib.book.analysis.stats import (
     delta_stats,
@@ -493,15 +493,16 @@ def seeds_words(result) -> str:
 
 
 def show_ladder(result) -> None:
-    """Display the ladder page: incomplete-runs notice, where the runs come from, the figure,
-    the sentence per series, the seeds and family of tests (:func:`seeds_words`), the table of
-    points and the parameter matching per rung (tables without a row index)."""
+    """Display the ladder page: incomplete-runs notice, the figure, the sentence per series, the
+    seeds and family of tests (:func:`seeds_words`), the table of points, the parameter
+    matching per rung (tables without a row index) and where the runs come from
+    (:func:`gtalib.book.analysis.collect.provenance_html`)."""
 
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
-    display(Markdown(sources_notice(result.collected)))
     if result.points.empty:
+        display(HTML(provenance_html(result.collected)))
         return
     plot_ladder(result)
     plt.show()
@@ -519,3 +520,4 @@ def show_ladder(result) -> None:
                                            "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"})
     display(table_style(params.style.hide(axis="index").format(
         {"parameters": "{:,}", "vs MHA (%)": "{:+.3f}"})))
+    display(HTML(provenance_html(result.collected)))

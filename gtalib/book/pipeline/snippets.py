@@ -22,6 +22,7 @@ import torch
 
 from gtalib import data as gdata
 from gtalib.book.analysis.curves import corpus_entropy
+from gtalib.book.analysis.sequential import nominal_levels
 from gtalib.book.analysis.stats import MAX_PAIRS, t_critical
 from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, md_table, plural
 from gtalib.book.chapters.ablation import (
@@ -29,13 +30,15 @@ from gtalib.book.chapters.ablation import (
     rule_comparison,
 )
 from gtalib.book.chapters.against_records import against_records, against_records_markdown
+from gtalib.book.chapters.claims import claims_table
 from gtalib.book.chapters.curve_features import methods_markdown as curve_methods_markdown
 from gtalib.book.chapters.figure_tests import prediction_table
+from gtalib.book.chapters.headline import write_headline
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import preset_tokenizer
-from gtalib.book.design.seeds import LOOKS, counts_words, seed_counts
+from gtalib.book.design.seeds import LOOKS, counts_words, seed_counts, seeds_of
 from gtalib.book.pipeline.paths import BOOK_DIR
 from gtalib.model.presets import PRESETS
 from gtalib.training import records
@@ -159,6 +162,37 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     return f"{lead} {shade} {cap}\n"
 
 
+def methods_summary_markdown(preset: str = "cpu", seeds: int = 3) -> str:
+    """The methods chapter's opening summary, one screen: this build's model and training
+    length (:data:`gtalib.model.presets.PRESETS`), its seed counts and looks
+    (:func:`gtalib.book.design.seeds.seeds_of`, :data:`gtalib.book.design.seeds.LOOKS`), and
+    the verdict rule with its levels (:func:`gtalib.book.analysis.sequential.nominal_levels`)."""
+    p, t = PRESETS[preset], train_config(preset)
+    own = [f"{a.heading.lower()} {train_config(preset, **dict(a.train[preset])).max_steps:,}"
+           for a in ABLATIONS.values() if preset in a.train]
+    n_fig = {seeds_of(k, preset, seeds) for k in ABLATIONS}
+    looks = LOOKS.get(preset, ())
+    read = (f", read at {looks[0]} and at {looks[-1]} pairs (two looks declared beforehand, "
+            f"nominal levels {' and '.join(f'{x:.4f}' for x in nominal_levels(looks))})"
+            if len(looks) == 2 else "")
+    return "\n".join([
+        f"- **Models** (this build, preset `{preset}`): every variant is the same pre-norm decoder "
+        f"of {p['n_layer']} layers, d_model {p['d_model']}, {p['n_head']} heads of "
+        f"{p['head_dim']}, vocabulary {p['vocab_size']}, parameter-matched to MHA by the FFN "
+        f"width alone; only the attention differs (the table below).",
+        f"- **Training**: {t.max_steps:,} steps ({t.max_steps * t.tokens_per_step:,} tokens per "
+        f"run)" + (f"; the {'; the '.join(own)} steps" if own else "") + "; AdamW with warmup "
+        "and cosine decay, on a real-text corpus built from pinned archives.",
+        f"- **Pairs**: ΔL = L(alternative) − L(recommended) from two runs with the same seed and "
+        f"batches; {and_join(sorted(map(str, n_fig)))} seed pairs per ablation variant{read}; "
+        f"{seeds_of('main', preset, seeds)} seeds per main-table configuration.",
+        "- **Verdict rule**: per variant, the paired t-test of ΔL = 0, Holm-adjusted across the "
+        "figure's variants at 5 %: *agrees* / *differs* when resolved with the paper's / the "
+        "opposite sign, else *within noise* (with the |ΔL| that could hide). A claim over "
+        "several variants is *mixed* when their verdicts differ.",
+        ""])
+
+
 def rule_comparison_markdown(results: dict) -> str:
     """The methods chapter's comparison of verdict rules on this build's runs: every ablation
     variant whose verdict under the seed-spread rule differs from its verdict here
@@ -261,12 +295,15 @@ def provenance_markdown(preset: str) -> str:
         f"training split {m['train_unigram_entropy_nats']:.4f} nats/token.", ""])
 
 
-def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
+def build_info_markdown(summary: dict, plan: Plan, run_dir: Path,
+                        csv_path: Path | None = None) -> str:
     """This build's settings, environment and the run cards of its runs: values every run
-    shares (source, device, threads, git commit) stated once, then one row per configuration
-    with each seed's run id (shortened, full value in a tooltip) and the mean wall time and
-    throughput. A run the store lacks is described by its recorded bundle's card (source
-    ``recorded``), if the repository holds one."""
+    shares (source, device, threads, git commit) stated once, then, in a closed dropdown, one
+    row per configuration with each seed's run id (shortened, full value in a tooltip) and the
+    mean wall time and throughput. A run the store lacks is described by its recorded bundle's
+    card (source ``recorded``), if the repository holds one. With ``csv_path``, every run's
+    card (one row per run, full run ids) is also written there as CSV, for the page's download
+    link."""
     def ver(pkg):
         try:
             return version(pkg)
@@ -313,6 +350,8 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
                                        "threads", "git", "wall s", "tokens/s"])
     for k in ("wall s", "tokens/s"):
         runs[k] = pd.to_numeric(runs[k], errors="coerce")
+    if csv_path is not None:
+        runs.to_csv(csv_path, index=False)
     shared = {k: runs[k].iloc[0] for k in ("source", "device", "threads", "git")
               if runs[k].nunique() == 1}
     if any(str(v) for v in shared.values()):
@@ -327,7 +366,9 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path) -> str:
             table[k] = grouped[k].agg(lambda v: " / ".join(map(str, dict.fromkeys(v))))
     for k in ("wall s", "tokens/s"):
         table[f"{k} (mean)"] = grouped[k].mean().map(lambda x: "" if pd.isna(x) else f"{x:,.1f}")
-    return "\n".join(lines) + "\n\n" + md_table(table) + "\n"
+    return ("\n".join(lines) + "\n\n"
+            + f":::{{dropdown}} Run cards: {plural(len(table), 'configuration')}, "
+              f"{plural(len(runs), 'run')}\n" + md_table(table) + "\n:::\n")
 
 
 #: Where a chapter's run comes from in this build, the execution table's columns in order.
@@ -374,7 +415,10 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
                            executed=(), trained: set = frozenset(), against=None) -> None:
     """Write ``intro_chapters.md``, ``presets.md``, ``recipe.md``, ``statistics.md``,
     ``rule_comparison.md``, ``second_look.md``, ``curve_features.md``,
-    ``provenance.md``, ``build_info.md``, ``execution.md`` and ``against_records.md``
+    ``provenance.md``, ``build_info.md`` (with ``run_cards.csv``), ``execution.md``,
+    ``against_records.md``, ``methods_summary.md`` and the introduction's ``headline.md``
+    (:func:`gtalib.book.chapters.headline.write_headline`, from the claims table and the
+    figures' results of this build)
     (``executed``: the job's :class:`gtalib.book.pipeline.execute.NotebookRun` list;
     ``trained``: the ids of the runs it trained; ``against``: this build against its records,
     :func:`gtalib.book.chapters.against_records.against_records`, computed if ``None``) into
@@ -393,7 +437,16 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     (out_dir / "curve_features.md").write_text(curve_methods_markdown(
         results, plan, run_dir, corpus_entropy(plan.preset)))
     (out_dir / "provenance.md").write_text(provenance_markdown(summary["preset"]))
-    (out_dir / "build_info.md").write_text(build_info_markdown(summary, plan, run_dir))
+    (out_dir / "build_info.md").write_text(build_info_markdown(
+        summary, plan, run_dir, csv_path=out_dir / "run_cards.csv"))
     (out_dir / "execution.md").write_text(execution_markdown(executed, plan, run_dir, trained))
+    (out_dir / "methods_summary.md").write_text(methods_summary_markdown(
+        summary["preset"], summary["seeds"]))
     against = against or against_records(plan, run_dir, trained, results=results)
     (out_dir / "against_records.md").write_text(against_records_markdown(against))
+    read = {s.run_id: s for _, s in plan.specs([*plan.runs, *plan.ladder_refs])}
+    sources = [run_source(s, run_dir, trained) for s in read.values()]
+    outcomes = {k: int((against.runs["outcome"] == k).sum()) for k in records.OUTCOMES}
+    (out_dir / "headline.md").write_text(write_headline(
+        claims_table(plan, run_dir, results=results), results,
+        {k: sources.count(k) for k in RUN_SOURCES}, outcomes, out_dir))

@@ -227,8 +227,8 @@ def test_a_local_run_with_a_record_is_compared_and_the_records_can_be_read_inste
     assert row["source"] == "local"
     assert row["record_check"].outcome == "within envelope"  # machine kinds unknown
     assert row["record_check"].max_abs_diff["train_loss"] == pytest.approx(0.25)
-    assert ("1 trained in the local run store (1 of them compared with their records: "
-            "0 bit-identical, 1 within the envelope, 0 outside the envelope;") in \
+    assert ("1 of them trained in the local run store, 1 of which compared with their records: "
+            "0 bit-identical, 1 within the envelope, 0 outside the envelope (") in \
         collect.sources_notice(build)
     rec = collect.collect_runs([ref], plan, tmp_path / "store", record_dir=tmp_path / "rec",
                                source="records")

@@ -144,17 +144,17 @@ def test_a_page_finds_the_result_its_build_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("GTALIB_RUN_DIR", str(store))
     monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
     (tmp_path / "shared").mkdir()
-    job = A._shared_file("gate", make_plan("ci", 2, None, ("init_ablation",)), store, 0.95)
-    page = A._shared_file("gate", notebook_params("gate", preset="ci", seeds=2).plan, None, 0.95)
+    job = A.shared_file("gate", make_plan("ci", 2, None, ("init_ablation",)), store, 0.95)
+    page = A.shared_file("gate", notebook_params("gate", preset="ci", seeds=2).plan, None, 0.95)
     assert job == page and job.parent == tmp_path / "shared"
-    others = {A._shared_file("gate", make_plan("ci", 2), tmp_path / "other", 0.95),
-              A._shared_file("gate", make_plan("ci", 2), store, 0.9),
-              A._shared_file("gate", make_plan("ci", 3), store, 0.95),
-              A._shared_file("init", make_plan("ci", 2), store, 0.95),
-              A._shared_file("gate", make_plan("ci", 2), store, 0.95, "records")}
+    others = {A.shared_file("gate", make_plan("ci", 2), tmp_path / "other", 0.95),
+              A.shared_file("gate", make_plan("ci", 2), store, 0.9),
+              A.shared_file("gate", make_plan("ci", 3), store, 0.95),
+              A.shared_file("init", make_plan("ci", 2), store, 0.95),
+              A.shared_file("gate", make_plan("ci", 2), store, 0.95, "records")}
     assert job not in others and len(others) == 5
     (tmp_path / "shared").rmdir()
-    assert A._shared_file("gate", make_plan("ci", 2), store, 0.95) is None
+    assert A.shared_file("gate", make_plan("ci", 2), store, 0.95) is None
 
 
 @pytest.mark.parametrize("row, text, needle", [
@@ -302,7 +302,7 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     assert A.seeds_text(r.seed_counts) == "4 seeds" and A.seeds_text({}) == "no seeds"
     assert "4 seeds per configuration" in A.ablation_caption(r)
     assert "bold: mean over 4 seeds; shaded" in A.ablation_caption(r)
-    assert "4 seeds" in A.verdict_summary(r)
+    assert "Over 4 seed pairs, " in A.verdict_lead(r)
     assert ("At the `ci` preset every variant runs 4 seeds, both arms" in A.seeds_paragraph(r)
             and "read once" in A.seeds_paragraph(r) and "testing 2 variants" in A.seeds_paragraph(r))
     fig = A.plot_ablation(r)

@@ -130,7 +130,8 @@ def test_claims_resolution_is_a_table_one_row_per_variant_of_an_ablation_claim()
                           index=pd.Index([1, 4], name="claim"))
     table = C.resolution_table(claims)
     assert list(table["variant"]) == ["—", "MHA", "TPA"]
-    assert list(table["claim"]) == [1, 4, 4] and table["verdict"].iloc[1] == "within noise"
+    assert list(table["claim"]) == [1, 4, 4]
+    assert "verdict" not in table  # stated once per claim, in the claims table above
     assert table["what the seeds could see"].iloc[0] == "exact (no training)"
     assert table["what the seeds could see"].iloc[1].startswith("n 3, ΔL +0.010 [-0.100, +0.100]")
     assert "could hide here" in table["what the seeds could see"].iloc[1]
@@ -157,3 +158,29 @@ def test_a_ranking_claim_is_one_paired_test_of_the_difference_to_the_closest_riv
     ours, verdict = ranking_claim(ppl, "A", lower=True)
     assert verdict == "within noise" and ours.startswith("B − A, paired by seed: -0.050")
     assert ranking_claim(ppl, "C", lower=True) == ("not measured", "not measured")
+
+
+def test_a_build_computes_the_claims_table_once_and_the_headline_reads_that_one(tmp_path,
+                                                                              monkeypatch):
+    """Within a build (its shared folder set) the first caller computes the table and the next
+    one (the introduction's headline, after the claims page) loads it; outside a build each call
+    computes its own."""
+    from gtalib.book.chapters import ablation as A
+    from gtalib.book.design.figures import claims as all_claims
+    from gtalib.book.design.plan import make_plan
+
+    monkeypatch.setattr(C, "paper_claims", lambda: [c for c in all_claims() if c.number == 2])
+    monkeypatch.setattr(C, "rankings", dict)
+    plan = make_plan("ci", 2)
+    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path))
+    first = C.claims_table(plan, tmp_path / "store", results={})
+    assert first.loc[2, "verdict"] == "agrees" and first.loc[2, "measured"].endswith("B (spread 0.04%)")
+
+    def again(number):
+        raise AssertionError("computed twice")
+
+    monkeypatch.setattr(C, "_table_claim", again)
+    assert C.claims_table(plan, tmp_path / "store", results={}).equals(first)
+    monkeypatch.delenv(A.ENV_SHARED_RESULTS)
+    with pytest.raises(AssertionError, match="computed twice"):
+        C.claims_table(plan, tmp_path / "store", results={})

@@ -60,7 +60,7 @@ def test_ci_book_builds_and_passes_the_checks(built):
 
 def test_every_page_passes_in_a_real_browser(built, tmp_path, real_parts_report):
     """scripts/check_book.py's browser checks (check_rendered) on every page of the built book,
-    at 1280 and 390 px; skipped, with the reason, where no browser is installed (failed instead
+    at 1400 and 390 px; skipped, with the reason, where no browser is installed (failed instead
     under ``GTALIB_REQUIRE_BROWSER=1``, as in CI, which installs one)."""
     check = _check_book()
     browser = check.chromium()

@@ -140,11 +140,13 @@ def test_check_book_fails_on_a_broken_book(tmp_path):
 def test_table_claims_are_computed_from_the_package():
     from gtalib.book.chapters import claims
 
-    ours, verdict = claims._table_claim(1)
+    ours, verdict, short = claims._table_claim(1)
     # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
     assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
-    ours, verdict = claims._table_claim(2)
+    assert short == "MLRA-4 1.5/1.5 d_h at TP 4/8, MLA 4.5/4.5"
+    ours, verdict, short = claims._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
+    assert short.startswith("2.872–2.873 B")
 
 
 def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
@@ -286,12 +288,22 @@ def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monk
     assert not Path(seen["folder"]).exists() and ablation.ENV_SHARED_RESULTS not in os.environ
 
 
-def test_pages_say_which_runs_are_recorded():
-    """An ablation or main-results page names the recorded configurations and where they were
-    recorded; a page whose runs all share one source is not given a list."""
+def test_pages_say_which_runs_are_recorded(tmp_path):
+    """A page's provenance: one row per source, date and machine with its run count (a local
+    run dated by its card), the configurations and seeds of each row in a closed dropdown, and
+    a lead line counting the runs and the mixed pairs."""
+    import json
+
     import pandas as pd
 
-    from gtalib.book.analysis.collect import STATUS_COLUMNS, Collected, sources_notice
+    from gtalib.book.analysis.collect import (
+        STATUS_COLUMNS,
+        Collected,
+        provenance_html,
+        provenance_table,
+        seeds_words,
+        sources_notice,
+    )
 
     rec = "recorded 2026-11-30 on AMD EPYC (2 logical CPUs)"
     status = pd.DataFrame({
@@ -306,10 +318,21 @@ def test_pages_say_which_runs_are_recorded():
     def notice(st):
         return sources_notice(Collected(pd.DataFrame(), st))
 
-    assert notice(status) == (f"**Where these runs come from:** 3 {rec} (MHA zero init, "
-                              "MLRA-4 + gate); 1 trained in the local run store.")
-    only = status[status["source"] == "local"]
-    assert notice(only) == "**Where these runs come from:** 1 trained in the local run store."
+    assert notice(status) == ("**Where these runs come from:** 4 complete runs, 1 of them "
+                              "trained in the local run store.")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "card.json").write_text(json.dumps({"finished_utc": "2026-12-04T23:34:58"}))
+    collected = Collected(pd.DataFrame(), status, run_dir=tmp_path)
+    table = provenance_table(collected)
+    assert table[["source", "date", "machine", "runs"]].values.tolist() == [
+        ["recorded", "2026-11-30", "AMD EPYC (2 logical CPUs)", 3],
+        ["trained here", "2026-12-04", "AMD EPYC (2 logical CPUs)", 1]]
+    assert table["configurations"][0] == {"MHA zero init": [0, 1], "MLRA-4 + gate": [0]}
+    page = provenance_html(collected)
+    assert "<details" in page and "<details open" not in page  # closed
+    assert "MHA zero init (seeds 0–1); MLRA-4 + gate (seed 0)" in page
+    assert page.index("<table") < page.index("<details")
+    assert seeds_words([0, 1, 2, 5, 7, 8]) == "seeds 0–2, 5, 7–8" and seeds_words([3]) == "seed 3"
     assert notice(status[status["state"] == "missing"]) == "**No complete run.**"
     # an ablation page also counts its pairs, and names the mixed ones
     paired = status.iloc[:2].assign(variant="mha", arm=["alt", "rec"], seed=0)
@@ -323,7 +346,7 @@ def test_pages_say_which_runs_are_recorded():
     mixed = paired.assign(source=[rec, "local"])
     assert notice(mixed).endswith(
         "of which **1 mixed** (arms from different sources or machines, not paired as the figure "
-        "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* under the table).")
+        "assumes): MHA alt seed 0 (2 layers, 10 steps) (*pair source* under the table above).")
 
 
 def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():

@@ -1,0 +1,228 @@
+"""The introduction's headline: every claim of the paper in one line (what the paper says, what
+this build measured, the verdict), one overview figure of the four ablations (each variant's
+final ΔL with its interval beside the paper's value, a forest plot coloured by verdict) and how
+many runs this build trained and how they compared with their records.
+
+Everything comes from the claims page's table (:func:`gtalib.book.chapters.claims.claims_table`,
+computed once per build) and from each figure's result
+(:func:`gtalib.book.chapters.ablation.ablation_results`, computed once per build), so that the
+headline and the pages cannot disagree. ΔL in nats.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from gtalib.book.analysis.collect import OUTCOME_WORDS
+from gtalib.book.analysis.stats import VERDICTS
+from gtalib.book.analysis.style import and_join, plural, set_style
+from gtalib.book.design.chapters import ablation_notebooks
+from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.figures import claims as paper_claims
+from gtalib.book.design.names import display_name
+
+#: Colour and marker of each verdict, in the figure and the headline table (colour-blind safe
+#: enough with the marker: filled circle, filled square, hollow circle).
+VERDICT_STYLE = {"agrees": ("#1a7f37", "o", True), "differs": ("#c2185b", "s", True),
+                 "within noise": ("#5f6368", "o", False)}
+#: The headline's figure files, written beside ``headline.md``: one row of panels for a wide
+#: screen, two rows for a phone (the page shows one or the other, by CSS).
+FIGURE_FILES = {"wide": "headline-forest-wide.png", "narrow": "headline-forest-narrow.png"}
+
+
+def verdict_word(verdict: str) -> str:
+    """The verdict's word: ``"agrees"``, ``"differs"``, ``"within noise"``, ``"mixed"``,
+    ``"not measured"`` (the claims table's longer texts cut at their first ``":"`` or ``" ("``,
+    e.g. ``"mixed: agrees 7/9, within noise 2/9"`` → ``"mixed"``)."""
+    word = str(verdict).split(":")[0].split(" (")[0].strip()
+    return "not measured" if word.startswith("not measured") else word
+
+
+def headline_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim of the paper (the ranking rows folded into their claim's):
+    ``claim`` (its number), ``source``, ``paper says`` (the claim's short line,
+    :attr:`gtalib.book.design.figures.Claim.short`), ``measured`` (the claims table's column),
+    ``verdict`` (the claims table's, counts of a mixed verdict included) and ``ranking`` (the
+    ranking claim's verdict, ``""`` where the claim ranks nothing).
+
+    Args:
+        claims: :func:`gtalib.book.chapters.claims.claims_table`.
+    Raises:
+        KeyError: a claim of :func:`gtalib.book.design.figures.claims` is not in ``claims``.
+    """
+    rows = []
+    for c in paper_claims():
+        r = claims.loc[c.number]
+        ranking = f"{c.number} (ranking)"
+        rows.append({"claim": c.number, "source": c.source, "paper says": c.short,
+                     "measured": r["measured"], "verdict": r["verdict"],
+                     "ranking": claims.loc[ranking, "verdict"] if ranking in claims.index
+                     else ""})
+    return pd.DataFrame(rows).set_index("claim")
+
+
+_PLURAL = {"agrees": "agree", "differs": "differ"}
+
+
+def _verdict_html(verdict: str) -> str:
+    """A verdict as the headline prints it: its word in bold and coloured (a class of the
+    book's stylesheet); a mixed verdict with its counts (``"mixed: 7 agree, 2 within noise"``),
+    the reasons of the others on the claims page."""
+    word = verdict_word(verdict)
+    css = word.replace(" ", "-")
+    counts = ""
+    if word == "mixed":  # "mixed: agrees 7/9, within noise 2/9" (aggregate_verdicts)
+        parts = [part.rsplit(" ", 1) for part in str(verdict).split(": ", 1)[1].split(", ")]
+        counts = ": " + ", ".join(f"{n.split('/')[0]} {_PLURAL.get(v, v)}" for v, n in parts)
+    return f'<strong class="gtalib-verdict gtalib-verdict-{css}">{word}</strong>{counts}'
+
+
+def headline_markdown_table(table: pd.DataFrame) -> str:
+    """The headline table as Markdown (MyST): each ablation claim's line links its page."""
+    pages = ablation_notebooks()
+    lines = ["| | the paper says | this build measured | verdict |", "|---|---|---|---|"]
+    for number, r in table.iterrows():
+        says = r["paper says"]
+        if r["source"] in pages:
+            head, _, rest = says.partition(": ")
+            says = f"{{doc}}`{head} <generated/{pages[r['source']]}>`: {rest}"
+        verdict = _verdict_html(r["verdict"])
+        if r["ranking"]:
+            verdict += f" · ranking {_verdict_html(r['ranking'])}"
+        lines.append(f"| {number} | {says} | {r['measured']} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def forest_figure(results: dict, layout: str = "wide") -> plt.Figure:
+    """The overview of the ablations: one panel per figure (``results``: key → its
+    :class:`~gtalib.book.chapters.ablation.AblationResult`), a row per variant with this
+    build's mean final ΔL and its 95 % t-interval (coloured and marked by the variant's
+    verdict, :data:`VERDICT_STYLE`) and, just below it, the paper's final ΔL (≈, a black
+    diamond; none where the paper gives none). ``layout``: ``"wide"`` (one row of panels) or
+    ``"narrow"`` (two columns, for a phone).
+
+    Raises:
+        ValueError: ``layout`` not one of ``"wide"``, ``"narrow"``.
+    """
+    if layout not in FIGURE_FILES:
+        raise ValueError(f"layout must be one of {tuple(FIGURE_FILES)}, got {layout!r}")
+    set_style()
+    keys = [k for k in ABLATIONS if k in results]
+    rows = max([len(results[k].final) for k in keys] + [1])
+    cols = len(keys) if layout == "wide" else 2
+    grid = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(grid, cols, squeeze=False, figsize=(
+        12 if layout == "wide" else 5.2, grid * (0.7 + 0.16 * rows) + 0.45))
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    for ax, key in zip(axes.flat, keys):
+        _forest_panel(ax, key, results[key].final)
+    handles = [Line2D([], [], color=c, marker=m, ls="-", mfc=c if filled else "white",
+                      label=f"this build: {v}") for v, (c, m, filled) in VERDICT_STYLE.items()]
+    handles.append(Line2D([], [], color="black", marker="D", ls="none", mfc="white",
+                          label="paper (≈)"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles) if layout == "wide" else 2,
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.09 if layout == "wide" else 0.13 / grid * 2, 1, 1), w_pad=0.6)
+    return fig
+
+
+def _forest_panel(ax, key: str, final: pd.DataFrame) -> None:
+    """One ablation's rows of :func:`forest_figure` (``final``: its final-ΔL table)."""
+    ax.set_title(ABLATIONS[key].heading.removesuffix(" ablation"), fontsize=9)
+    ax.axvline(0.0, color="0.3", lw=0.8, ls=":")
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("final ΔL (nats)", fontsize=7)
+    if final.empty:
+        ax.text(0.5, 0.5, "no complete runs", ha="center", va="center",
+                transform=ax.transAxes, fontsize=8, color="0.3")
+        ax.set_yticks([])
+        return
+    n = len(final)
+    for i, (variant, r) in enumerate(final.iterrows()):
+        y = n - 1 - i
+        color, marker, filled = VERDICT_STYLE.get(r["verdict"], VERDICT_STYLE["within noise"])
+        if r["seeds"] >= 2:
+            ax.plot([r["CI low"], r["CI high"]], [y, y], color=color, lw=1.6)
+        ax.plot([r["ΔL"]], [y], marker=marker, color=color, ms=5,
+                mfc=color if filled else "white", ls="none")
+        if not math.isnan(r["paper ΔL (≈)"]):
+            ax.plot([r["paper ΔL (≈)"]], [y - 0.3], marker="D", color="black", ms=3.5,
+                    mfc="white", ls="none")
+    ax.set_yticks(range(n))
+    ax.set_yticklabels([display_name(v) for v in reversed(final.index)])
+    ax.set_ylim(-0.8, n - 0.4)
+
+
+def forest_alt(results: dict) -> str:
+    """The figure's alt text: what it shows, and each panel's verdict counts."""
+    parts = []
+    for key in ABLATIONS:
+        final = results[key].final if key in results else pd.DataFrame()
+        counts = final["verdict"].value_counts() if len(final) else pd.Series(dtype=int)
+        said = [f"{plural(int(counts[v]), 'variant')} {v}" for v in VERDICTS if v in counts]
+        said = and_join(said) if said else "no complete runs"
+        parts.append(f"{ABLATIONS[key].heading.removesuffix(' ablation')}: {said}")
+    return ("Forest plot of each ablation variant's final loss difference with its 95 % "
+            "interval beside the paper's value, coloured by verdict. " + "; ".join(parts) + ".")
+
+
+def runs_sentence(counts: dict, outcomes: dict) -> str:
+    """How many of this build's runs were trained here and how those with a record compared
+    with it, e.g. ``"This build trained 17 of its 360 runs here and read 343 from the
+    repository's records; the 17 that have a record are bit-identical to it (15) or within
+    the cross-machine envelope (2)."``
+
+    Args:
+        counts: where the runs the pages read come from:
+            :data:`gtalib.book.pipeline.snippets.RUN_SOURCES` → number.
+        outcomes: this build's trained runs that have a record, by outcome
+            (:data:`gtalib.training.records.OUTCOMES` → number).
+    """
+    total = sum(counts.values())
+    trained, before, read, missing = (counts.get(k, 0) for k in (
+        "trained in this build", "in the store before", "read from records", "missing"))
+    here = trained + before
+    parts = [f"This build's pages read {plural(total, 'run')}: "
+             + and_join([f"{trained} trained in this build"] * bool(trained)
+                        + [f"{before} trained earlier into its run store"] * bool(before)
+                        + [f"{read} read from the repository's records"] * bool(read)
+                        + [f"{missing} missing"] * bool(missing) or ["none"]) + "."]
+    compared = sum(outcomes.values())
+    if not here:
+        parts.append("None was trained here.")
+    elif not compared:
+        parts.append(f"None of the {here} in its run store has a record to compare with.")
+    else:
+        said = and_join(f"{n} {OUTCOME_WORDS[k]}" for k, n in outcomes.items() if n)
+        parts.append(f"Of the {plural(here, 'run')} in its run store, {compared} "
+                     f"{'has' if compared == 1 else 'have'} a record: {said} "
+                     "(reproduction page).")
+    return " ".join(parts)
+
+
+def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: dict,
+                   out_dir: Path, image_dir: str = "generated") -> str:
+    """Write the headline's figures (:data:`FIGURE_FILES`) into ``out_dir`` and return the
+    headline's Markdown (MyST, included by ``book/intro.md``, which names ``out_dir`` as
+    ``image_dir``: an included file's image paths are read from the including page): the
+    claims table (:func:`headline_table`), the runs (:func:`runs_sentence`) and the figure
+    (wide and narrow, :func:`forest_figure`)."""
+    out_dir = Path(out_dir)
+    for layout, name in FIGURE_FILES.items():
+        fig = forest_figure(results, layout)
+        fig.savefig(out_dir / name, dpi=200)
+        plt.close(fig)
+    alt = forest_alt(results).replace('"', "'")
+    # no :width: (Sphinx would wrap each image in a link to itself, one of them hidden)
+    images = "\n".join(f"```{{image}} {image_dir}/{name}\n:alt: {alt}\n:class: gtalib-{layout}\n"
+                       f"```\n" for layout, name in FIGURE_FILES.items())
+    return ("::::{container} gtalib-headline\n"
+            + headline_markdown_table(headline_table(claims)) + "\n"
+            + runs_sentence(counts, outcomes) + " Every claim in full: {doc}`generated/claims`."
+            + "\n\n" + images + "::::\n")

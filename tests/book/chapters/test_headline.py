@@ -1,0 +1,107 @@
+"""The introduction's headline (gtalib.book.chapters.headline): one row per claim with the
+claims page's verdicts, the forest plot drawing each variant's interval and the paper's value
+where the final-ΔL tables put them, and the runs sentence's counts."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from gtalib.book.chapters import headline as H
+from gtalib.book.design.figures import ABLATIONS, claims
+
+
+def _claims_frame() -> pd.DataFrame:
+    """A claims table shaped like claims_table's: every claim, the ranking rows, made-up cells."""
+    rows = []
+    for c in claims():
+        verdict = "mixed: agrees 7/9, within noise 2/9" if c.source == "init" else "agrees"
+        rows.append((c.number, c.text, c.paper_value, "ours", verdict, "", f"measured {c.number}"))
+    rows.append(("4 (ranking)", "TPA gains most", "", "x", "within noise", "", "x"))
+    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
+                                       "resolution", "measured"]).set_index("claim")
+
+
+def test_one_row_per_claim_with_the_claims_pages_verdict_and_its_ranking_folded_in():
+    table = H.headline_table(_claims_frame())
+    assert list(table.index) == [c.number for c in claims()]
+    init = next(c.number for c in claims() if c.source == "init")
+    assert table.loc[init, "verdict"] == "mixed: agrees 7/9, within noise 2/9"
+    assert table.loc[init, "ranking"] == "within noise"
+    assert table.loc[init, "paper says"] == "Initialisation: " + ABLATIONS["init"].claim_value
+    assert (table.drop(init)["ranking"] == "").all()
+    md = H.headline_markdown_table(table)
+    assert md.count("\n") == len(claims()) + 2  # header, rule, one line per claim
+    row = next(line for line in md.splitlines() if line.startswith(f"| {init} |"))
+    assert "{doc}`Initialisation <generated/init_ablation>`" in row
+    assert ">mixed</strong>: 7 agree, 2 within noise · ranking " in row
+
+
+@pytest.mark.parametrize("verdict, word", [
+    ("agrees", "agrees"), ("within noise", "within noise"), ("mixed: differs 1/2, agrees 1/2", "mixed"),
+    ("not measured on a GPU (the CPU ranks by FLOPs)", "not measured"),
+    ("not measured (MLRA-4 not in this preset's run set)", "not measured"),
+    ("undetermined (1 seed)", "undetermined")])
+def test_verdict_word(verdict, word):
+    assert H.verdict_word(verdict) == word
+
+
+def _final(variants, deltas, lows, highs, verdicts, paper):
+    return pd.DataFrame({"seeds": 3, "ΔL": deltas, "CI low": lows, "CI high": highs,
+                         "verdict": verdicts, "paper ΔL (≈)": paper}, index=variants)
+
+
+@pytest.mark.parametrize("layout, grid", [("wide", (1, 4)), ("narrow", (2, 2))])
+def test_the_forest_plot_draws_each_interval_and_the_papers_value(layout, grid):
+    results = {
+        "init": SimpleNamespace(final=_final(["gqa", "mla"], [0.05, -0.01], [0.02, -0.03],
+                                             [0.08, 0.01], ["agrees", "within noise"],
+                                             [0.017, math.nan])),
+        "gate": SimpleNamespace(final=pd.DataFrame()),
+        "latent_scale": SimpleNamespace(final=_final(["mla"], [-0.04], [-0.06], [-0.02],
+                                                     ["differs"], [0.02])),
+        "double_heads": SimpleNamespace(final=_final(["gqa"], [0.01], [-0.02], [0.04],
+                                                     ["within noise"], [0.01])),
+    }
+    fig = H.forest_figure(results, layout)
+    try:
+        shown = [ax for ax in fig.axes if ax.get_visible()]
+        assert len(shown) == 4 and fig.axes[0].get_gridspec().get_geometry() == grid
+        init = shown[0]
+        assert [t.get_text() for t in init.get_yticklabels()] == ["MLA", "GQA"]  # top down
+        lines = {tuple(np.round(ln.get_xdata(), 6)): ln for ln in init.get_lines()}
+        # GQA (top row, y = 1): interval from CI low to CI high in the agrees colour
+        gqa = lines[(0.02, 0.08)]
+        assert list(gqa.get_ydata()) == [1, 1] and gqa.get_color() == H.VERDICT_STYLE["agrees"][0]
+        assert lines[(0.017,)].get_marker() == "D"  # the paper's value, just below the row
+        assert lines[(0.017,)].get_ydata()[0] == pytest.approx(0.7)
+        assert not any(math.isnan(x) for k in lines for x in k)  # no paper value for MLA
+        latent = {tuple(np.round(ln.get_xdata(), 6)): ln for ln in shown[2].get_lines()}
+        assert latent[(-0.06, -0.02)].get_color() == H.VERDICT_STYLE["differs"][0]
+        assert "no complete runs" in [t.get_text() for t in shown[1].texts]
+    finally:
+        plt.close(fig)
+    alt = H.forest_alt(results)
+    assert "Initialisation: 1 variant agrees and 1 variant within noise" in alt
+    assert "Gating: no complete runs" in alt and "Latent-scaling: 1 variant differs" in alt
+    with pytest.raises(ValueError, match="layout must be one of"):
+        H.forest_figure(results, "square")
+
+
+def test_the_runs_sentence_counts_where_the_runs_come_from_and_how_they_compared():
+    counts = {"trained in this build": 17, "in the store before": 0, "read from records": 343,
+              "missing": 0}
+    text = H.runs_sentence(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
+    assert text.startswith("This build's pages read 360 runs: 17 trained in this build and 343 "
+                           "read from the repository's records.")
+    assert "Of the 17 runs in its run store, 17 have a record: 15 bit-identical and 2 within the " \
+           "envelope" in text
+    none = H.runs_sentence({"read from records": 360}, {"bit-identical": 0})
+    assert none.endswith("None was trained here.")
+    fresh = H.runs_sentence({"trained in this build": 22}, {"bit-identical": 0})
+    assert fresh.endswith("None of the 22 in its run store has a record to compare with.")
