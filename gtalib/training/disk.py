@@ -140,10 +140,18 @@ def checkpoint_bytes(model) -> int:
     return 12 * count_params(model)["total"] + CHECKPOINT_EXTRA_BYTES
 
 
+def held_bytes(run_folder) -> int:
+    """Bytes of the checkpoint an interrupted run already holds in its folder (0 if none): a
+    run that resumes needs that much less (:func:`run_bytes` counts its checkpoint)."""
+    ckpt = Path(run_folder) / "checkpoints" / "last.ckpt"
+    return ckpt.stat().st_size if ckpt.is_file() else 0
+
+
 def run_bytes(spec, result_bytes: float | None = None) -> tuple[int, int]:
     """``(kept, while_training)``: the bytes a run keeps in the store once done, and the bytes
     it needs besides while it trains (its checkpoint and the temporary file of the next one:
-    2 × :func:`checkpoint_bytes`; the checkpoint is deleted once the run is done).
+    2 × :func:`checkpoint_bytes`; the checkpoint is deleted once the run is done; one it holds
+    already, :func:`held_bytes`, is part of the space used).
 
     ``result_bytes``: the run's result files as measured in its configuration's recorded
     bundles (``metrics.csv`` counted twice, for Lightning's log copy); default: estimated from
@@ -162,10 +170,10 @@ def check_space(store, needed: int, what: str, flag: str = "--ignore-disk-space"
             another store, or ``flag`` to start anyway.
     """
     free = free_bytes(store)
-    line = (f"disk: {what} need ≈ {format_bytes(needed)} in {Path(store)}, "
+    line = (f"disk: ≈ {format_bytes(needed)} needed in {Path(store)} for {what}, "
             f"{format_bytes(free)} free")
     if needed > free:
-        raise StoreFullError(store, f"{what} need ≈ {format_bytes(needed)}; free space, give "
-                                    f"a store on a larger disk (--run-dir), or start anyway "
-                                    f"with {flag}", lead="not enough space in")
+        raise StoreFullError(store, f"≈ {format_bytes(needed)} needed for {what}; free space, "
+                                    f"give a store on a larger disk (--run-dir), or start anyway "
+                                    f"with {flag}", lead="not enough space in", free=free)
     return line

@@ -19,7 +19,6 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from faults import WriteFaults  # noqa: E402
 from synthetic import SyntheticData  # noqa: E402
 
 from gtalib.model.presets import model_config  # noqa: E402
@@ -61,6 +60,9 @@ def main():
     ap.add_argument("--kill-writing", type=int, default=None)
     args = ap.parse_args()
     if args.kill_writing is not None:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from faults import WriteFaults
+
         WriteFaults("last.ckpt", args.kill_writing, kill=True).install()
     torch.set_num_threads(1)
     s = RunSpec(model_config("ci", "mlra-4"), train_config("ci"), DATA, 0)

@@ -1,5 +1,5 @@
 """The faults of a long job, on one run: a full disk (``OSError(ENOSPC)`` injected at the n-th
-write of a file of the store, ``faults.WriteFaults``) and a checkpoint write killed half-way.
+write of a file of the store, ``tests/faults.py``) and a checkpoint write killed half-way.
 Whatever fails, the previous checkpoint stays readable, the run resumes from it, and its metrics
 are bit-identical to an uninterrupted run's. Then Lightning's Slurm hint. Runs use the ``ci``
 presets, 6 steps, on the synthetic corpus of ``synthetic.py``; the kill test runs
@@ -22,10 +22,11 @@ from gtalib.training.disk import StoreFullError, disk_full, write_file
 from gtalib.training.runs import RunSpec, is_done, load_metrics
 from gtalib.training.train import ensure_run
 
-from .faults import WriteFaults
+from faults import WriteFaults
+
 from .synthetic import SyntheticData
 
-DATA = {"name": "synthetic-markov", "version": 1}
+DATA = {"name": "synthetic-markov", "version": 1}  # as in run_script.py
 HERE = Path(__file__).parent
 
 
@@ -121,14 +122,10 @@ def test_a_checkpoint_write_killed_half_way_keeps_the_previous_one(tmp_path):
     of 20): the half-written bytes are in a temporary file, ``last.ckpt`` is still step 10's,
     whole; the next training removes the temporary file, resumes from step 10 and ends
     bit-identical to an uninterrupted run."""
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
     p = subprocess.run([sys.executable, str(HERE / "run_script.py"), str(tmp_path / "store"),
-                        "--kill-writing", "2"], capture_output=True, text=True, env=env,
-                       timeout=600)
+                        "--kill-writing", "2"], capture_output=True, text=True, timeout=600)
     assert p.returncode == -9, p.stderr[-2000:]
-    from .run_script import DATA as script_data
-
-    s = RunSpec(model_config("ci", "mlra-4"), train_config("ci"), script_data, 0)
+    s = RunSpec(model_config("ci", "mlra-4"), train_config("ci"), DATA, 0)  # run_script.py's
     ckpts = tmp_path / "store" / s.run_id / "checkpoints"
     [tmp] = ckpts.glob(".last.ckpt.*.tmp")
     assert 0 < tmp.stat().st_size < (ckpts / "last.ckpt").stat().st_size
@@ -163,3 +160,20 @@ def test_lightnings_srun_hint_only_inside_a_slurm_job(tmp_path, monkeypatch, rec
     ensure_run(s, tmp_path / "store", datamodule=data_for(s), progress=True)
     hints = [w for w in recwarn if "The `srun` command is available" in str(w.message)]
     assert len(hints) == (1 if in_job else 0)
+
+
+def test_the_predicted_bytes_hold_a_real_run(tmp_path):
+    """:func:`gtalib.training.disk.run_bytes` against a run's own files: the checkpoint from the
+    model's size within 2 % above the real ``last.ckpt`` (twice: it and the temporary file of
+    the next), the files kept once done (estimated from the step count) no less than they are."""
+    from gtalib.training.disk import checkpoint_bytes, run_bytes
+
+    s = spec()
+    done = ensure_run(s, tmp_path, datamodule=data_for(s), keep_checkpoint=True)
+    ckpt = (done / "checkpoints" / "last.ckpt").stat().st_size
+    kept = sum(f.stat().st_size for f in done.rglob("*") if f.is_file()
+               and "checkpoints" not in f.parts)
+    assert ckpt <= checkpoint_bytes(s.model) <= 1.02 * ckpt
+    predicted_kept, training = run_bytes(s)
+    assert training == 2 * checkpoint_bytes(s.model)
+    assert kept <= predicted_kept <= 3 * kept

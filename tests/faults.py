@@ -1,4 +1,4 @@
-"""Faults injected where the run store's files are written: the ``os.write`` calls on a file
+"""Faults injected, for the tests, where the run store's files are written: the ``os.write`` calls on a file
 whose path contains a given text (every file of the store, checkpoints included, is written by
 ``gtalib.training.disk.write_file`` through ``os.write``; the file's path is read back from
 ``/proc/self/fd``). No root and no small file system needed.
