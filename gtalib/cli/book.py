@@ -152,5 +152,6 @@ def _predict(args, names) -> int:
         run_dir = resolve_run_dir(args.run_dir)
         _, _, choice = runs_to_train(plan, run_dir, jobs, args.threads, args.budget,
                                      args.train_recorded, where, client=c, list_runs=True)
-    check_disk_space(choice, run_dir, ignore=True)
+    check_disk_space(choice, run_dir, ignore=True, going_on="the job would refuse to start "
+                                                           "(--ignore-disk-space starts anyway)")
     return 0

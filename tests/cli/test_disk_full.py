@@ -85,6 +85,23 @@ def test_train_on_a_full_disk_is_one_line_and_the_same_command_resumes(tmp_path,
                                   check_exact=True)
 
 
+def test_a_full_disk_outside_the_run_store_is_one_line_naming_the_file(one_mb_free):
+    """The data cache, the book's pages: the file the error names and the space free."""
+    import errno
+
+    from gtalib.cli.core import CliError, expected_error
+
+    full = OSError(errno.ENOSPC, "No space left on device", "/data/corpora/x.bin")
+    wrapped = RuntimeError("a library's wrapper")
+    wrapped.__context__ = full
+    for exc in (full, wrapped):
+        err = expected_error(exc)
+        assert isinstance(err, CliError) and str(err) == (
+            "no space left on the file system of /data/corpora/x.bin (1.0 MB free): free space "
+            "and run the same command again")
+    assert expected_error(OSError(errno.EACCES, "Permission denied", "/x")) is None  # a bug
+
+
 # ------------------------------------------------------------------------------- gtalib book
 
 @pytest.fixture

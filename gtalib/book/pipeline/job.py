@@ -137,14 +137,15 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     return specs, choice.seconds, choice
 
 
-def check_disk_space(choice, run_dir, ignore: bool = False, log=print) -> None:
+def check_disk_space(choice, run_dir, ignore: bool = False, log=print,
+                     going_on: str = "going on (--ignore-disk-space)") -> None:
     """Say what the runs of ``choice`` need in the run store and what its file system has free
     (:attr:`gtalib.book.pipeline.budget.Choice.store_bytes`, less the checkpoints of interrupted
     runs, which are there already); refuse to start when it has less.
 
     Raises:
         StoreFullError: less space free than predicted, unless ``ignore``
-            (``--ignore-disk-space``), when one line says the job goes on anyway.
+            (``--ignore-disk-space``), when one line says so, ending with ``going_on``.
     """
     specs = [s for g in choice.train for s in g]
     if not specs:
@@ -157,7 +158,7 @@ def check_disk_space(choice, run_dir, ignore: bool = False, log=print) -> None:
     except StoreFullError as e:
         if not ignore:
             raise
-        log(f"disk: {e.args[0].split('; free space,')[0]}; going on (--ignore-disk-space)")
+        log(f"disk: {e.args[0].split('; free space,')[0]}; {going_on}")
 
 
 def runs_by_figure(plan: Plan, specs, first=frozenset()) -> str:
