@@ -36,6 +36,12 @@ Build the Jupyter Book end to end:
   4. install MathJax 3 from npm into .cache/mathjax once (offline math);
   5. build the HTML with Jupyter Book into book/_build/html.
 
+Before it trains, the job also predicts the space the runs need in the run
+store and refuses to start when its file system has less (--ignore-disk-space
+goes on). A disk that fills up anyway stops the job at once: no further run
+starts, no notebook is executed, and one line names the store and the space
+free; the finished runs are kept, and the same command, with space, continues.
+
 Exit status 0 only if every run trained, every notebook executed and the HTML
 build is clean (no Sphinx warning, no error output on any page); otherwise 2, with
 one line "gtalib book: error: ..." saying what failed. With --no-train
@@ -84,6 +90,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="train every run of the book and of the scale ladder, whatever "
                         "--budget, instead of reading any from book/recorded/ (hours on a CPU)")
     p.add_argument("--no-html", action="store_true", help="execute notebooks only")
+    p.add_argument("--ignore-disk-space", action="store_true",
+                   help="train even where the run store's file system has less space free than "
+                        "the runs are predicted to need (checkpoints and results; the job checks "
+                        "it before training, and stops at once if the disk fills up anyway)")
     p.set_defaults(func=_run_cli)
     return p
 
@@ -112,7 +122,7 @@ def _run_cli(args) -> int:
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
                    train_recorded=args.train_recorded, cluster=args.cluster,
                    scheduler_file=args.scheduler_file, batch=batch_options(args),
-                   budget_min=args.budget)
+                   budget_min=args.budget, ignore_disk_space=args.ignore_disk_space)
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
     except KeyboardInterrupt:  # the cluster is closed and its runs cancelled on the way out
@@ -125,7 +135,7 @@ def _run_cli(args) -> int:
 
 def _predict(args, names) -> int:
     from gtalib.book.design.plan import make_plan
-    from gtalib.book.pipeline.job import ensure_corpus, runs_to_train
+    from gtalib.book.pipeline.job import check_disk_space, ensure_corpus, runs_to_train
     from gtalib.book.pipeline.schedule import (
         default_jobs,
         open_cluster,
@@ -139,6 +149,9 @@ def _predict(args, names) -> int:
     accelerator = resolve_accelerator(args.accelerator, args.cluster, args.scheduler_file)
     with open_cluster(args.cluster, args.scheduler_file, jobs, batch_options(args),
                       accelerator) as (c, where):
-        runs_to_train(plan, resolve_run_dir(args.run_dir), jobs, args.threads, args.budget,
-                      args.train_recorded, where, client=c, list_runs=True)
+        run_dir = resolve_run_dir(args.run_dir)
+        _, _, choice = runs_to_train(plan, run_dir, jobs, args.threads, args.budget,
+                                     args.train_recorded, where, client=c, list_runs=True)
+    check_disk_space(choice, run_dir, ignore=True, going_on="the job would refuse to start "
+                                                           "(--ignore-disk-space starts anyway)")
     return 0

@@ -105,6 +105,10 @@ def _add_train(sub) -> None:
     h.add_argument("--quiet", action="store_true", help="no progress bar")
     h.add_argument("--keep-checkpoint", action="store_true",
                    help="keep checkpoints/last.ckpt (final weights + optimizer) after the run is done")
+    h.add_argument("--ignore-disk-space", action="store_true",
+                   help="train even where the run store's file system has less space free than "
+                        "the run is predicted to need (its checkpoint twice, from the model's "
+                        "size, and its results)")
     p.set_defaults(func=cmd_train)
 
 
@@ -167,7 +171,10 @@ def _final_losses(path: Path) -> str:
 
 def cmd_train(args) -> int:
     """Handler of ``gtalib train``: validates the arguments, builds the spec, ensures the run and
-    prints where it is ("already done (skipped)" for a finished run). Ctrl-C exits 130."""
+    prints where it is ("already done (skipped)" for a finished run). Ctrl-C exits 130. A run
+    store with less space free than the run needs is refused before training
+    (``--ignore-disk-space`` goes on), and a disk that fills up while it trains ends the command
+    with one line naming the store, the space free and the checkpoint kept (exit 2)."""
     import signal
 
     import torch
@@ -182,6 +189,7 @@ def cmd_train(args) -> int:
         resolve_run_dir,
         run_path,
     )
+    from gtalib.training.disk import check_space, held_bytes, run_bytes
     from gtalib.training.train import ensure_run
 
     args.run_dir = str(resolve_run_dir(args.run_dir))
@@ -208,6 +216,8 @@ def cmd_train(args) -> int:
         print(f"run {spec.run_id} ({spec.describe()}): already done (skipped): {path}; "
               f"{_final_losses(path)}")
         return 0
+    if not args.ignore_disk_space:
+        check_space(args.run_dir, sum(run_bytes(spec)) - held_bytes(path), "this run")
     # Lightning turns Ctrl-C into SystemExit(1) after its own cleanup: remember it was Ctrl-C
     interrupted = []
 

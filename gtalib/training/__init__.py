@@ -17,9 +17,10 @@ module             what
 ``record_costs``   what the records cost per configuration (``docs/recorded_runs.md``)
 ``bundles``        a finished run as files in memory, handed from a cluster worker to a store
 ``machine``        the machine kind that decides fp32 bit-identity (imports nothing of gtalib)
+``disk``           the store's disk: atomic writes, a full disk as one error, space per run
 =================  ===========================================================================
 
 Inside the layer the arrows point one way: ``record_costs`` → ``records`` → ``train`` → (``probes``, ``loop``) →
-``runs`` → ``config``, ``machine``; ``bundles`` → ``runs``. The store never imports the probes: the training of a run
+``runs`` → ``disk``, ``config``, ``machine``; ``bundles`` → ``runs``. The store never imports the probes: the training of a run
 asks for them once the run is trained.
 """

@@ -37,6 +37,7 @@ import time
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import Callback, TQDMProgressBar
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch.utils.data import DataLoader, IterableDataset
 
 from gtalib.model.config import ModelConfig
@@ -274,6 +275,33 @@ class StepRecorder(Callback):
         return out
 
 
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer (its ``CheckpointIO`` plugin), writing a checkpoint as every
+    file of the run store is written (:func:`gtalib.training.disk.write_file`): into a temporary
+    file in the checkpoint's own folder, ``fsync``, then ``os.replace``.
+
+    Lightning's own :class:`~lightning.fabric.plugins.io.torch_io.TorchCheckpointIO` commits an
+    fsspec transaction whose temporary file lies in the system's temporary folder (``/tmp``),
+    and the final move from there is a copy whenever the store is on another file system: a
+    full disk or a kill during that copy left a partial ``last.ckpt`` in place of the good one.
+    Here a failed or killed write leaves the previous checkpoint whole, and the run resumes
+    from it. Local paths only (the run store is a folder); loading is Lightning's.
+    """
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        import io
+        from pathlib import Path
+
+        from gtalib.training.disk import write_file
+
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)  # in memory first, as Lightning does: a write error is an OSError
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, buffer.getbuffer())
+
+
 class ProgressBar(TQDMProgressBar):
     """Lightning's progress bar, closed when training stops on an error, so that the error
     message (``gtalib train: error: ...``) starts on a line of its own instead of after the bar."""
@@ -322,7 +350,8 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     """Train ``module`` to ``train_cfg.max_steps`` under a Lightning ``Trainer``.
 
     Checkpoints go to ``run_path/checkpoints`` (``last.ckpt`` every ``checkpoint_every`` steps
-    and at the end); Lightning's CSV logs to ``run_path/logs/version_<attempt>/`` (and
+    and at the end, each written atomically by :class:`AtomicCheckpointIO`); Lightning's CSV
+    logs to ``run_path/logs/version_<attempt>/`` (and
     TensorBoard's, if installed, to ``run_path/tensorboard/``).
     ``ckpt_path`` resumes from a checkpoint, loaded weights-only (torch's restricted unpickler:
     tensors, containers and plain values; a file holding anything else raises
@@ -355,7 +384,7 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     # scheduler's job (a dask-jobqueue worker under Slurm, say) Lightning would otherwise read
     # SLURM_NTASKS & co. and wait for srun's other processes.
     single = devices in (1, "1") and num_nodes == 1 and strategy == "auto"
-    plugins = [LightningEnvironment()] if single else None
+    plugins = [AtomicCheckpointIO()] + ([LightningEnvironment()] if single else [])
     trainer = L.Trainer(plugins=plugins,
         accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy,
         precision=resolve_precision(cfg.precision, accelerator),

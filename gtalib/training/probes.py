@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 
 import torch
@@ -33,7 +32,8 @@ import torch
 from gtalib.model.attention import functional
 from gtalib.model.attention.functional import causal_mask
 from gtalib.model.gpt import GPT
-from gtalib.training.runs import RunIncompleteError, RunSpec, default_datamodule, is_done, load_spec
+from gtalib.training.runs import (RunIncompleteError, RunSpec, default_datamodule, is_done, load_spec,
+                                  write_atomic)
 
 PROBES_FILE = "probes.json"
 
@@ -177,7 +177,7 @@ def fixed_batch(spec: RunSpec, n_windows: int = 8, data_dir=None) -> torch.Tenso
 
 def write_probes(path, model: GPT, spec: RunSpec, data_dir=None) -> dict:
     """Measure ``model`` (the run's final weights) on :func:`fixed_batch` of ``spec`` and write
-    ``path/probes.json`` atomically (temporary file, then ``os.replace``). Returns what it wrote:
+    ``path/probes.json`` atomically (:func:`gtalib.training.runs.write_atomic`). Returns what it wrote:
     :func:`measure`'s dict plus ``run_id``, ``variant`` and ``gate``.
 
     Raises:
@@ -185,10 +185,7 @@ def write_probes(path, model: GPT, spec: RunSpec, data_dir=None) -> dict:
     """
     probes = {"run_id": spec.run_id, "variant": spec.model.variant, "gate": spec.model.gate,
               **measure(model, fixed_batch(spec, data_dir=data_dir))}
-    out = Path(path) / PROBES_FILE
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(probes, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, out)
+    write_atomic(Path(path) / PROBES_FILE, json.dumps(probes, indent=2, sort_keys=True) + "\n")
     return probes
 
 

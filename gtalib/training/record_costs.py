@@ -21,6 +21,13 @@ def _cpu_of(folder: Path) -> str:
     return f"{load_record_info(folder)['machine']['cpu']}, kind unknown"
 
 
+def _result_bytes(folder: Path) -> int:
+    """The bytes a run like the recorded one in ``folder`` keeps in a run store: its bundle's
+    result files, ``metrics.csv`` twice (Lightning's log holds the same rows), and ``DONE``."""
+    sizes = {f.name: f.stat().st_size for f in Path(folder).iterdir() if f.name != "record.json"}
+    return sum(sizes.values()) + sizes.get("metrics.csv", 0) + 64
+
+
 def config_key(spec) -> str:
     """A run's configuration: the canonical JSON of every field of its spec but the seed (the
     key of :func:`cost_table`, so a run's expected cost is looked up by its spec)."""
@@ -37,8 +44,9 @@ def cost_table(record_dir=None):
     counted at the median in the total; in a configuration with no other run, at their own
     last-process time, a lower bound, flagged by ``lower_bound``), ``core_s_total``,
     ``train_s_median`` (the optimizer steps' own seconds per run, the card's ``train_wall_s``,
-    median over the runs not resumed) and ``cpu``
-    (the machine kind that trained it, :func:`record_machine_kind`). Sorted by
+    median over the runs not resumed), ``cpu``
+    (the machine kind that trained it, :func:`record_machine_kind`) and ``result_bytes`` (what
+    such a run keeps in a run store, the largest of its bundles: :func:`_result_bytes`). Sorted by
     ``core_s_total``, largest first.
     Returns a :class:`pandas.DataFrame`.
     """
@@ -57,10 +65,10 @@ def cost_table(record_dir=None):
                                 else card["wall_time_s"] * card["threads"]),
                      "train_s": math.nan if card.get("resumed") else card.get("train_wall_s", math.nan),
                      "last_start_core_s": card["wall_time_s"] * card["threads"],
-                     "cpu": _cpu_of(folder)})
+                     "cpu": _cpu_of(folder), "result_bytes": _result_bytes(folder)})
     cols = ["key", "run", "n_layer", "d_model", "steps", "tokens", "seeds", "runs", "core_s_median",
             "core_s_min", "core_s_max", "resumed", "core_s_total", "lower_bound", "train_s_median",
-            "cpu"]
+            "cpu", "result_bytes"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -71,7 +79,7 @@ def cost_table(record_dir=None):
         runs=("seed", "size"), core_s_median=("core_s", "median"), core_s_min=("core_s", "min"),
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
         train_s_median=("train_s", "median"),
-        cpu=("cpu", lambda c: "; ".join(sorted(set(c)))))
+        cpu=("cpu", lambda c: "; ".join(sorted(set(c)))), result_bytes=("result_bytes", "max"))
     measured = df.groupby("key", sort=False)["core_s"].sum()
     out["lower_bound"] = out["core_s_median"].isna()  # every run of it resumed
     last_start = df.groupby("key", sort=False)["last_start_core_s"].sum()

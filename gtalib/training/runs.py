@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gtalib.model.config import ModelConfig
+from gtalib.training.disk import write_file
 from gtalib.training.machine import cpu_info
 from gtalib.training.config import NON_RESULT_FIELDS, TrainConfig
 
@@ -150,11 +151,10 @@ class RunSpec:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` (text, or bytes) to ``path`` via a temporary file of this process and
-    ``os.replace`` (atomic on POSIX: a reader sees the old file or the new one, whole)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data) if isinstance(data, bytes) else tmp.write_text(data)
-    os.replace(tmp, path)
+    """Write ``data`` (text, or bytes) to ``path`` via a temporary file of this process,
+    ``fsync`` and ``os.replace`` (:func:`gtalib.training.disk.write_file`: a reader sees the old
+    file or the new one, whole; a full disk leaves the old one)."""
+    write_file(path, data)
 
 
 def git_commit() -> str | None:

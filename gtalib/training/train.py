@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from gtalib.training.disk import StoreFullError, disk_full, remove_temporary_files
 from gtalib.training.machine import machine_kind
 from gtalib.training.runs import (RunCorruptError, RunSpec, holder_text, lock_file, read_json, write_atomic, write_metrics,
                                   cpu_model, default_datamodule, git_commit, is_done, load_metrics,
@@ -38,8 +39,9 @@ def _tells_something(record: logging.LogRecord) -> bool:
 
 @contextlib.contextmanager
 def _quiet_lightning(enabled: bool):
-    """Drop Lightning's log lines that tell nothing (:func:`_tells_something`, always) and, when
-    ``enabled``, its banner lines and advisory warnings (e.g. "few dataloader workers")."""
+    """Drop Lightning's log lines that tell nothing (:func:`_tells_something`, always), its hint
+    to start the run with Slurm's ``srun`` outside a Slurm job (always) and, when ``enabled``,
+    its banner lines and advisory warnings (e.g. "few dataloader workers")."""
     # Lightning's rank-zero messages are all logged by this one logger
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     names = ("lightning.pytorch", "lightning.fabric", "lightning")
@@ -48,6 +50,12 @@ def _quiet_lightning(enabled: bool):
     with warnings.catch_warnings():
         # Lightning 2.6.6 calls a torch.utils._pytree API that torch 2.13 deprecates, once per fit.
         warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+        if "SLURM_JOB_ID" not in os.environ:
+            # Lightning hints at `srun` wherever the command exists (SLURMEnvironment.detect,
+            # asked by every fit that does not resume), though only a process inside a Slurm
+            # job could have been started by it
+            warnings.filterwarnings("ignore", message="The `srun` command is available on your "
+                                                      "system but is not used")
         if enabled:
             from lightning.fabric.utilities.warnings import PossibleUserWarning
 
@@ -72,9 +80,10 @@ def _device_description(trainer) -> str:
 
 
 def _resume_checkpoint(path: Path) -> Path | None:
-    """``checkpoints/last.ckpt`` if present and readable. An unreadable one (killed while writing
-    outside Lightning's atomic save, disk full) is set aside as ``last.ckpt.corrupt`` and the run
-    restarts from scratch, with a warning.
+    """``checkpoints/last.ckpt`` if present and readable. An unreadable one (checkpoints are
+    written atomically, :class:`gtalib.training.loop.AtomicCheckpointIO`, so one written
+    otherwise, or damaged since) is set aside as ``last.ckpt.corrupt`` and the run restarts from
+    scratch, with a warning.
 
     The check loads the archive with torch's weights-only unpickler (tensors, containers and
     plain values only; no code from the file runs), as Lightning's resume then does (:func:`fit`).
@@ -194,7 +203,8 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
         progress: show Lightning's progress bar and messages.
         callbacks: extra Lightning callbacks (tests use one to interrupt a run).
         keep_checkpoint: keep ``checkpoints/last.ckpt`` (final weights and optimizer state) once
-            the run is done; by default it is deleted (a ``cpu``-preset one is ~5 MB).
+            the run is done; by default it is deleted (12 bytes per parameter: 5.2 MB at ``ci``,
+            19 MB at ``cpu``).
         outcome: a dict that, when given, receives ``"trained_by"``: ``"this process"``,
             ``"already done"``, or the "pid N on HOST since T" of the process this one waited
             for, which trained the run meanwhile.
@@ -203,7 +213,13 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
     ``spec.json`` without ``DONE`` is left behind; the model and datamodule are built (and so
     validated) before the folder is created.
 
+    A full disk stops the run: what it had written stays as it was (every file of the store,
+    checkpoints included, is written atomically, :mod:`gtalib.training.disk`), so the same call
+    with space resumes from its last checkpoint.
+
     Raises:
+        StoreFullError: the store's file system is full (``ENOSPC``); the message names the
+            store, the space free, the run and the step its kept checkpoint resumes from.
         FloatingPointError: the training loss became NaN/Inf (message names step and run id).
         ValueError: ``spec.json`` already in the folder describes a different spec.
         RunCorruptError: the folder has ``DONE`` but its files are corrupt or truncated, or its
@@ -226,48 +242,72 @@ def ensure_run(spec: RunSpec, run_dir, *, progress: bool = False, datamodule=Non
         raise ValueError(f"{spec_file} describes a different run than the spec asked for")
     # DDP ranks other than 0 are started by rank 0, which holds the lock: they must not wait
     lock = _training_lock(path) if _is_rank_zero() else contextlib.nullcontext((None, None))
-    with lock as (stale, waited_for):
-        if is_done(path):  # trained meanwhile by the process this one waited for
-            load_metrics(path)
+    try:
+        with lock as (stale, waited_for):
+            if is_done(path):  # trained meanwhile by the process this one waited for
+                load_metrics(path)
+                if outcome is not None:
+                    outcome["trained_by"] = waited_for or "another process"
+                return path
+            if stale:
+                print(f"run {spec.run_id}: {stale} ended without finishing it; taking over",
+                      flush=True)
             if outcome is not None:
-                outcome["trained_by"] = waited_for or "another process"
-            return path
-        if stale:
-            print(f"run {spec.run_id}: {stale} ended without finishing it; taking over", flush=True)
-        if outcome is not None:
-            outcome["trained_by"] = "this process"
-        started = time.time()
-        created = not path.exists()
-        with _quiet_lightning(not progress):
-            ckpt = _resume_checkpoint(path) if not created else None
-            L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
-            module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
-            dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
-            path.mkdir(parents=True, exist_ok=True)
-            write_atomic(spec_file, spec_text)
-            try:
-                trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator,
-                              devices=devices, num_nodes=num_nodes, strategy=strategy,
-                              progress=progress, extra_callbacks=callbacks)
-            except BaseException:
-                # nothing to resume from: leave no half-made run folder behind
-                if created and not (path / "checkpoints" / "last.ckpt").exists():
-                    shutil.rmtree(path, ignore_errors=True)
-                raise
-        if not trainer.is_global_zero:
-            return path
-        write_metrics(path, module.history, spec)
-        _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
-        if datamodule is None and trainer.world_size == 1:
-            # the gate probes of the final weights on the corpus's fixed held-out batch (a test's
-            # own datamodule names no corpus; a sharded model is not whole on one process)
-            from gtalib.training.probes import write_probes
+                outcome["trained_by"] = "this process"
+            started = time.time()
+            created = not path.exists()
+            remove_temporary_files(path)  # of a write killed half-way (this process holds the lock)
+            with _quiet_lightning(not progress):
+                ckpt = _resume_checkpoint(path) if not created else None
+                L.seed_everything(spec.seed, workers=False, verbose=False)  # model init only
+                module = LitGPT(spec.model, spec.train, run_id=spec.run_id)
+                dm = datamodule if datamodule is not None else default_datamodule(spec, data_dir)
+                path.mkdir(parents=True, exist_ok=True)
+                write_atomic(spec_file, spec_text)
+                try:
+                    trainer = fit(module, dm, path, ckpt_path=ckpt, accelerator=accelerator,
+                                  devices=devices, num_nodes=num_nodes, strategy=strategy,
+                                  progress=progress, extra_callbacks=callbacks)
+                except BaseException:
+                    # nothing to resume from: leave no half-made run folder behind
+                    if created and not (path / "checkpoints" / "last.ckpt").exists():
+                        shutil.rmtree(path, ignore_errors=True)
+                    raise
+            if not trainer.is_global_zero:
+                return path
+            write_metrics(path, module.history, spec)
+            _write_card(path, spec, module, trainer, started, resumed=ckpt is not None)
+            if datamodule is None and trainer.world_size == 1:
+                # the gate probes of the final weights on the corpus's fixed held-out batch (a
+                # test's own datamodule names no corpus; a sharded model is not whole on one
+                # process)
+                from gtalib.training.probes import write_probes
 
-            write_probes(path, module.model, spec, data_dir)
-        write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
-        if not keep_checkpoint:
-            shutil.rmtree(path / "checkpoints", ignore_errors=True)
-        return path
+                write_probes(path, module.model, spec, data_dir)
+            write_atomic(path / "DONE", _dt.datetime.now(_dt.timezone.utc).isoformat() + "\n")
+            if not keep_checkpoint:
+                shutil.rmtree(path / "checkpoints", ignore_errors=True)
+            return path
+    except Exception as exc:
+        if disk_full(exc) is None:
+            raise
+        kept = _kept(path)
+        raise StoreFullError(run_dir, f"run {spec.run_id} stopped, {kept}: free space (or give a "
+                                      f"store on a larger disk) and run the same command again",
+                             run_id=spec.run_id, kept=kept) from exc
+
+
+def _kept(path: Path) -> str:
+    """What a run stopped by a full disk kept: the step of its checkpoint, which the next
+    training resumes from."""
+    ckpt = path / "checkpoints" / "last.ckpt"
+    try:
+        import torch
+
+        step = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)["global_step"]
+    except Exception:  # noqa: BLE001 - none yet (or unreadable): the run starts over
+        return "no checkpoint yet (it restarts from step 0)"
+    return f"its checkpoint of step {step} kept (it resumes from there)"
 
 
 def _write_card(path: Path, spec: RunSpec, module, trainer, started: float, resumed: bool) -> None:

@@ -1,11 +1,12 @@
 """Run the reference test run (ci preset, mlra-4, seed 0, synthetic corpus) in a fresh process.
 
 Used by test_processes.py: ``python run_script.py RUN_DIR [--devices N --strategy ddp]
-[--exit-at STEP] [--hold-at STEP DIR]``; prints the run folder it returns. Lightning's DDP
+[--exit-at STEP] [--hold-at STEP DIR] [--kill-writing N]``; prints the run folder it returns. Lightning's DDP
 launcher re-runs this file for the other ranks, hence the ``__main__`` guard. ``--exit-at`` ends
 the process abruptly (``os._exit``, no clean-up at all), like a killed job, when training
 reaches that step. ``--hold-at`` pauses training at that step: it creates ``DIR/held`` and waits
-until ``DIR/go`` exists.
+until ``DIR/go`` exists. ``--kill-writing N`` kills the process with SIGKILL half-way through its
+``N``-th checkpoint write (``faults.WriteFaults``).
 """
 
 import argparse
@@ -56,7 +57,13 @@ def main():
     ap.add_argument("--strategy", default="auto")
     ap.add_argument("--exit-at", type=int, default=None)
     ap.add_argument("--hold-at", nargs=2, metavar=("STEP", "DIR"), default=None)
+    ap.add_argument("--kill-writing", type=int, default=None)
     args = ap.parse_args()
+    if args.kill_writing is not None:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from faults import WriteFaults
+
+        WriteFaults("last.ckpt", args.kill_writing, kill=True).install()
     torch.set_num_threads(1)
     s = RunSpec(model_config("ci", "mlra-4"), train_config("ci"), DATA, 0)
     cbs = [HardExit(args.exit_at)] if args.exit_at is not None else []

@@ -7,6 +7,7 @@ module          what
 ``parameters``  the notebooks' parameters, validated in one place
 ``budget``      what each run costs on this machine (calibration), which fit the time budget
 ``schedule``    training the book's missing runs on a Dask cluster (embedded, tcp, Slurm)
+``stops``       how that training stops early: a lost scheduler, a full run store
 ``execute``     executing the notebooks with papermill (parameters, kernels, cell timeout)
 ``snippets``    the generated Markdown of the methods and reproduction pages
 ``job``         the whole build, in order

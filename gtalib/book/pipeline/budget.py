@@ -14,7 +14,9 @@ starts the spot-check tasks first and, within each class, the longest first (Gra
 that must be trained (a run with no record) and adds the others in the order it is given (the
 job's: :func:`gtalib.book.design.spot_check.training_tiers`, the spot-check set first) while the
 predicted wall time of the job stays within the budget; the rest is read from records, whole
-tasks (both arms of every ΔL pair) at a time. Reads the records (:mod:`gtalib.training.records`) and builds
+tasks (both arms of every ΔL pair) at a time. Beside the time, :func:`store_bytes` predicts the
+space the chosen runs need in the run store (from the same records, and the models' sizes), which
+the job checks before it trains. Reads the records (:mod:`gtalib.training.records`) and builds
 models (:mod:`gtalib.model`); trains nothing.
 """
 
@@ -33,6 +35,7 @@ from gtalib.book.design.run_specs import RunRef
 from gtalib.model.gpt import GPT
 from gtalib.model.params import count_params
 from gtalib.training import record_costs
+from gtalib.training.disk import run_bytes
 from gtalib.training.machine import untrim_malloc
 from gtalib.training.runs import RunSpec
 
@@ -230,6 +233,8 @@ class Choice:
         workers: workers the prediction assumes.
         first: the run ids among the candidates that belong to the spot-check set (trained
             first, :func:`start_order`).
+        store_bytes: the bytes training ``train`` needs in the run store
+            (:func:`store_bytes`).
     """
 
     train: list
@@ -241,6 +246,7 @@ class Choice:
     budget_s: float | None
     workers: int
     first: frozenset = frozenset()
+    store_bytes: int = 0
 
     @property
     def over_budget(self) -> bool:
@@ -293,7 +299,24 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     train = [tasks[i] for i in sorted(chosen)]
     read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
     train_s = wall(chosen) + START_S if chosen else 0.0
-    return Choice(train, read, seconds, basis, train_s, train_s + rest, budget_s, workers, first)
+    return Choice(train, read, seconds, basis, train_s, train_s + rest, budget_s, workers, first,
+                  store_bytes([s for g in train for s in g], costs, workers))
+
+
+def store_bytes(specs, costs, workers: int) -> int:
+    """The bytes that training ``specs`` (RunSpecs) on ``workers`` workers at once needs in the
+    run store, as :func:`expected_seconds` predicts their time: what every run keeps once done
+    (its configuration's recorded bundles, ``costs``'s ``result_bytes``, else estimated from its
+    steps) plus, for the ``workers`` largest models, a checkpoint and the temporary file of the
+    next one (from the model's size; :func:`gtalib.training.disk.run_bytes`)."""
+    kept, training = 0, []
+    for s in specs:
+        row = costs[costs["key"] == record_costs.config_key(s)] if "result_bytes" in costs else ()
+        measured = float(row["result_bytes"].iloc[0]) if len(row) else None
+        k, t = run_bytes(s, measured)
+        kept += k
+        training.append(t)
+    return kept + sum(sorted(training, reverse=True)[:workers])
 
 
 def train_deadline_s(choice: Choice) -> float | None:

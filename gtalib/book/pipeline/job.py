@@ -64,6 +64,7 @@ from gtalib.book.pipeline.schedule import (
 from gtalib.book.pipeline.snippets import write_chapter_snippets
 from gtalib.data.archives import default_data_dir
 from gtalib.training import record_costs, records, runs
+from gtalib.training.disk import StoreFullError, check_space, held_bytes
 from gtalib.training.machine import machine_label
 from gtalib.training.runs import is_done, resolve_run_dir, run_path
 
@@ -134,6 +135,30 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     if list_runs:
         log(runs_by_figure(plan, specs, choice.first))
     return specs, choice.seconds, choice
+
+
+def check_disk_space(choice, run_dir, ignore: bool = False, log=print,
+                     going_on: str = "going on (--ignore-disk-space)") -> None:
+    """Say what the runs of ``choice`` need in the run store and what its file system has free
+    (:attr:`gtalib.book.pipeline.budget.Choice.store_bytes`, less the checkpoints of interrupted
+    runs, which are there already); refuse to start when it has less.
+
+    Raises:
+        StoreFullError: less space free than predicted, unless ``ignore``
+            (``--ignore-disk-space``), when one line says so, ending with ``going_on``.
+    """
+    specs = [s for g in choice.train for s in g]
+    if not specs:
+        return
+    # an interrupted run's checkpoint is space used already, which it needs no more of
+    held = sum(held_bytes(run_path(s, run_dir)) for s in specs)
+    try:
+        log(check_space(run_dir, max(0, choice.store_bytes - held),
+                        f"the {len(specs)} run(s) to train"))
+    except StoreFullError as e:
+        if not ignore:
+            raise
+        log(f"disk: {e.args[0].split('; free space,')[0]}; {going_on}")
 
 
 def runs_by_figure(plan: Plan, specs, first=frozenset()) -> str:
@@ -304,7 +329,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                accelerator: str = "auto", cell_timeout: float | None = None,
                train_recorded: bool = False, log=print, cluster: str | None = None,
                scheduler_file=None, batch: dict | None = None,
-               budget_min: float | None = DEFAULT_BUDGET_MIN) -> dict:
+               budget_min: float | None = DEFAULT_BUDGET_MIN,
+               ignore_disk_space: bool = False) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
@@ -326,8 +352,14 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         budget_min: the job's wall-time budget in minutes (:func:`runs_to_train`); ``None``:
             train every run of the book that the store lacks. A recorded run not trained is read
             from its bundle (the pages say so).
+        ignore_disk_space: train even where the run store's file system has less space free
+            than the runs are predicted to need (:func:`check_disk_space`).
 
     Raises:
+        StoreFullError: the run store has less space free than the runs need (unless
+            ``ignore_disk_space``), or filled up while they trained: the job stops at once,
+            starting no further run and executing no notebook; the finished runs are kept, and
+            the same command, with space, trains the rest.
         BookError: any run failed, a notebook raised, the HTML build warned, or a rendered page
             has an error output (the book is still built as far as possible first).
         KeyError: unknown preset or notebook.
@@ -367,6 +399,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         with open_cluster(cluster, scheduler_file, jobs, batch, accelerator) as (client, where):
             specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
                                                    train_recorded, where, log, client)
+            check_disk_space(choice, run_dir, ignore_disk_space, log)
             deadline = budget.train_deadline_s(choice)
             # the runs the deadline may leave to their records
             optional = {s.run_id for _, s in specs if records.find_record(s) is not None}

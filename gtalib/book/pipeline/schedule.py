@@ -18,14 +18,15 @@ its checkpoints, so a retried task resumes; one that cannot trains into its own 
 and hands each finished run back as files (:mod:`gtalib.training.bundles`), which are written
 into the local store and checked like any run. Dask trains a task again elsewhere when its
 worker is lost; a run that fails by itself (a diverged loss, a bad spec) returns its one-line
-error instead and is not retried. Ctrl-C cancels the tasks on the cluster; nothing half-written
-reaches the store (runs write atomically).
+error instead and is not retried. A run that meets a full disk stops the job: the tasks not
+started are cancelled, the running ones start no further run (a Dask ``Event``), and one
+:class:`gtalib.training.disk.StoreFullError` says what is kept (``docs/faults.md``). Ctrl-C
+cancels the tasks on the cluster; nothing half-written reaches the store (runs write atomically).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -34,7 +35,6 @@ import tempfile
 import threading
 import time
 import uuid
-from concurrent.futures import CancelledError
 from pathlib import Path
 
 import dask
@@ -50,8 +50,17 @@ from gtalib.book.pipeline.budget import (
     time_steps,
     training_flops,
 )
-from gtalib.book.pipeline.paths import BookError
+from gtalib.book.pipeline.stops import (
+    SchedulerLost,
+    quiet_closing,
+    quiet_loggers,
+    scheduler_gone,
+    scheduler_lost,
+    stop_event,
+    store_full,
+)
 from gtalib.training import bundles, runs
+from gtalib.training.disk import StoreFullError, disk_full
 from gtalib.training.machine import MALLOC_TRIM, untrim_malloc
 from gtalib.training.runs import RunSpec
 from gtalib.training.train import ensure_run
@@ -74,6 +83,7 @@ def _drop_event(key: str) -> str:
     """The name of the Dask event by which the deadline tells task ``key`` not to start."""
     return f"{key}-dropped"
 
+
 #: Environment variable of the embedded cluster's GPU workers: the GPUs, comma-separated, that
 #: its workers share out, one each (worker ``i`` of the ``LocalCluster`` trains on the ``i``-th).
 EMBEDDED_GPUS = "GTALIB_EMBEDDED_GPUS"
@@ -93,11 +103,6 @@ QUIET_WORKERS = {
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
 }
-
-
-class SchedulerLost(BookError):
-    """The client lost its Dask scheduler while runs were still to train: the runs that finished
-    are in the store, the others are trained by the same command run again."""
 
 
 def default_jobs() -> int:
@@ -304,10 +309,17 @@ def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
                                    accelerator)
     try:
         yield client, where
-    finally:
-        client.close()
-        if owned is not None:
-            owned.close()
+    except BaseException:
+        # the job stops on an error: a worker still training is killed (its run's files are
+        # written atomically, so it resumes), which Dask's nannies would each warn of
+        with quiet_loggers("nanny"):
+            client.close()
+            if owned is not None:
+                owned.close()
+        raise
+    client.close()
+    if owned is not None:
+        owned.close()
 
 
 def calibrate_workers(client, spec, threads: int = 1, timeout: float = 30.0) -> dict:
@@ -329,7 +341,9 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     this worker sees the client's store (its ``marker`` file), else into a scratch store whose
     finished runs are handed back as files. One dict per run: ``run_id``, ``seconds``,
     ``error`` (one line, or None), ``files`` (the bundle, or None when written in place),
-    ``worker`` (host and pid)."""
+    ``worker`` (host and pid), and ``store_full`` (``store``, ``free``, ``kept``) for a run that
+    met a full disk, after which it sets the job's stop event and starts no further run (nor
+    does a task that finds the event set)."""
     torch.set_num_threads(max(1, threads))
     untrim_malloc()
     if accelerator == "gpu" and os.environ.get(EMBEDDED_GPUS):
@@ -347,6 +361,9 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     store = Path(run_dir) if shared else Path(tempfile.mkdtemp(prefix="gtalib-scratch-"))
     out = []
     for d in spec_dicts:
+        with contextlib.suppress(ValueError):  # not on a Dask worker (a direct call): no event
+            if Event(stop_event(marker)).is_set():  # the store is full: start nothing more
+                break
         spec, t0 = RunSpec.from_dict(d), time.perf_counter()
         row = {"run_id": spec.run_id, "error": None, "files": None,
                "worker": f"{socket.gethostname()} pid {os.getpid()}"}
@@ -357,10 +374,17 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
             path = ensure_run(spec, store, accelerator=accelerator)
             if not shared:
                 row["files"] = bundles.export_run(path)
+        except StoreFullError as e:  # the job stops (_train): this task starts nothing more,
+            row["error"] = str(e)  # nor, once they read the event, do the job's other tasks
+            row["store_full"] = {"store": str(e.store), "free": e.free, "kept": e.kept}
+            with contextlib.suppress(ValueError):  # not on a Dask worker (a direct call)
+                Event(stop_event(marker)).set()
         except Exception as e:  # noqa: BLE001 - a run's own failure: reported, not retried
             row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         row["seconds"] = time.perf_counter() - t0
         out.append(row)
+        if "store_full" in row:
+            break
     return out
 
 
@@ -407,6 +431,9 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
         the others; its figure page reports it.
 
     Raises:
+        StoreFullError: a run met a full disk (the store, or a worker's scratch store): the
+            tasks not started are cancelled and the running ones start no further run; the
+            message names the store, the space free, the run stopped and the runs kept.
         ValueError: ``jobs`` < 1, an unknown ``cluster`` or ``accelerator``, or ``"gpu"`` for the
             embedded cluster on a machine without a GPU.
     """
@@ -427,7 +454,14 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     marker = f".gtalib-store-{uuid.uuid4().hex}"
-    (run_dir / marker).write_text("the run store of a gtalib book job\n")
+    try:
+        (run_dir / marker).write_text("the run store of a gtalib book job\n")
+    except OSError as e:
+        if disk_full(e) is None:
+            raise
+        (run_dir / marker).unlink(missing_ok=True)
+        raise StoreFullError(run_dir, "no run could start; free space and run the same command "
+                                      "again") from e
     cost = {s.run_id: (seconds[s.run_id] if seconds else training_flops(s) / 1e10) for s in todo}
     tasks = start_order(groups(todo), cost, first)
     with contextlib.ExitStack() as stack:
@@ -439,6 +473,11 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
                           threads, accelerator, log, cluster, seconds, deadline,
                           {i for i, g in enumerate(tasks)
                            if all(s.run_id in optional for s in g)})
+        except OSError as e:  # here, not on a worker: a bundle handed back could not be written
+            if disk_full(e) is None:
+                raise
+            raise store_full(run_dir, todo, {"store": str(run_dir), "free": None,
+                                              "kept": None}, "") from e
         finally:
             (run_dir / marker).unlink(missing_ok=True)
 
@@ -451,6 +490,7 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
     Raises:
         SchedulerLost: the client lost its scheduler (Dask cancels every future at once then);
             the message counts the runs in the store and those left.
+        StoreFullError: a task's run met a full disk (:func:`train_all`).
     """
     todo = [s for g in tasks for s in g]
     failures, futures = [], []
@@ -490,10 +530,19 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                 try:
                     rows = fut.result()
                 except Exception as e:  # noqa: BLE001 - the task itself was lost for good
-                    if _scheduler_gone(client, e):  # every future goes at once: say it once
-                        raise _scheduler_lost(client, where, todo, run_dir) from None
+                    if scheduler_gone(client, e):  # every future goes at once: say it once
+                        raise scheduler_lost(client, where, todo, run_dir) from None
                     rows = [{"run_id": s.run_id, "error": f"{type(e).__name__}: {e}", "files": None,
                              "seconds": 0.0, "worker": "?"} for s in tasks[futures.index(fut)]]
+                full = next((r for r in rows if "store_full" in r), None)
+                if full is not None:  # start nothing more: Dask's cancel for what is queued,
+                    # the event for the tasks running now (Dask cannot stop them), between runs;
+                    # a task running now ends with the job (its runs write atomically)
+                    Event(stop_event(marker), client=client).set()
+                    client.cancel([f for i, f in enumerate(futures) if not f.done() and not any(
+                        s.run_id in started for s in tasks[i])])
+                    raise store_full(run_dir, todo, full["store_full"],
+                                      f"{full['run_id']} {name[full['run_id']]}")
                 for row in rows:
                     done += 1
                     rid, error = row["run_id"], row["error"]
@@ -514,7 +563,9 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                     pace.finished(fut, rows)
                     pace.drop_late()
     except SchedulerLost:
-        _quiet_closing(client)
+        quiet_closing(client)
+        raise
+    except StoreFullError:  # what was queued is cancelled already; the running end with the job
         raise
     except BaseException:
         client.cancel(futures)  # Ctrl-C: nothing keeps training on the cluster
@@ -588,36 +639,3 @@ class _Pace:
                  f"after the budget at the pace measured so far (× {self.pace:.2f} of the "
                  "prediction): read from their records instead: "
                  + "; ".join(f"{s.run_id} {self.name[s.run_id]}" for s in dropped))
-
-
-def _scheduler_gone(client, error: Exception) -> bool:
-    """Whether ``error``, raised by a future's result, means the client lost its scheduler
-    (Dask then cancels every future with the reason ``scheduler-connection-lost``)."""
-    return isinstance(error, CancelledError) and (
-        getattr(error, "reason", None) == "scheduler-connection-lost"
-        or client.status not in ("running", "newly-created"))
-
-
-def _scheduler_lost(client, where, todo, run_dir) -> SchedulerLost:
-    """The one error of a lost scheduler: which one, how many runs are kept, what to do."""
-    done = sum(runs.is_done(runs.run_path(s, run_dir)) for s in todo)
-    address = getattr(client.scheduler, "address", None) or where
-    return SchedulerLost(f"lost the Dask scheduler {address} after {done} of {len(todo)} runs "
-                         f"(kept in {run_dir}); run the same command again to train the other "
-                         f"{len(todo) - done}")
-
-
-def _quiet_closing(client) -> None:
-    """Close a client whose scheduler is gone without Dask's reconnection attempts and their log
-    lines: the caller reports the loss once (:class:`SchedulerLost`)."""
-    loggers = [logging.getLogger(f"distributed.{name}")
-               for name in ("client", "core", "comm", "batched", "utils")]
-    levels = [log.level for log in loggers]
-    for log in loggers:
-        log.setLevel(logging.CRITICAL)
-    try:
-        with contextlib.suppress(Exception):
-            client.close(timeout=5)
-    finally:
-        for log, level in zip(loggers, levels):
-            log.setLevel(level)
