@@ -31,23 +31,23 @@ from gtalib.book.analysis.collect import collect_runs
 from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
 from gtalib.book.analysis.stats import data_order_stats
-from gtalib.book.analysis.style import and_join, md_table, plural
+from gtalib.book.analysis.style import and_join, plural, table_style
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
 WORDS = {
-    "course": ("{v}: ΔL falls across the window",
-               "change of ΔL from the window's start to the end (nats)"),
-    "top": ("{v} is the highest curve throughout",
+    "course": ("{v} falls", "change of ΔL from the window's start to the end (nats)"),
+    "top": ("{v} on top",
             "smallest margin over the window of its mean ΔL above the next curve (nats)"),
     "slowest": ("{v} falls slowest",
                 "smallest margin of its change above every other variant's, fall counted "
                 "positive (nats)"),
-    "lowest": ("{v} ends lowest", "smallest margin of the other variants' final ΔL above its own (nats)"),
-    "convergence": ("the curves {way} toward the end",
+    "lowest": ("{v} ends lowest",
+               "smallest margin of the other variants' final ΔL above its own (nats)"),
+    "convergence": ("curves {way}",
                     "spread of the variants' mean ΔL at the end ÷ at the window's start"),
-    "order": ("final ΔL in the paper's order",
+    "order": ("order of the ends",
               "Kendall's τ between the variants' mean final ΔL and the paper's"),
 }
 
@@ -154,24 +154,28 @@ def curve_features(result, entropy: float) -> CurveFeatures | None:
                          {v: fig.paper_final(v) for v in variants}, conf)
 
 
+#: The paper's column: its curves read by eye from the first logged point to 100 B tokens.
+PAPER_COLUMN = "paper (≈, first point → 100 B tokens)"
+
+
 def _paper_words(f, cf: CurveFeatures) -> str:
     fig = ablation(cf.key)
     if f.kind == "course":
-        (x0, y0), (x1, y1) = fig.paper_curves[f.variant][0], fig.paper_curves[f.variant][-1]
-        return f"{y0:.3f} → {y1:.3f} (≈, {x0:g}–{x1:g} B tokens)"
+        (_, y0), (_, y1) = fig.paper_curves[f.variant][0], fig.paper_curves[f.variant][-1]
+        return f"{y0:.3f} → {y1:.3f}"
     if f.kind == "convergence":
         firsts = [k[0][1] for k in fig.paper_curves.values()]
         lasts = [k[-1][1] for k in fig.paper_curves.values()]
         if np.std(firsts) == 0:
-            return (f"all start at {firsts[0]:.3f}, end {min(lasts):.3f}–{max(lasts):.3f} (≈)")
-        return f"{np.std(lasts) / np.std(firsts):.2f} (≈)"
+            return f"all start at {firsts[0]:.3f}, end {min(lasts):.3f}–{max(lasts):.3f}"
+        return f"{np.std(lasts) / np.std(firsts):.2f}"
     if f.kind == "order":
         ranked = sorted(cf.paper, key=lambda v: -cf.paper[v])
         return " > ".join(display_name(v) for v in ranked)
     knots = fig.paper_curves[f.variant]
     end = {"top": "highest throughout", "slowest": "falls slowest",
            "lowest": "lowest at the end"}[f.kind]
-    return f"{end}: {knots[0][1]:.3f} → {knots[-1][1]:.3f} (≈)"
+    return f"{end}: {knots[0][1]:.3f} → {knots[-1][1]:.3f}"
 
 
 def _number(kind: str, x: float) -> str:
@@ -187,15 +191,15 @@ def features_table(cf: CurveFeatures) -> pd.DataFrame:
     rows = []
     for f, p, verdict in zip(cf.features, cf.p_holm, cf.verdicts):
         head = WORDS[f.kind][0]
-        way = "converge" if fig.paper_convergence() < 0 else "spread out"
+        way = "close up" if fig.paper_convergence() < 0 else "spread out"
         name = head.format(v=display_name(f.variant) if f.variant else "", way=way)
         interval = ("n/a (1 seed)" if math.isnan(f.low) else
                     f"[{_number(f.kind, f.low)}, {_number(f.kind, f.high)}]")
-        rows.append({"feature (paper)": name, "paper (≈)": _paper_words(f, cf),
+        rows.append({"feature": name, PAPER_COLUMN: _paper_words(f, cf),
                      "this build": _number(f.kind, f.estimate),
                      f"{cf.confidence:.0%} interval": interval,
                      "p (Holm)": "n/a" if math.isnan(p) else f"{p:.2g}", "verdict": verdict})
-    return pd.DataFrame(rows).set_index("feature (paper)")
+    return pd.DataFrame(rows).set_index("feature")
 
 
 def summary_counts(cf: CurveFeatures | None) -> str:
@@ -217,7 +221,7 @@ def reading_words(cf: CurveFeatures) -> str:
     """How the features table is measured and decided, folded under it: each feature's measure
     and the rule of the verdicts."""
     kinds = dict.fromkeys(f.kind for f in cf.features)
-    measures = "; ".join(f"*{WORDS[k][0].format(v='a variant', way='converge')}*: "
+    measures = "; ".join(f"*{WORDS[k][0].format(v='a variant', way='close up')}*: "
                          f"{WORDS[k][1]}" for k in kinds)
     alpha = 1 - cf.confidence
     return (
@@ -242,7 +246,7 @@ def show_features(result, entropy: float) -> CurveFeatures | None:
                          "no curves to read feature by feature."))
         return None
     display(Markdown(features_words(cf)))
-    display(Markdown(md_table(features_table(cf))))
+    display(table_style(features_table(cf).style).hide(names=True))
     display(Markdown(f"<details><summary>How the features are measured and decided</summary>"
                      f"\n\n{reading_words(cf)}\n\n</details>"))
     return cf
@@ -359,7 +363,7 @@ def show_data_order(result, plan, run_dir, source: str = "build") -> pd.DataFram
     table = data_order_check(result, data_order_deltas(result.key, plan, run_dir, source))
     display(Markdown(data_order_words(table, result.key, plan)))
     if not table.empty:
-        display(Markdown(md_table(format_data_order(table, result.confidence))))
+        display(table_style(format_data_order(table, result.confidence).style))
     return table
 
 
