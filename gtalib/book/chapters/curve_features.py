@@ -147,7 +147,7 @@ def curve_features(result, entropy: float) -> CurveFeatures | None:
     if fig.lowest_end in variants:
         out.append(ft.lowest_margin(F, variants, fig.lowest_end, conf))
     if len(variants) > 2:  # a spread and an order need three curves to mean anything
-        out.append(ft.convergence(C, fig.paper_convergence(), conf))
+        out.append(ft.convergence(C, fig.paper_convergence(variants), conf))
         out.append(ft.order(F, [fig.paper_final(v) for v in variants], conf))
     p_holm, verdicts = ft.feature_verdicts(out, conf)
     return CurveFeatures(result.key, window, out, p_holm, verdicts,
@@ -164,8 +164,8 @@ def _paper_words(f, cf: CurveFeatures) -> str:
         (_, y0), (_, y1) = fig.paper_curves[f.variant][0], fig.paper_curves[f.variant][-1]
         return f"{y0:.3f} → {y1:.3f}"
     if f.kind == "convergence":
-        firsts = [k[0][1] for k in fig.paper_curves.values()]
-        lasts = [k[-1][1] for k in fig.paper_curves.values()]
+        firsts = [fig.paper_curves[v][0][1] for v in cf.paper]
+        lasts = [fig.paper_curves[v][-1][1] for v in cf.paper]
         if np.std(firsts) == 0:
             return f"all start at {firsts[0]:.3f}, end {min(lasts):.3f}–{max(lasts):.3f}"
         return f"{np.std(lasts) / np.std(firsts):.2f}"
@@ -191,7 +191,7 @@ def features_table(cf: CurveFeatures) -> pd.DataFrame:
     rows = []
     for f, p, verdict in zip(cf.features, cf.p_holm, cf.verdicts):
         head = WORDS[f.kind][0]
-        way = "close up" if fig.paper_convergence() < 0 else "spread out"
+        way = "close up" if fig.paper_convergence(list(cf.paper)) < 0 else "spread out"
         name = head.format(v=display_name(f.variant) if f.variant else "", way=way)
         interval = ("n/a (1 seed)" if math.isnan(f.low) else
                     f"[{_number(f.kind, f.low)}, {_number(f.kind, f.high)}]")

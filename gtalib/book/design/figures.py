@@ -109,13 +109,13 @@ class Ablation:
         knots = self.paper_curves.get(variant, ())
         return 0 if len(knots) < 2 else int(math.copysign(1, knots[-1][1] - knots[0][1]))
 
-    def paper_convergence(self) -> int:
-        """−1 when the spread of the paper's curves (standard deviation across variants) is
-        smaller at their last knot than at their first, i.e. they converge; +1 when it is
-        larger (they spread out: the gating figure's curves all start near 0.018, ≈); 0 without
-        curves of two variants."""
-        firsts = [k[0][1] for k in self.paper_curves.values()]
-        lasts = [k[-1][1] for k in self.paper_curves.values()]
+    def paper_convergence(self, variants=None) -> int:
+        """−1 when the spread of the paper's curves of ``variants`` (default: all; standard
+        deviation across variants) is smaller at their last knot than at their first, i.e. they
+        converge; +1 when it is larger (they spread out: the gating figure's curves all start
+        near 0.018, ≈); 0 without curves of two variants."""
+        knots = [k for v, k in self.paper_curves.items() if variants is None or v in variants]
+        firsts, lasts = [k[0][1] for k in knots], [k[-1][1] for k in knots]
         if len(firsts) < 2:
             return 0
         return -1 if float(np.std(lasts)) < float(np.std(firsts)) else +1

@@ -168,3 +168,18 @@ def test_the_own_design_drops_the_books_length_and_seed_overrides():
     for bad in (0, True, "1"):
         with pytest.raises(ValueError, match="seeds must be a positive integer"):
             own.own_design(bad)
+
+
+def test_the_papers_curve_features_read_from_its_knots():
+    """docs/paper_values.md: every curve of both figures falls; the initialisation curves close
+    up (first points 0.045–0.08, ends 0.02–0.03), the gating curves all start near 0.018 and end
+    0.005–0.012 apart; TPA and GQA are drawn on top, GTA falls slowest, MLRA-4 ends lowest."""
+    init, gate = ablation("init"), ablation("gate")
+    assert {init.paper_course(v) for v in init.variants} == {-1}
+    assert {gate.paper_course(v) for v in gate.variants} == {-1}
+    assert init.paper_course("mha") == -1 and ablation("latent_scale").paper_course("mla") == 0
+    assert init.paper_convergence() == -1 and gate.paper_convergence() == +1
+    assert init.paper_convergence(["mha", "gta"]) == -1  # 0.08 / 0.045 → 0.02 / 0.02
+    assert init.paper_convergence(["mha"]) == 0
+    assert (init.top_curve, init.slowest_fall, init.lowest_end) == ("tpa", "gta", None)
+    assert (gate.top_curve, gate.slowest_fall, gate.lowest_end) == ("gqa", None, "mlra-4")
