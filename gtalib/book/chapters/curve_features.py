@@ -32,7 +32,7 @@ from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
 from gtalib.book.analysis.stats import data_order_stats
 from gtalib.book.analysis.style import and_join, plural, table_style
-from gtalib.book.design.figures import ablation
+from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
@@ -46,7 +46,8 @@ WORDS = {
     "lowest": ("{v} ends lowest",
                "smallest margin of the other variants' final ΔL above its own (nats)"),
     "convergence": ("curves {way}",
-                    "spread of the variants' mean ΔL at the end ÷ at the window's start"),
+                    "per seed pair, the spread of the variants' ΔL at the end ÷ at the "
+                    "window's start (geometric mean over the pairs)"),
     "order": ("order of the ends",
               "Kendall's τ between the variants' mean final ΔL and the paper's"),
 }
@@ -117,6 +118,7 @@ class CurveFeatures:
     verdicts: list
     paper: dict  # variant → the paper's final ΔL
     confidence: float
+    subset: bool = False  # read at some of the figure's variants only
 
     def counts(self) -> dict:
         """Verdict → how many features have it."""
@@ -150,8 +152,9 @@ def curve_features(result, entropy: float) -> CurveFeatures | None:
         out.append(ft.convergence(C, fig.paper_convergence(variants), conf))
         out.append(ft.order(F, [fig.paper_final(v) for v in variants], conf))
     p_holm, verdicts = ft.feature_verdicts(out, conf)
+    subset = set(result.variants or variants) != set(figure_variants(result.key, result.preset))
     return CurveFeatures(result.key, window, out, p_holm, verdicts,
-                         {v: fig.paper_final(v) for v in variants}, conf)
+                         {v: fig.paper_final(v) for v in variants}, conf, subset)
 
 
 #: The paper's column: its curves read by eye from the first logged point to 100 B tokens.
@@ -170,12 +173,22 @@ def _paper_words(f, cf: CurveFeatures) -> str:
             return f"all start at {firsts[0]:.3f}, end {min(lasts):.3f}–{max(lasts):.3f}"
         return f"{np.std(lasts) / np.std(firsts):.2f}"
     if f.kind == "order":
-        ranked = sorted(cf.paper, key=lambda v: -cf.paper[v])
-        return " > ".join(display_name(v) for v in ranked)
+        # tied values (several curves end at ≈ 0.020) share a rank: "=" between them
+        ties = {}
+        for v in sorted(cf.paper, key=lambda v: -cf.paper[v]):
+            ties.setdefault(round(cf.paper[v], 4), []).append(display_name(v))
+        return " > ".join(" = ".join(names) for names in ties.values())
     knots = fig.paper_curves[f.variant]
-    end = {"top": "highest throughout", "slowest": "falls slowest",
-           "lowest": "lowest at the end"}[f.kind]
-    return f"{end}: {knots[0][1]:.3f} → {knots[-1][1]:.3f}"
+    if f.kind == "top":  # the paper's words: its first knots are read too coarsely to show it
+        return "drawn highest throughout"
+    if f.kind == "slowest":
+        return f"falls slowest: {knots[0][1]:.3f} → {knots[-1][1]:.3f}"
+    return f"lowest at 100 B: {knots[-1][1]:.3f}"
+
+
+def _way(cf: CurveFeatures) -> str:
+    """What the paper's curves of these variants do toward the end."""
+    return "close up" if ablation(cf.key).paper_convergence(list(cf.paper)) < 0 else "spread out"
 
 
 def _number(kind: str, x: float) -> str:
@@ -191,9 +204,8 @@ def features_table(cf: CurveFeatures) -> pd.DataFrame:
     rows = []
     for f, p, verdict in zip(cf.features, cf.p_holm, cf.verdicts):
         head = WORDS[f.kind][0]
-        way = "close up" if fig.paper_convergence(list(cf.paper)) < 0 else "spread out"
-        name = head.format(v=display_name(f.variant) if f.variant else "", way=way)
-        interval = ("n/a (1 seed)" if math.isnan(f.low) else
+        name = head.format(v=display_name(f.variant) if f.variant else "", way=_way(cf))
+        interval = (f"n/a ({plural(f.n, 'pair')})" if math.isnan(f.low) else
                     f"[{_number(f.kind, f.low)}, {_number(f.kind, f.high)}]")
         rows.append({"feature": name, PAPER_COLUMN: _paper_words(f, cf),
                      "this build": _number(f.kind, f.estimate),
@@ -208,32 +220,40 @@ def summary_counts(cf: CurveFeatures | None) -> str:
     if cf is None:
         return "no curve features (fewer than two complete variants)"
     c = cf.counts()
+    undetermined = len(cf.verdicts) - sum(c.get(k, 0) for k in ("agrees", "differs",
+                                                                 "within noise"))
     return (f"{c.get('agrees', 0)} of {len(cf.verdicts)} agree, {c.get('differs', 0)} differ, "
-            f"{c.get('within noise', 0)} within noise")
+            f"{c.get('within noise', 0)} within noise"
+            + (f", {undetermined} undetermined (too few pairs)" if undetermined else ""))
 
 
 def features_words(cf: CurveFeatures) -> str:
     """The lead above the features table: the counts and the window."""
-    return f"**{summary_counts(cf)}.** {cf.window.words()}"
+    note = (" The window comes from the runs of the variants shown here, a subset of the "
+            "figure's: the whole figure's window, set by all of its runs, can start later and "
+            "give each course another value." if cf.subset else "")
+    return f"**{summary_counts(cf)}.** {cf.window.words()}{note}"
 
 
 def reading_words(cf: CurveFeatures) -> str:
     """How the features table is measured and decided, folded under it: each feature's measure
     and the rule of the verdicts."""
     kinds = dict.fromkeys(f.kind for f in cf.features)
-    measures = "; ".join(f"*{WORDS[k][0].format(v='a variant', way='close up')}*: "
+    measures = "; ".join(f"*{WORDS[k][0].format(v='a variant', way=_way(cf))}*: "
                          f"{WORDS[k][1]}" for k in kinds)
     alpha = 1 - cf.confidence
     return (
-        f"What each row measures: {measures}. A course is read per seed pair, with its paired "
-        f"Student-t interval; a feature that compares variants resamples the seed pairs of all "
-        f"of them together (percentile bootstrap, {ft.BOOTSTRAP_RESAMPLES:,} resamples from a "
-        f"fixed generator seed), its p-value the share of resamples on the far side of no "
-        f"feature. The figure's features are one family: their p-values are adjusted together "
-        f"(Holm), and a feature *agrees* or *differs* when its adjusted p-value is at most "
-        f"{alpha:.2g} and its value lies on the paper's or the other side, else it is *within "
-        f"noise*; the intervals are unadjusted {cf.confidence:.0%} intervals. The lowest end "
-        f"and the order read the final validation ΔL of the table above; the other rows read "
+        f"What each row measures: {measures}. A course and the convergence are read per seed "
+        f"pair, with a paired Student-t interval; the order is Kendall's test across the "
+        f"variants, its interval a bootstrap over the pairs; the top, slowest and lowest "
+        f"curves resample the seed pairs of all variants together (percentile bootstrap, "
+        f"{ft.BOOTSTRAP_RESAMPLES:,} resamples from a fixed generator seed; undetermined below "
+        f"{ft.MIN_BOOTSTRAP_PAIRS} pairs), their p-value the share of resamples on the far side "
+        f"of no feature. The figure's features are one family: their p-values are adjusted "
+        f"together (Holm), and a feature *agrees* or *differs* when its adjusted p-value is at "
+        f"most {alpha:.2g} and its value lies on the paper's or the other side, else it is "
+        f"*within noise*; the intervals are unadjusted {cf.confidence:.0%} intervals. The lowest "
+        f"end and the order read the final validation ΔL of the table above; the other rows read "
         f"the drawn curves. Methods chapter, \"The curves read feature by feature\".")
 
 

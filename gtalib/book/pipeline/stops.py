@@ -70,6 +70,22 @@ def quiet_loggers(*names):
             log.setLevel(level)
 
 
+@contextlib.contextmanager
+def dropped_messages(name: str, *starts: str):
+    """Dask's logger ``distributed.<name>`` drops, in the block, the records whose message starts
+    with one of ``starts``; its other records pass."""
+    log = logging.getLogger(f"distributed.{name}")
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(starts)
+
+    log.addFilter(keep)
+    try:
+        yield
+    finally:
+        log.removeFilter(keep)
+
+
 def quiet_closing(client) -> None:
     """Close a client whose scheduler is gone without Dask's reconnection attempts and their log
     lines: the caller reports the loss once (:class:`SchedulerLost`)."""

@@ -10,6 +10,7 @@ import pytest
 from synthetic import metrics, runs_frame, synthetic_identity, write_finished_run
 
 from gtalib.book.analysis import curves as C
+from gtalib.book.analysis import features as ft
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
@@ -29,7 +30,8 @@ def _result(escapes, deltas, steps=100, smoothing=5, key="init"):
     runs = runs_frame(spec)
     curves = C.delta_curves(runs, "train_loss", smoothing)
     return types.SimpleNamespace(key=key, runs=runs, curves=curves, smoothing=smoothing,
-                                 complete=list(deltas), confidence=0.95)
+                                 complete=list(deltas), confidence=0.95, preset="cpu",
+                                 variants=tuple(deltas))
 
 
 def test_the_window_starts_after_the_last_run_leaves_the_plateau_plus_the_smoothing():
@@ -55,7 +57,7 @@ def test_a_figure_reads_the_courses_and_the_features_its_paper_names():
     slowest curve agrees; the spread shrinks."""
     deltas = {"tpa": lambda s: 0.3 - 0.002 * s, "mha": lambda s: 0.25 - 0.0024 * s,
               "gta": lambda s: 0.02 + 0.0 * s}
-    escapes = {(v, a, s): 5 for v in deltas for a in ("alt", "rec") for s in range(4)}
+    escapes = {(v, a, s): 5 for v in deltas for a in ("alt", "rec") for s in range(6)}
     r = _result(escapes, deltas)
     # seed noise, so that the intervals are finite: a per-seed offset on the alt arm
     bump = r.runs["seed"] * 0.001 * np.where(r.runs["arm"] == "alt", 1, 0)
@@ -76,6 +78,21 @@ def test_a_figure_reads_the_courses_and_the_features_its_paper_names():
     table = CF.features_table(cf)
     assert list(table["verdict"]) == cf.verdicts
     assert CF.summary_counts(cf).startswith(f"{cf.verdicts.count('agrees')} of 7 agree")
+    # three of the figure's nine variants: the page says its window is theirs
+    assert cf.subset and "a subset of the figure's" in CF.features_words(cf)
+    # the paper's order with its ties (MHA 0.0168, TPA 0.0346, GTA 0.020)
+    assert table.loc["order of the ends", CF.PAPER_COLUMN] == "TPA > GTA > MHA"
+    assert "*curves close up*" in CF.reading_words(cf)
+
+    # at three pairs a bootstrap feature is not decided, and leaves the Holm family
+    few = _result({k: e for k, e in escapes.items() if k[2] < 3}, deltas)
+    cf3 = CF.curve_features(few, H)
+    got3 = dict(zip([(f.kind, f.variant) for f in cf3.features], cf3.verdicts))
+    assert got3[("top", "tpa")] == got3[("slowest", "gta")] == ft.FEW_PAIRS
+    assert got3[("order", None)] == "within noise"  # Kendall's test across three variants
+    assert got3[("course", "tpa")] == "agrees"  # a t interval still holds at three pairs
+    assert np.isnan(cf3.p_holm[[f.kind == "top" for f in cf3.features]]).all()
+    assert CF.summary_counts(cf3).endswith("2 undetermined (too few pairs)")  # top, slowest
 
 
 def _write(run_dir, plan, ref, delta, seed_noise=0.0):

@@ -329,3 +329,19 @@ def test_a_task_dropped_before_it_starts_trains_nothing(tmp_path):
         rows = client.submit(schedule._train_group, [spec.to_dict()], str(tmp_path), "none",
                              1, "cpu", key=key, pure=False).result()
     assert rows == [] and not is_done(run_path(spec, tmp_path))
+
+
+def test_closing_drops_only_the_nannies_kill_warning(caplog):
+    """An idle worker slow to exit on a loaded machine is killed at close: that one warning is
+    dropped while the embedded cluster closes, the nannies' other lines pass."""
+    import logging
+
+    from gtalib.book.pipeline.stops import dropped_messages
+
+    caplog.set_level(logging.INFO, logger="distributed")
+    log = logging.getLogger("distributed.nanny")
+    with dropped_messages("nanny", "Worker process still alive"):
+        log.warning("Worker process still alive after 4.0 seconds, killing")
+        log.info("Closing Nanny at 'tcp://127.0.0.1:1'")
+    log.warning("Worker process still alive after 4.0 seconds, killing")  # outside: kept
+    assert [r.getMessage()[:13] for r in caplog.records] == ["Closing Nanny", "Worker proces"]
