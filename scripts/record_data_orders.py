@@ -1,0 +1,57 @@
+#!/usr/bin/env python
+"""Train the declared data-order runs that the repository has not recorded yet, and record each.
+
+The data-order design (``gtalib.book.design.seeds.DATA_ORDERS_DECLARED``, docs/curve_features.md)
+repeats the pair at initialisation seed 0 of every variant of the initialisation and gating
+figures at data orders 1-4. This command trains those of its runs that ``book/recorded/`` lacks
+through the book's own scheduler (Dask; both arms of a pair on one worker, one thread per run),
+into a run store (a rerun resumes there), and records every finished run with
+``gtalib record add``'s function. Once a figure's whole set is recorded, add it to
+``seeds.DATA_ORDERS`` so that the book reads it.
+
+Usage::
+
+    .venv/bin/python scripts/record_data_orders.py [--figure init] [--run-dir DIR] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.run_specs import data_order_runs
+from gtalib.book.design.seeds import DATA_ORDERS_DECLARED
+from gtalib.book.pipeline.schedule import train_all
+from gtalib.training import records
+from gtalib.training.runs import is_done, run_path
+
+
+def main(argv=None) -> int:
+    declared = DATA_ORDERS_DECLARED["cpu"]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--figure", choices=sorted(declared), action="append",
+                    help="the figure(s) whose set to train (default: all, in the declared order)")
+    ap.add_argument("--run-dir", type=Path, default=Path("runs"), help="run store (default runs/)")
+    ap.add_argument("--jobs", type=int, default=2, help="training processes (default 2)")
+    args = ap.parse_args(argv)
+    plan = make_plan("cpu", 1)
+    for key in args.figure or declared:
+        refs = data_order_runs(key, "cpu", orders=declared[key])
+        specs = [(f"{r.label} data order {dict(r.train)['data_seed']}", plan.spec(r))
+                 for r in refs]
+        todo = [(label, s) for label, s in specs if records.find_record(s) is None]
+        print(f"{key}: {len(specs) - len(todo)} of {len(specs)} data-order runs recorded, "
+              f"{len(todo)} to train into {args.run_dir}")
+        failed = train_all(todo, args.run_dir, jobs=args.jobs, threads=1) if todo else []
+        for _, spec in todo:
+            if is_done(run_path(spec, args.run_dir)):
+                print("recorded", records.record_run(run_path(spec, args.run_dir)))
+        if failed:
+            print("\n".join(failed))
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
