@@ -31,8 +31,10 @@ reads rank and world size from its ``trainer`` attribute, which :func:`fit` sets
 
 from __future__ import annotations
 
+import io
 import math
 import time
+from pathlib import Path
 
 import torch
 import lightning as L
@@ -42,6 +44,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from gtalib.model.config import ModelConfig
 from gtalib.training.config import TrainConfig
+from gtalib.training.disk import write_file
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,11 +294,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options")
-        import io
-        from pathlib import Path
-
-        from gtalib.training.disk import write_file
-
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)  # in memory first, as Lightning does: a write error is an OSError
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -357,8 +355,6 @@ def fit(module: LitGPT, datamodule, run_path, *, ckpt_path=None, accelerator: st
     tensors, containers and plain values; a file holding anything else raises
     ``pickle.UnpicklingError`` before any of it runs). Returns the finished ``Trainer``.
     """
-    from pathlib import Path
-
     from lightning.fabric.plugins.environments import LightningEnvironment
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
