@@ -335,6 +335,12 @@ def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def data_order_table(result, plan, run_dir, source: str = "build") -> pd.DataFrame:
+    """:func:`data_order_check` of ``result``'s figure with its data-order runs read
+    (:func:`data_order_deltas`): the one call of every page and snippet that shows it."""
+    return data_order_check(result, data_order_deltas(result.key, plan, run_dir, source))
+
+
 def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
     """The paragraph of the data-order section: the design, the spreads and the flips."""
     refs = plan.data_order_refs.get(key, ())
@@ -371,7 +377,7 @@ def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataF
         f"{confidence:.0%} interval, any data order": [
             f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(table["low"], table["high"])],
         "verdict, any data order": table["verdict"],
-        "final verdict": table["final verdict"],
+        "verdict, data order 0": table["final verdict"],  # the figure's final table's
         "changed?": ["yes" if f else "no" for f in table["flipped"]],
     })
     out.index = pd.Index([display_name(v) for v in table.index], name="variant")
@@ -380,7 +386,7 @@ def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataF
 
 def show_data_order(result, plan, run_dir, source: str = "build") -> pd.DataFrame:
     """Display the data-order section of a curve figure's page; returns its table."""
-    table = data_order_check(result, data_order_deltas(result.key, plan, run_dir, source))
+    table = data_order_table(result, plan, run_dir, source)
     display(Markdown(data_order_words(table, result.key, plan)))
     if not table.empty:
         display(table_style(format_data_order(table, result.confidence).style))
@@ -414,7 +420,7 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
             continue
         cf = curve_features(result, entropy) if result.complete else None
         link = f"{fig.notebook}.html#{_anchor(SECTION)}"
-        orders = data_order_check(result, data_order_deltas(key, plan, run_dir, source))
+        orders = data_order_table(result, plan, run_dir, source)
         order_words = ("its pairs share one data order, not repeated at others here"
                        if orders.empty else
                        f"with the data order's variance added, {int(orders['flipped'].sum())} "
@@ -434,7 +440,7 @@ def methods_markdown(results: dict, plan, run_dir, entropy: float) -> str:
         if not fig.paper_curves or result.curves.empty:
             continue
         parts.append(f"- **{fig.heading}.** {feature_window(result, entropy).words()}")
-        table = data_order_check(result, data_order_deltas(key, plan, run_dir))
+        table = data_order_table(result, plan, run_dir)
         if table.empty:
             parts.append(f"  Its pairs all read data order 0; none is repeated at another "
                          f"order at `{plan.preset}` here.")

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from gtalib.book.analysis.collect import OUTCOME_WORDS
-from gtalib.book.analysis.stats import VERDICTS
+from gtalib.book.analysis.stats import VERDICTS, aggregate_verdicts
 from gtalib.book.analysis.style import and_join, plural, set_style
 from gtalib.book.design.chapters import ablation_notebooks
 from gtalib.book.design.figures import ABLATIONS
@@ -43,15 +43,20 @@ def verdict_word(verdict: str) -> str:
     return "not measured" if word.startswith("not measured") else word
 
 
-def headline_table(claims: pd.DataFrame) -> pd.DataFrame:
+def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.DataFrame:
     """One row per claim of the paper (the ranking rows folded into their claim's):
     ``claim`` (its number), ``source``, ``paper says`` (the claim's short line,
     :attr:`gtalib.book.design.figures.Claim.short`), ``measured`` (the claims table's column),
-    ``verdict`` (the claims table's, counts of a mixed verdict included) and ``ranking`` (the
-    ranking claim's verdict, ``""`` where the claim ranks nothing).
+    ``verdict`` (the claims table's, counts of a mixed verdict included), ``ranking`` (the
+    ranking claim's verdict, ``""`` where the claim ranks nothing) and ``any data order`` (the
+    claim's verdict with the data order's variance added, ``""`` where its figure has no
+    data-order runs).
 
     Args:
         claims: :func:`gtalib.book.chapters.claims.claims_table`.
+        data_orders: ablation key → the per-variant verdicts with the data order's variance
+            added, aggregated (:func:`data_order_verdicts`); figures without data-order runs
+            absent.
     Raises:
         KeyError: a claim of :func:`gtalib.book.design.figures.claims` is not in ``claims``.
     """
@@ -62,8 +67,17 @@ def headline_table(claims: pd.DataFrame) -> pd.DataFrame:
         rows.append({"claim": c.number, "source": c.source, "paper says": c.short,
                      "measured": r["measured"], "verdict": r["verdict"],
                      "ranking": claims.loc[ranking, "verdict"] if ranking in claims.index
-                     else ""})
+                     else "", "any data order": (data_orders or {}).get(c.source, "")})
     return pd.DataFrame(rows).set_index("claim")
+
+
+def data_order_verdicts(tables: dict) -> dict:
+    """Ablation key → its variants' verdicts with the data order's variance added, aggregated
+    as the claims are (:func:`gtalib.book.analysis.stats.aggregate_verdicts`), e.g.
+    ``"mixed: within noise 7/9, agrees 2/9"``. ``tables``: key → the figure's data-order table
+    (:func:`gtalib.book.chapters.curve_features.data_order_check`); an empty one is left out."""
+    return {key: aggregate_verdicts(table["verdict"]) for key, table in tables.items()
+            if not table.empty}
 
 
 _PLURAL = {"agrees": "agree", "differs": "differ"}
@@ -94,6 +108,8 @@ def headline_markdown_table(table: pd.DataFrame) -> str:
         verdict = _verdict_html(r["verdict"])
         if r["ranking"]:
             verdict += f" · ranking {_verdict_html(r['ranking'])}"
+        if r.get("any data order"):
+            verdict += f" · for any data order {_verdict_html(r['any data order'])}"
         lines.append(f"| {number} | {says} | {r['measured']} | {verdict} |")
     return "\n".join(lines) + "\n"
 
@@ -207,12 +223,13 @@ def runs_sentence(counts: dict, outcomes: dict) -> str:
 
 
 def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: dict,
-                   out_dir: Path, image_dir: str = "generated") -> str:
+                   out_dir: Path, image_dir: str = "generated",
+                   data_orders: dict | None = None) -> str:
     """Write the headline's figures (:data:`FIGURE_FILES`) into ``out_dir`` and return the
     headline's Markdown (MyST, included by ``book/intro.md``, which names ``out_dir`` as
     ``image_dir``: an included file's image paths are read from the including page): the
-    claims table (:func:`headline_table`), the runs (:func:`runs_sentence`) and the figure
-    (wide and narrow, :func:`forest_figure`)."""
+    claims table (:func:`headline_table`, ``data_orders`` as there), the runs
+    (:func:`runs_sentence`) and the figure (wide and narrow, :func:`forest_figure`)."""
     out_dir = Path(out_dir)
     for layout, name in FIGURE_FILES.items():
         fig = forest_figure(results, layout)
@@ -223,6 +240,6 @@ def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: 
     images = "\n".join(f"```{{image}} {image_dir}/{name}\n:alt: {alt}\n:class: gtalib-{layout}\n"
                        f"```\n" for layout, name in FIGURE_FILES.items())
     return ("::::{container} gtalib-headline\n"
-            + headline_markdown_table(headline_table(claims)) + "\n"
+            + headline_markdown_table(headline_table(claims, data_orders)) + "\n"
             + runs_sentence(counts, outcomes) + " Every claim in full: {doc}`generated/claims`."
             + "\n\n" + images + "::::\n")

@@ -1,7 +1,7 @@
 """The spot-check set: the recorded runs that every default book trains again first, on the
 reader's machine, so that each figure and table is checked against its records.
 
-The default book cannot re-train its 360 recorded runs within its hour (29.8 core-hours), so it
+The default book cannot re-train its 432 recorded runs within its hour (34.5 core-hours), so it
 reads most of them from ``book/recorded/``. Which ones it re-trains must not depend on the
 calibration's noise nor on what a kept run store already holds: the set below is declared per
 preset, before any run, one variant per figure and table at seed :data:`SPOT_CHECK_SEED`, both
@@ -115,16 +115,17 @@ def spot_check_refs(plan) -> tuple:
 
 
 #: The tiers of :func:`training_tiers`, in the order the budget takes them.
-TIERS = ("spot-check", "seed 0", "other seeds")
+TIERS = ("spot-check", "seed 0", "other seeds and data orders")
 
 
 def training_tiers(plan) -> tuple[tuple, tuple, tuple]:
     """The plan's runs in the three :data:`TIERS`: the spot-check set (:func:`spot_check_refs`);
     seed 0 of each figure's other variants in rounds (round ``i``: the ``i``-th remaining
-    variant of every figure); the rest in the plan's order. Each run once, in the first tier
-    that holds it; the budget takes a later tier only once every task of the earlier ones fits
-    (:func:`gtalib.book.pipeline.budget.choose`), so more variants are checked before more
-    seeds."""
+    variant of every figure); the rest in the plan's order (the other seeds, then the pairs at
+    seed 0 repeated at other data orders, :attr:`gtalib.book.design.plan.Plan.data_order_refs`).
+    Each run once, in the first tier that holds it; the budget takes a later tier only once
+    every task of the earlier ones fits (:func:`gtalib.book.pipeline.budget.choose`), so more
+    variants are checked before more seeds."""
     read = [k for k in figure_keys() if k in plan.reads]
     chosen = spot_check_variants(plan.preset)
     rest = {k: [v for v in dict.fromkeys(r.variant for r in plan.figure_refs[k])

@@ -31,9 +31,10 @@ from gtalib.book.chapters.ablation import (
 )
 from gtalib.book.chapters.against_records import against_records, against_records_markdown
 from gtalib.book.chapters.claims import claims_table
+from gtalib.book.chapters.curve_features import data_order_table
 from gtalib.book.chapters.curve_features import methods_markdown as curve_methods_markdown
 from gtalib.book.chapters.figure_tests import prediction_table
-from gtalib.book.chapters.headline import write_headline
+from gtalib.book.chapters.headline import data_order_verdicts, write_headline
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.plan import Plan
@@ -447,6 +448,8 @@ def write_chapter_snippets(summary: dict, plan: Plan, run_dir: Path, out_dir: Pa
     read = {s.run_id: s for _, s in plan.specs([*plan.runs, *plan.ladder_refs])}
     sources = [run_source(s, run_dir, trained) for s in read.values()]
     outcomes = {k: int((against.runs["outcome"] == k).sum()) for k in records.OUTCOMES}
+    orders = {key: data_order_table(r, plan, run_dir) for key, r in results.items()}
     (out_dir / "headline.md").write_text(write_headline(
         claims_table(plan, run_dir, results=results), results,
-        {k: sources.count(k) for k in RUN_SOURCES}, outcomes, out_dir))
+        {k: sources.count(k) for k in RUN_SOURCES}, outcomes, out_dir,
+        data_orders=data_order_verdicts(orders)))

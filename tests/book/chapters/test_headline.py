@@ -40,6 +40,23 @@ def test_one_row_per_claim_with_the_claims_pages_verdict_and_its_ranking_folded_
     row = next(line for line in md.splitlines() if line.startswith(f"| {init} |"))
     assert "{doc}`Initialisation <generated/init_ablation>`" in row
     assert ">mixed</strong>: 7 agree, 2 within noise · ranking " in row
+    assert (table["any data order"] == "").all() and "any data order" not in md
+
+
+def test_the_data_order_verdicts_fold_into_their_claims_row():
+    tables = {"init": pd.DataFrame({"verdict": ["agrees"] * 2 + ["within noise"] * 7}),
+              "gate": pd.DataFrame()}  # no data-order runs: left out
+    orders = H.data_order_verdicts(tables)
+    assert orders == {"init": "mixed: within noise 7/9, agrees 2/9"}
+    table = H.headline_table(_claims_frame(), orders)
+    init = next(c.number for c in claims() if c.source == "init")
+    assert table.loc[init, "any data order"] == orders["init"]
+    assert (table.drop(init)["any data order"] == "").all()
+    md = H.headline_markdown_table(table)
+    row = next(line for line in md.splitlines() if line.startswith(f"| {init} |"))
+    assert row.endswith("· for any data order <strong class=\"gtalib-verdict "
+                        "gtalib-verdict-mixed\">mixed</strong>: 7 within noise, 2 agree |")
+    assert md.count("for any data order") == 1
 
 
 @pytest.mark.parametrize("verdict, word", [

@@ -34,14 +34,18 @@ def test_the_training_order_is_the_set_then_seed_0_in_rounds_then_the_rest():
     assert len(order) == len(plan.runs)
     spot = S.spot_check_refs(plan)
     assert order[:len(spot)] == spot
-    seed0 = {run_identity(r) for r in plan.runs if r.seed == 0}
+    # seed 0 at data order 0; the pair at seed 0 repeated at other data orders comes last
+    others = {run_identity(r) for refs in plan.data_order_refs.values() for r in refs}
+    assert others and all(dict(r.train)["data_seed"] > 0 for refs in plan.data_order_refs.values()
+                          for r in refs)
+    seed0 = {run_identity(r) for r in plan.runs if r.seed == 0} - others
     tier = order[len(spot):len(seed0)]
     assert {run_identity(r) for r in tier} == seed0 - {run_identity(r) for r in spot}
     # round 1 takes each figure's next variant: the gating figure's GQA pair comes before the
     # initialisation figure's third variant
     labels = [(r.variant, dict(r.train).get("max_steps")) for r in tier]
     assert labels.index(("gqa", 1000)) < labels.index(("mla", None))
-    assert all(r.seed > 0 for r in order[len(seed0):])
+    assert all(r.seed > 0 or run_identity(r) in others for r in order[len(seed0):])
 
 
 def test_a_table_naming_a_variant_its_figure_does_not_show_is_refused():
@@ -71,5 +75,8 @@ def test_the_tiers_hold_each_run_once_the_set_first():
     plan = make_plan("cpu", 3)
     spot, seed0, rest = S.training_tiers(plan)
     assert spot == S.spot_check_refs(plan)
-    assert {r.seed for r in seed0} == {0} and 0 not in {r.seed for r in rest}
+    assert {r.seed for r in seed0} == {0}
+    # the rest: the other seeds, then seed 0 only at the other data orders
+    assert all(r.seed > 0 or dict(r.train).get("data_seed", 0) > 0 for r in rest)
+    assert {dict(r.train)["data_seed"] for r in rest if r.seed == 0} == {1, 2, 3, 4}
     assert len(spot) + len(seed0) + len(rest) == len(plan.runs)
