@@ -33,6 +33,12 @@ VERDICT_STYLE = {"agrees": ("#1a7f37", "o", True), "differs": ("#c2185b", "s", T
 #: The headline's figure files, written beside ``headline.md``: one row of panels for a wide
 #: screen, two rows for a phone (the page shows one or the other, by CSS).
 FIGURE_FILES = {"wide": "headline-forest-wide.png", "narrow": "headline-forest-narrow.png"}
+#: Per layout: the figure's width (inches) and its smallest font (points). The narrow figure is
+#: shown about :data:`PHONE_COLUMN_PX` wide, so its text must be drawn larger: at 3.6 in, 9 pt
+#: shows as 9 · 358 / (72 · 3.6) ≈ 12 px on a 390-px phone.
+LAYOUTS = {"wide": (12.0, 7), "narrow": (3.6, 9)}
+#: The book's text column on a 390-px-wide phone (px; the page's margins aside).
+PHONE_COLUMN_PX = 358
 
 
 def verdict_word(verdict: str) -> str:
@@ -120,7 +126,7 @@ def forest_figure(results: dict, layout: str = "wide") -> plt.Figure:
     build's mean final ΔL and its 95 % t-interval (coloured and marked by the variant's
     verdict, :data:`VERDICT_STYLE`) and, just below it, the paper's final ΔL (≈, a black
     diamond; none where the paper gives none). ``layout``: ``"wide"`` (one row of panels) or
-    ``"narrow"`` (two columns, for a phone).
+    ``"narrow"`` (one column, for a phone; :data:`LAYOUTS`).
 
     Raises:
         ValueError: ``layout`` not one of ``"wide"``, ``"narrow"``.
@@ -129,34 +135,40 @@ def forest_figure(results: dict, layout: str = "wide") -> plt.Figure:
         raise ValueError(f"layout must be one of {tuple(FIGURE_FILES)}, got {layout!r}")
     set_style()
     keys = [k for k in ABLATIONS if k in results]
-    rows = max([len(results[k].final) for k in keys] + [1])
-    cols = len(keys) if layout == "wide" else 2
-    grid = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(grid, cols, squeeze=False, figsize=(
-        12 if layout == "wide" else 5.2, grid * (0.7 + 0.16 * rows) + 0.45))
-    for ax in axes.flat[len(keys):]:
-        ax.set_visible(False)
+    rows = [max(len(results[k].final), 1) for k in keys] or [1]
+    width, font = LAYOUTS[layout]
+    scale = font / 7  # a row's and a panel's frame height grow with their text
+    if layout == "wide":  # one row of panels, as tall as the longest
+        grid, cols, heights = 1, max(len(keys), 1), [max(rows)]
+    else:  # one panel a row, each as tall as its variants need
+        grid, cols, heights = len(rows), 1, rows
+    ncol = 4 if layout == "wide" else 1  # the legend's columns: one line, or one entry a line
+    legend_in = 4 / ncol * (font + 1) * 1.5 / 72 + 0.12  # its lines at 1.5 × the font, inches
+    panels_in = [0.7 * scale + 0.16 * scale * n for n in heights]
+    fig, axes = plt.subplots(grid, cols, squeeze=False, gridspec_kw={"height_ratios": panels_in},
+                             figsize=(width, sum(panels_in) + legend_in))
     for ax, key in zip(axes.flat, keys):
-        _forest_panel(ax, key, results[key].final)
+        _forest_panel(ax, key, results[key].final, font)
     handles = [Line2D([], [], color=c, marker=m, ls="-", mfc=c if filled else "white",
                       label=f"this build: {v}") for v, (c, m, filled) in VERDICT_STYLE.items()]
     handles.append(Line2D([], [], color="black", marker="D", ls="none", mfc="white",
                           label="paper (≈)"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles) if layout == "wide" else 2,
-               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout(rect=(0, 0.09 if layout == "wide" else 0.13 / grid * 2, 1, 1), w_pad=0.6)
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=font + 1, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1), w_pad=0.6)
     return fig
 
 
-def _forest_panel(ax, key: str, final: pd.DataFrame) -> None:
-    """One ablation's rows of :func:`forest_figure` (``final``: its final-ΔL table)."""
-    ax.set_title(ABLATIONS[key].heading.removesuffix(" ablation"), fontsize=9)
+def _forest_panel(ax, key: str, final: pd.DataFrame, font: float) -> None:
+    """One ablation's rows of :func:`forest_figure` (``final``: its final-ΔL table; ``font``:
+    the smallest font, points)."""
+    ax.set_title(ABLATIONS[key].heading.removesuffix(" ablation"), fontsize=font + 2)
     ax.axvline(0.0, color="0.3", lw=0.8, ls=":")
-    ax.tick_params(labelsize=7)
-    ax.set_xlabel("final ΔL (nats)", fontsize=7)
+    ax.tick_params(labelsize=font)
+    ax.set_xlabel("final ΔL (nats)", fontsize=font)
     if final.empty:
         ax.text(0.5, 0.5, "no complete runs", ha="center", va="center",
-                transform=ax.transAxes, fontsize=8, color="0.3")
+                transform=ax.transAxes, fontsize=font + 1, color="0.3")
         ax.set_yticks([])
         return
     n = len(final)

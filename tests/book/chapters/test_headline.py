@@ -73,7 +73,7 @@ def _final(variants, deltas, lows, highs, verdicts, paper):
                          "verdict": verdicts, "paper ΔL (≈)": paper}, index=variants)
 
 
-@pytest.mark.parametrize("layout, grid", [("wide", (1, 4)), ("narrow", (2, 2))])
+@pytest.mark.parametrize("layout, grid", [("wide", (1, 4)), ("narrow", (4, 1))])
 def test_the_forest_plot_draws_each_interval_and_the_papers_value(layout, grid):
     results = {
         "init": SimpleNamespace(final=_final(["gqa", "mla"], [0.05, -0.01], [0.02, -0.03],
@@ -108,6 +108,24 @@ def test_the_forest_plot_draws_each_interval_and_the_papers_value(layout, grid):
     assert "Gating: no complete runs" in alt and "Latent-scaling: 1 variant differs" in alt
     with pytest.raises(ValueError, match="layout must be one of"):
         H.forest_figure(results, "square")
+
+
+def test_the_phone_figures_text_is_at_least_11_px_on_a_390_px_screen():
+    """The narrow figure is scaled to the phone's text column: every text of it (ticks, labels,
+    titles, legend) must still show at 11 px or more, i.e. points × column px / (72 × width in)."""
+    results = {k: SimpleNamespace(final=_final(["gqa", "mla", "gla-2"], [0.05, 0.02, 0.01],
+                                               [0.02, 0.0, -0.01], [0.08, 0.04, 0.03],
+                                               ["agrees"] * 3, [0.01] * 3)) for k in ABLATIONS}
+    for layout, smallest in (("narrow", 11), ("wide", 0)):
+        fig = H.forest_figure(results, layout)
+        try:
+            fig.canvas.draw()
+            sizes = [t.get_fontsize() for t in fig.findobj(plt.Text) if t.get_text()]
+            px = min(sizes) * H.PHONE_COLUMN_PX / (72 * fig.get_figwidth())
+            assert px >= smallest, (layout, px)
+        finally:
+            plt.close(fig)
+    assert px < 11  # the wide figure squeezed onto a phone would not be readable
 
 
 def test_the_runs_sentence_counts_where_the_runs_come_from_and_how_they_compared():
