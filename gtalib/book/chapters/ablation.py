@@ -528,17 +528,18 @@ def seeds_paragraph(result) -> str:
             f"for testing {plural(m, 'variant')} at once.")
 
 
-def show_ablation(result) -> None:
+def show_ablation(result, orders=None) -> None:
     """Display what an ablation page opens on: the incomplete-runs notice (if any), the figure,
-    the verdict right under it (:func:`verdict_lead`), the caption and the final-ΔL table with
-    its pair sources. The parameters, seed policy and provenance follow (:func:`show_runs`)."""
+    the verdict right under it (:func:`verdict_lead`, ``orders`` as there), the caption and the
+    final-ΔL table with its pair sources. The parameters, seed policy and provenance follow
+    (:func:`show_runs`)."""
 
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
     plot_ablation(result)
     plt.show()
-    display(Markdown(verdict_lead(result)))
+    display(Markdown(verdict_lead(result, orders)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
@@ -560,11 +561,13 @@ def show_runs(result, params=None) -> None:
     display(HTML(provenance_html(result.collected)))
 
 
-def verdict_lead(result) -> str:
+def verdict_lead(result, orders=None) -> str:
     """The page's verdict, at most three sentences, for right under its figure: the figure's
     verdict by the claims page's rule (:func:`gtalib.book.analysis.stats.aggregate_verdicts`)
     against the paper's claim, which variants got which verdict, and whether a single run
-    could show the effects."""
+    could show the effects; where the figure has data-order runs (``orders``: its
+    :func:`gtalib.book.chapters.curve_features.data_order_table`), which verdicts the data
+    order's variance changes (:func:`data_order_sentence`)."""
     final = result.final
     spec = ablation(result.key)
     if final.empty:
@@ -584,7 +587,26 @@ def verdict_lead(result) -> str:
               " No single run of each arm would show these effects: |ΔL| is below the "
               "seed-to-seed spread of one arm's loss, as it would be for each of the paper's "
               "single-seed curves at this scale.")
-    return lead + single
+    return lead + single + data_order_sentence(orders)
+
+
+def data_order_sentence(orders) -> str:
+    """One sentence on what the data order's variance does to the verdicts (``orders``: a
+    :func:`gtalib.book.chapters.curve_features.data_order_table`, with ``verdict``,
+    ``final verdict`` and ``flipped`` by variant); ``""`` without data-order runs."""
+    if orders is None or orders.empty:
+        return ""
+    where = "([another data order](#another-data-order), below)"
+    if not orders["flipped"].any():
+        return f" With the data order's variance added {where}, every verdict stands."
+    moves = orders[orders["flipped"]].groupby(["final verdict", "verdict"], sort=False)
+    said = [f"{and_join(display_name(v) for v in g.index)} {'moves' if len(g) == 1 else 'move'} "
+            f"from *{old}* to *{new}*" for (old, new), g in moves]
+    kept = [display_name(v) for v in orders.index[~orders["flipped"]
+                                                   & (orders["verdict"] != "within noise")]]
+    return (f" With the data order's variance added {where}, " + "; ".join(said)
+            + (f"; {and_join(kept)} {'keeps its' if len(kept) == 1 else 'keep their'} "
+               "verdict." if kept else "."))
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 from synthetic import metrics, runs_frame  # noqa: E402
@@ -333,3 +334,19 @@ def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():
     moved = A.rule_comparison(result)
     assert list(moved["variant"]) == ["MLA"] and moved.iloc[0]["spread rule"] == "within noise"
     assert moved.iloc[0]["seed spread"] == "0.640" and "spread test" in moved.iloc[0]["why"]
+
+
+def test_the_verdict_lead_says_which_verdicts_the_data_order_changes():
+    """From a data-order table (curve_features.data_order_table's columns): the flips grouped
+    by their old and new verdict, the variants that keep a resolved verdict named, nothing
+    without data-order runs."""
+    orders = pd.DataFrame({"verdict": ["agrees", "within noise", "within noise", "within noise"],
+                           "final verdict": ["agrees", "agrees", "agrees", "within noise"]},
+                          index=["mha", "gqa", "mla", "gta"])
+    orders["flipped"] = orders["verdict"] != orders["final verdict"]
+    assert A.data_order_sentence(orders) == (
+        " With the data order's variance added ([another data order](#another-data-order), below), GQA and MLA "
+        "move from *agrees* to *within noise*; MHA keeps its verdict.")
+    same = orders.assign(verdict=orders["final verdict"], flipped=False)
+    assert A.data_order_sentence(same).endswith("every verdict stands.")
+    assert A.data_order_sentence(None) == A.data_order_sentence(pd.DataFrame()) == ""
