@@ -359,6 +359,7 @@ def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
 
     plan = make_plan("cpu", DEFAULT_SEEDS)
     groups = [(key, refs) for key, refs in plan.figure_refs.items() if key != "main"]
+    groups += list(plan.data_order_refs.items())  # r.train holds each pair's data order
     groups.append(("ladder", plan.ladder_refs))
     pairs = {}
     for key, refs in groups:
