@@ -134,6 +134,20 @@ def shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = 
     return Path(folder) / f"{key}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pkl"
 
 
+def shared_value(path: Path | None, compute):
+    """``compute()``, once per build: loaded from ``path`` (:func:`shared_file`) where a page or
+    snippet of this build already computed it, else computed and kept there; computed on every
+    call where ``path`` is ``None`` (outside a build). Pages run side by side may both compute a value before either has kept it: each
+    keeps the same value, whole (written atomically)."""
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)
+    value = compute()
+    if path is not None:
+        write_atomic(path, pickle.dumps(value))
+    return value
+
+
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
                     smoothing=None, confidence: float = 0.95, curve_column: str = "train_loss",
                     final_column: str = "val_loss", source: str = "build") -> AblationResult:
@@ -157,9 +171,14 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     defaults = (variants is None and not train and smoothing is None
                 and (curve_column, final_column) == ("train_loss", "val_loss"))
     shared = shared_file(key, plan, run_dir, confidence, source) if defaults else None
-    if shared is not None and shared.exists():
-        with shared.open("rb") as f:
-            return pickle.load(f)
+    return shared_value(shared, lambda: _ablation_result(
+        key, plan, run_dir, variants, train, smoothing, confidence, curve_column, final_column,
+        source))
+
+
+def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence, curve_column,
+                     final_column, source) -> AblationResult:
+    """:func:`ablation_result`, computed."""
     fig = ablation(key)
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
     refs = (plan.figure_refs[key] if variants is None
@@ -180,11 +199,8 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
                                 for v in final.index]
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
-    result = AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves,
-                            band, final, curve_column, final_column, tuple(counts), counts, looks)
-    if shared is not None:  # atomically: a page executed meanwhile reads it whole or not at all
-        write_atomic(shared, pickle.dumps(result))
-    return result
+    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
+                          final, curve_column, final_column, tuple(counts), counts, looks)
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:
