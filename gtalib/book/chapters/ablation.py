@@ -108,6 +108,10 @@ class AblationResult:
     seed_counts: dict = field(default_factory=dict)
     #: the pair counts at which the figure is read (:func:`gtalib.book.design.seeds.looks_of`)
     looks: tuple = ()
+    #: the file the build keeps this result in (:func:`shared_file`) where it is the build's
+    #: (read at the page defaults within a build), else ``None``; the values computed from it
+    #: are kept beside it (:func:`derived_file`)
+    shared: Path | None = None
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -116,8 +120,11 @@ class AblationResult:
 
 #: Set by the book job for its own steps and its kernels: a folder private to one build where
 #: each figure's result is kept once computed (:func:`ablation_result`), so that the figure's
-#: page, the claims page and the generated methods snippets read one computation. The job fills
-#: it before it executes the pages and removes it at the end.
+#: page, the claims page and the generated methods snippets read one computation; so are the
+#: claims table (:func:`gtalib.book.chapters.claims.claims_table`) and the values computed from a
+#: figure's result (:func:`derived_file`: the curve figures' features and data-order tables,
+#: :mod:`gtalib.book.chapters.curve_features`). The job fills it before it executes the pages
+#: and removes it at the end.
 ENV_SHARED_RESULTS = "GTALIB_BOOK_RESULTS"
 
 
@@ -134,10 +141,24 @@ def shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = 
     return Path(folder) / f"{key}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pkl"
 
 
+def derived_file(result, name: str, *inputs) -> Path | None:
+    """Where the build keeps ``name``, a value computed from the build's ``result`` of a figure
+    and from ``inputs`` (everything else the computation reads, compared by their ``repr``),
+    beside the result's own file (:attr:`AblationResult.shared`), whose name already fixes the
+    figure, plan, run store, confidence and source; ``None`` for a result the build does not
+    share (outside a build, or a result read at other options than the page defaults)."""
+    shared = getattr(result, "shared", None)
+    if shared is None or not shared.parent.is_dir():  # no build, or one that ended
+        return None
+    ident = repr((shared.name, name, *inputs)).encode()
+    return shared.with_name(f"{result.key}-{name}-{hashlib.sha256(ident).hexdigest()[:16]}.pkl")
+
+
 def shared_value(path: Path | None, compute):
-    """``compute()``, once per build: loaded from ``path`` (:func:`shared_file`) where a page or
-    snippet of this build already computed it, else computed and kept there; computed on every
-    call where ``path`` is ``None`` (outside a build). Pages run side by side may both compute a value before either has kept it: each
+    """``compute()``, once per build: loaded from ``path`` (:func:`shared_file`,
+    :func:`derived_file`) where a page or snippet of this build already computed it, else
+    computed and kept there; computed on every call where ``path`` is ``None`` (outside a
+    build). Pages run side by side may both compute a value before either has kept it: each
     keeps the same value, whole (written atomically)."""
     if path is not None and path.exists():
         with path.open("rb") as f:
@@ -173,11 +194,11 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     shared = shared_file(key, plan, run_dir, confidence, source) if defaults else None
     return shared_value(shared, lambda: _ablation_result(
         key, plan, run_dir, variants, train, smoothing, confidence, curve_column, final_column,
-        source))
+        source, shared))
 
 
 def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence, curve_column,
-                     final_column, source) -> AblationResult:
+                     final_column, source, shared) -> AblationResult:
     """:func:`ablation_result`, computed."""
     fig = ablation(key)
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
@@ -200,7 +221,7 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
                                 for v in final.index]
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column, tuple(counts), counts, looks)
+                          final, curve_column, final_column, tuple(counts), counts, looks, shared)
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:
