@@ -108,6 +108,10 @@ class AblationResult:
     seed_counts: dict = field(default_factory=dict)
     #: the pair counts at which the figure is read (:func:`gtalib.book.design.seeds.looks_of`)
     looks: tuple = ()
+    #: the file the build keeps this result in (:func:`shared_file`) where it is the build's
+    #: (read at the page defaults within a build), else ``None``; the values computed from it
+    #: are kept beside it (:func:`derived_file`)
+    shared: Path | None = None
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -116,8 +120,11 @@ class AblationResult:
 
 #: Set by the book job for its own steps and its kernels: a folder private to one build where
 #: each figure's result is kept once computed (:func:`ablation_result`), so that the figure's
-#: page, the claims page and the generated methods snippets read one computation. The job fills
-#: it before it executes the pages and removes it at the end.
+#: page, the claims page and the generated methods snippets read one computation; so are the
+#: claims table (:func:`gtalib.book.chapters.claims.claims_table`) and the values computed from a
+#: figure's result (:func:`derived_file`: the curve figures' features and data-order tables,
+#: :mod:`gtalib.book.chapters.curve_features`). The job fills it before it executes the pages
+#: and removes it at the end.
 ENV_SHARED_RESULTS = "GTALIB_BOOK_RESULTS"
 
 
@@ -132,6 +139,34 @@ def shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = 
     ident = repr((key, plan.preset, plan.seeds, plan.max_steps, str(resolve_run_dir(run_dir)),
                   float(confidence), source))
     return Path(folder) / f"{key}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pkl"
+
+
+def derived_file(result, name: str, *inputs) -> Path | None:
+    """Where the build keeps ``name``, a value computed from the build's ``result`` of a figure
+    and from ``inputs`` (everything else the computation reads, compared by their ``repr``),
+    beside the result's own file (:attr:`AblationResult.shared`), whose name already fixes the
+    figure, plan, run store, confidence and source; ``None`` for a result the build does not
+    share (outside a build, or a result read at other options than the page defaults)."""
+    shared = getattr(result, "shared", None)
+    if shared is None or not shared.parent.is_dir():  # no build, or one that ended
+        return None
+    ident = repr((shared.name, name, *inputs)).encode()
+    return shared.with_name(f"{result.key}-{name}-{hashlib.sha256(ident).hexdigest()[:16]}.pkl")
+
+
+def shared_value(path: Path | None, compute):
+    """``compute()``, once per build: loaded from ``path`` (:func:`shared_file`,
+    :func:`derived_file`) where a page or snippet of this build already computed it, else
+    computed and kept there; computed on every call where ``path`` is ``None`` (outside a
+    build). Pages run side by side may both compute a value before either has kept it: each
+    keeps the same value, whole (written atomically)."""
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            return pickle.load(f)
+    value = compute()
+    if path is not None:
+        write_atomic(path, pickle.dumps(value))
+    return value
 
 
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
@@ -157,9 +192,14 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     defaults = (variants is None and not train and smoothing is None
                 and (curve_column, final_column) == ("train_loss", "val_loss"))
     shared = shared_file(key, plan, run_dir, confidence, source) if defaults else None
-    if shared is not None and shared.exists():
-        with shared.open("rb") as f:
-            return pickle.load(f)
+    return shared_value(shared, lambda: _ablation_result(
+        key, plan, run_dir, variants, train, smoothing, confidence, curve_column, final_column,
+        source, shared))
+
+
+def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence, curve_column,
+                     final_column, source, shared) -> AblationResult:
+    """:func:`ablation_result`, computed."""
     fig = ablation(key)
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
     refs = (plan.figure_refs[key] if variants is None
@@ -180,11 +220,8 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
                                 for v in final.index]
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
-    result = AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves,
-                            band, final, curve_column, final_column, tuple(counts), counts, looks)
-    if shared is not None:  # atomically: a page executed meanwhile reads it whole or not at all
-        write_atomic(shared, pickle.dumps(result))
-    return result
+    return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
+                          final, curve_column, final_column, tuple(counts), counts, looks, shared)
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:

@@ -11,7 +11,6 @@ texts), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.styl
 
 from __future__ import annotations
 
-import pickle
 import re
 
 import pandas as pd
@@ -22,7 +21,7 @@ from gtalib.book.analysis.curves import final_deltas
 from gtalib.book.analysis.stats import aggregate_verdicts, pairs_text, ranking_test, verdict_text
 from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
-from gtalib.book.chapters.ablation import ablation_result, shared_file
+from gtalib.book.chapters.ablation import ablation_result, shared_file, shared_value
 from gtalib.book.chapters.main_results import (
     MainResult,
     complete_runs,
@@ -37,7 +36,6 @@ from gtalib.book.design.plan import Plan
 from gtalib.kernels import decode_model as dm
 from gtalib.model.attention import build_attention
 from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
-from gtalib.training.runs import write_atomic
 
 
 def _claim_from_final(final: pd.DataFrame, paper_largest: str | None
@@ -251,9 +249,12 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
 
     shared = shared_file("claims-only" if trained_only else "claims", plan, run_dir, confidence,
                          source)
-    if shared is not None and shared.exists():
-        with shared.open("rb") as f:
-            return pickle.load(f)
+    return shared_value(shared, lambda: _claims_table(plan, run_dir, confidence, results, source,
+                                                      trained_only))
+
+
+def _claims_table(plan: Plan, run_dir, confidence, results, source, trained_only) -> pd.DataFrame:
+    """:func:`claims_table`, computed."""
     ranked = rankings()
     largest = {key: named for key, (named, _, _) in ranked.items() if key in ABLATIONS}
     rows = []
@@ -298,11 +299,8 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
             rows.append((f"{c.number} (ranking)", says, c.paper_value, ours_r, v_r,
                          "one paired test of the difference to the closest rival; a ranking "
                          "is not shown by two intervals that merely differ", ours_r))
-    table = pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
-                                        "resolution", "measured"]).set_index("claim")
-    if shared is not None:  # atomically: a page executed meanwhile reads it whole or not at all
-        write_atomic(shared, pickle.dumps(table))
-    return table
+    return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
+                                       "resolution", "measured"]).set_index("claim")
 
 
 def _measured_deltas(final: pd.DataFrame) -> str:

@@ -12,6 +12,13 @@ runs (any variant, either arm, any seed) has left the plateau
 so that no plateau step enters the first point; it ends at the run's end. The rule reads the
 training loss against the corpus entropy only, never ΔL, and is the same for every variant.
 
+Within a book build each figure's features (:func:`curve_features`) and data-order table
+(:func:`data_order_table`) are computed once, by the first page or snippet that asks (the
+figure's page, the claims page, the methods and landing-page snippets), and loaded by the
+others: they are kept beside the build's result of the figure
+(:func:`gtalib.book.chapters.ablation.derived_file`). Outside a build, or for a result read at
+other options than the page defaults, each call computes them.
+
 Reads :mod:`gtalib.book.analysis.features` (the statistics), :mod:`gtalib.book.analysis.stats`,
 :mod:`gtalib.book.analysis.sequential`, :mod:`gtalib.book.analysis.curves`,
 :mod:`gtalib.book.analysis.collect` and the figure's design (:mod:`gtalib.book.design.figures`).
@@ -32,8 +39,10 @@ from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
 from gtalib.book.analysis.stats import data_order_stats
 from gtalib.book.analysis.style import and_join, plural, table_style
+from gtalib.book.chapters.ablation import derived_file, shared_value
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name
+from gtalib.training.runs import resolve_run_dir
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
 WORDS = {
@@ -129,7 +138,18 @@ def curve_features(result, entropy: float) -> CurveFeatures | None:
     """The features of ``result``'s figure (:class:`CurveFeatures`), or ``None`` for a figure
     whose paper gives no curves or with fewer than two complete variants. Each course uses the
     drawn curve (the training-loss ΔL, smoothed as the figure draws it); the lowest end and
-    the order use the final validation ΔL of the final table."""
+    the order use the final validation ΔL of the final table. ``entropy``: the corpus's unigram
+    entropy (nats/token, :func:`gtalib.book.analysis.curves.corpus_entropy`), which places the
+    window (:func:`feature_window`).
+
+    Within a book build, computed once per figure result and entropy and loaded by every later
+    call (module docstring)."""
+    return shared_value(derived_file(result, "features", float(entropy)),
+                        lambda: _curve_features(result, entropy))
+
+
+def _curve_features(result, entropy: float) -> CurveFeatures | None:
+    """:func:`curve_features`, computed."""
     fig = ablation(result.key)
     variants = [v for v in result.complete if v in fig.paper_curves]
     if not fig.paper_curves or len(variants) < 2:
@@ -337,8 +357,14 @@ def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
 
 def data_order_table(result, plan, run_dir, source: str = "build") -> pd.DataFrame:
     """:func:`data_order_check` of ``result``'s figure with its data-order runs read
-    (:func:`data_order_deltas`): the one call of every page and snippet that shows it."""
-    return data_order_check(result, data_order_deltas(result.key, plan, run_dir, source))
+    (:func:`data_order_deltas`): the one call of every page and snippet that shows it.
+
+    Within a book build, computed once per figure result, plan, run store and source and loaded
+    by every later call (module docstring)."""
+    path = derived_file(result, "data-order", plan.preset, plan.seeds, plan.max_steps,
+                        str(resolve_run_dir(run_dir)), source)
+    return shared_value(path, lambda: data_order_check(
+        result, data_order_deltas(result.key, plan, run_dir, source)))
 
 
 def data_order_words(table: pd.DataFrame, key: str, plan) -> str:

@@ -119,15 +119,16 @@ def test_within_a_build_each_figure_result_is_computed_once(tmp_path, monkeypatc
     monkeypatch.setattr(A, "collect_runs", lambda refs, *a, **k: collected.append(len(refs))
                         or real(refs, *a, **k))
     plan, store = make_plan("ci", 2), tmp_path / "store"
-    A.ablation_result("init", plan, store)  # outside a build: kept nowhere
+    assert A.ablation_result("init", plan, store).shared is None  # outside a build: kept nowhere
     monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
     (tmp_path / "shared").mkdir()
     first = A.ablation_result("init", plan, store)
     again = A.ablation_result("init", make_plan("ci", 2), store)  # a page's own plan, same
     assert collected == [8, 8]  # the second call of the build collected nothing
     assert again.final.equals(first.final) and again.curves.equals(first.curves)
-    assert len(list((tmp_path / "shared").glob("init-*.pkl"))) == 1
-    A.ablation_result("init", plan, store, smoothing=3)  # other options: computed, not kept
+    assert list((tmp_path / "shared").glob("init-*.pkl")) == [first.shared] == [again.shared]
+    # other options: computed, not kept, and nothing computed from it is kept either
+    assert A.ablation_result("init", plan, store, smoothing=3).shared is None
     A.ablation_result("init", make_plan("ci", 1), store)  # another seed count: its own
     assert collected == [8, 8, 8, 4]
     assert len(list((tmp_path / "shared").glob("init-*.pkl"))) == 2

@@ -145,3 +145,58 @@ def test_a_preset_without_data_order_runs_says_so(monkeypatch):
     plan = make_plan("ci", 2)
     assert CF.data_order_check(types.SimpleNamespace(final=pd.DataFrame()), pd.DataFrame()).empty
     assert "no pair is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
+
+
+def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_one(
+        tmp_path, monkeypatch):
+    """With the build's folder set (ENV_SHARED_RESULTS), the figure page's features and
+    data-order table are computed once: the claims page's lines and a second call load them,
+    equal to what a call outside the build computes. Another entropy, plan, store or source, or
+    a result read at other options, is computed, never loaded from another's entry."""
+    monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    plan, store = make_plan("ci", 4), tmp_path / "store"
+    for ref in plan.figure_refs["init"]:
+        _write(store, plan, ref, 0.05 + 0.002 * ref.seed, seed_noise=0.01 * ref.seed)
+    for ref in plan.data_order_refs["init"]:
+        _write(store, plan, ref, 0.05 - 0.01 * dict(ref.train)["data_seed"])
+    fresh = A.ablation_result("init", plan, store)  # outside a build: computed, kept nowhere
+    fresh_features = CF.features_table(CF.curve_features(fresh, H))
+    fresh_orders = CF.data_order_table(fresh, plan, store)
+    assert not fresh_orders.empty
+
+    calls = {"features": 0, "orders": 0}
+    features, deltas = CF._curve_features, CF.data_order_deltas
+
+    def count_features(*a, **k):
+        calls["features"] += 1
+        return features(*a, **k)
+
+    def count_orders(*a, **k):
+        calls["orders"] += 1
+        return deltas(*a, **k)
+
+    monkeypatch.setattr(CF, "_curve_features", count_features)
+    monkeypatch.setattr(CF, "data_order_deltas", count_orders)
+    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
+    (tmp_path / "shared").mkdir()
+    result = A.ablation_result("init", plan, store)  # the build's: its page's and the claims'
+    CF.curve_features(result, H)
+    CF.data_order_table(result, plan, store)
+    assert calls == {"features": 1, "orders": 1}
+    CF.overview_lines({"init": result}, plan, store, H)  # the claims page: loads both
+    cf = CF.curve_features(A.ablation_result("init", make_plan("ci", 4), store), H)
+    orders = CF.data_order_table(result, make_plan("ci", 4), store)
+    assert calls == {"features": 1, "orders": 1}
+    pd.testing.assert_frame_equal(CF.features_table(cf), fresh_features)
+    pd.testing.assert_frame_equal(orders, fresh_orders)
+
+    CF.curve_features(result, H + 0.5)  # another entropy: another window, its own entry
+    CF.data_order_table(result, plan, store, source="records")  # another source
+    CF.data_order_table(result, plan, tmp_path / "other")  # another store
+    CF.data_order_table(A.ablation_result("init", make_plan("ci", 3), store),
+                        make_plan("ci", 3), store)  # another seed count: another result
+    assert calls == {"features": 2, "orders": 4}
+    subset = A.ablation_result("init", plan, store, smoothing=3)  # not the build's: not kept
+    CF.curve_features(subset, H)
+    CF.curve_features(subset, H)
+    assert calls == {"features": 4, "orders": 4}
