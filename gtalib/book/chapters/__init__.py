@@ -15,6 +15,7 @@ module               what
 ``against_records``  this build's runs against their records, and the verdicts read both ways
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
 ``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)
+``shared``           what one build computes once for all its pages: results, claims, derived tables
 ===================  ===============================================================================
 
 May import: ``gtalib.book.design``, ``gtalib.book.analysis``, ``gtalib.training``,

@@ -21,10 +21,7 @@ some of the paper's colours are close (GQA teal, MLA blue).
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +75,8 @@ from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of
+from gtalib.book.chapters.shared import shared_file, shared_value
 from gtalib.model.presets import PRESETS
-from gtalib.training.runs import resolve_run_dir, write_atomic
 
 # ---------------------------------------------------------------------------------------------
 # The ablation result: curves, band and the final-ΔL table
@@ -110,63 +107,12 @@ class AblationResult:
     looks: tuple = ()
     #: the file the build keeps this result in (:func:`shared_file`) where it is the build's
     #: (read at the page defaults within a build), else ``None``; the values computed from it
-    #: are kept beside it (:func:`derived_file`)
+    #: are kept beside it (:func:`gtalib.book.chapters.shared.derived_file`)
     shared: Path | None = None
 
     @property
     def runs(self) -> pd.DataFrame:
         return self.collected.runs
-
-
-#: Set by the book job for its own steps and its kernels: a folder private to one build where
-#: each figure's result is kept once computed (:func:`ablation_result`), so that the figure's
-#: page, the claims page and the generated methods snippets read one computation; so are the
-#: claims table (:func:`gtalib.book.chapters.claims.claims_table`) and the values computed from a
-#: figure's result (:func:`derived_file`: the curve figures' features and data-order tables,
-#: :mod:`gtalib.book.chapters.curve_features`). The job fills it before it executes the pages
-#: and removes it at the end.
-ENV_SHARED_RESULTS = "GTALIB_BOOK_RESULTS"
-
-
-def shared_file(key: str, plan: Plan, run_dir, confidence: float, source: str = "build"
-                ) -> Path | None:
-    """Where the build keeps the result of ``key`` (an ablation figure read at the page defaults:
-    all its variants, no training, default smoothing and columns; or another result computed
-    once per build, such as the claims table), or ``None`` outside a build."""
-    folder = os.environ.get(ENV_SHARED_RESULTS)
-    if not folder or not Path(folder).is_dir():  # a variable left over from a build that ended
-        return None
-    ident = repr((key, plan.preset, plan.seeds, plan.max_steps, str(resolve_run_dir(run_dir)),
-                  float(confidence), source))
-    return Path(folder) / f"{key}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.pkl"
-
-
-def derived_file(result, name: str, *inputs) -> Path | None:
-    """Where the build keeps ``name``, a value computed from the build's ``result`` of a figure
-    and from ``inputs`` (everything else the computation reads, compared by their ``repr``),
-    beside the result's own file (:attr:`AblationResult.shared`), whose name already fixes the
-    figure, plan, run store, confidence and source; ``None`` for a result the build does not
-    share (outside a build, or a result read at other options than the page defaults)."""
-    shared = getattr(result, "shared", None)
-    if shared is None or not shared.parent.is_dir():  # no build, or one that ended
-        return None
-    ident = repr((shared.name, name, *inputs)).encode()
-    return shared.with_name(f"{result.key}-{name}-{hashlib.sha256(ident).hexdigest()[:16]}.pkl")
-
-
-def shared_value(path: Path | None, compute):
-    """``compute()``, once per build: loaded from ``path`` (:func:`shared_file`,
-    :func:`derived_file`) where a page or snippet of this build already computed it, else
-    computed and kept there; computed on every call where ``path`` is ``None`` (outside a
-    build). Pages run side by side may both compute a value before either has kept it: each
-    keeps the same value, whole (written atomically)."""
-    if path is not None and path.exists():
-        with path.open("rb") as f:
-            return pickle.load(f)
-    value = compute()
-    if path is not None:
-        write_atomic(path, pickle.dumps(value))
-    return value
 
 
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
@@ -176,7 +122,8 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
     override, :func:`gtalib.book.design.plan.make_plan`) and compute its curves, band and final
     table; ``variants``: a subset of the figure's (default: those it shows at the preset).
 
-    Within a book build (:data:`ENV_SHARED_RESULTS` set), a result read at the page defaults is
+    Within a book build (:data:`gtalib.book.chapters.shared.ENV_SHARED_RESULTS` set), a result
+    read at the page defaults is
     computed once and then loaded by every page and snippet that asks for it again.
 
     Curves use ``curve_column`` (default the training loss: paired runs see the same batch at

@@ -21,7 +21,8 @@ from gtalib.book.analysis.curves import final_deltas
 from gtalib.book.analysis.stats import aggregate_verdicts, pairs_text, ranking_test, verdict_text
 from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
-from gtalib.book.chapters.ablation import ablation_result, shared_file, shared_value
+from gtalib.book.chapters.ablation import ablation_result
+from gtalib.book.chapters.shared import shared_file, shared_value
 from gtalib.book.chapters.main_results import (
     MainResult,
     complete_runs,
@@ -241,7 +242,7 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
     (:func:`_claim_from_final`); ``measured``, what this build measured in one short line (the
     introduction's headline, :mod:`gtalib.book.chapters.headline`).
 
-    Within a book build (:data:`gtalib.book.chapters.ablation.ENV_SHARED_RESULTS` set) the table
+    Within a book build (:data:`gtalib.book.chapters.shared.ENV_SHARED_RESULTS` set) the table
     is computed once, by the first page or snippet that asks for it, and loaded by the others:
     ``results`` must then be this build's (:func:`~gtalib.book.chapters.ablation.ablation_results`
     at the same ``source``), as every caller in the book passes.

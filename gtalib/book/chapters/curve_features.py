@@ -16,7 +16,7 @@ Within a book build each figure's features (:func:`curve_features`) and data-ord
 (:func:`data_order_table`) are computed once, by the first page or snippet that asks (the
 figure's page, the claims page, the methods and landing-page snippets), and loaded by the
 others: they are kept beside the build's result of the figure
-(:func:`gtalib.book.chapters.ablation.derived_file`). Outside a build, or for a result read at
+(:func:`gtalib.book.chapters.shared.derived_file`). Outside a build, or for a result read at
 other options than the page defaults, each call computes them.
 
 Reads :mod:`gtalib.book.analysis.features` (the statistics), :mod:`gtalib.book.analysis.stats`,
@@ -39,7 +39,7 @@ from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
 from gtalib.book.analysis.stats import data_order_stats
 from gtalib.book.analysis.style import and_join, plural, table_style
-from gtalib.book.chapters.ablation import derived_file, shared_value
+from gtalib.book.chapters.shared import derived_file, shared_value
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name
 from gtalib.training.runs import resolve_run_dir

@@ -11,7 +11,7 @@
    (:mod:`gtalib.book.pipeline.schedule`), printing which worker trains which run and an ETA;
    ``--train-recorded`` trains every run, the scale ladder's too, whatever the budget;
 3. computes each ablation figure's result once, into a folder private to the build
-   (:data:`gtalib.book.chapters.ablation.ENV_SHARED_RESULTS`), then executes every notebook of
+   (:data:`gtalib.book.chapters.shared.ENV_SHARED_RESULTS`), then executes every notebook of
    ``notebooks/`` with papermill at the preset (parameters injected, training off: a run that
    is still missing is reported on its page), writing the executed copies to
    ``book/generated/``; the figure pages, the claims page and the generated snippets of the
@@ -39,7 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gtalib.book.chapters.ablation import ENV_SHARED_RESULTS, ablation_results
+from gtalib.book.chapters.ablation import ablation_results
+from gtalib.book.chapters.shared import ENV_SHARED_RESULTS
 from gtalib.book.chapters.against_records import against_records, summary_lines
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan

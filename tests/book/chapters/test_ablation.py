@@ -17,6 +17,7 @@ from synthetic import metrics, runs_frame  # noqa: E402
 from gtalib.book.analysis import curves as C
 from gtalib.book.analysis import style
 from gtalib.book.chapters import ablation as A
+from gtalib.book.chapters import shared
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
@@ -120,7 +121,7 @@ def test_within_a_build_each_figure_result_is_computed_once(tmp_path, monkeypatc
                         or real(refs, *a, **k))
     plan, store = make_plan("ci", 2), tmp_path / "store"
     assert A.ablation_result("init", plan, store).shared is None  # outside a build: kept nowhere
-    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
+    monkeypatch.setenv(shared.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
     (tmp_path / "shared").mkdir()
     first = A.ablation_result("init", plan, store)
     again = A.ablation_result("init", make_plan("ci", 2), store)  # a page's own plan, same
@@ -144,19 +145,20 @@ def test_a_page_finds_the_result_its_build_kept(tmp_path, monkeypatch):
 
     store = tmp_path / "store"
     monkeypatch.setenv("GTALIB_RUN_DIR", str(store))
-    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
+    monkeypatch.setenv(shared.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
     (tmp_path / "shared").mkdir()
-    job = A.shared_file("gate", make_plan("ci", 2, None, ("init_ablation",)), store, 0.95)
-    page = A.shared_file("gate", notebook_params("gate", preset="ci", seeds=2).plan, None, 0.95)
+    job = shared.shared_file("gate", make_plan("ci", 2, None, ("init_ablation",)), store, 0.95)
+    page = shared.shared_file("gate", notebook_params("gate", preset="ci", seeds=2).plan, None,
+                              0.95)
     assert job == page and job.parent == tmp_path / "shared"
-    others = {A.shared_file("gate", make_plan("ci", 2), tmp_path / "other", 0.95),
-              A.shared_file("gate", make_plan("ci", 2), store, 0.9),
-              A.shared_file("gate", make_plan("ci", 3), store, 0.95),
-              A.shared_file("init", make_plan("ci", 2), store, 0.95),
-              A.shared_file("gate", make_plan("ci", 2), store, 0.95, "records")}
+    others = {shared.shared_file("gate", make_plan("ci", 2), tmp_path / "other", 0.95),
+              shared.shared_file("gate", make_plan("ci", 2), store, 0.9),
+              shared.shared_file("gate", make_plan("ci", 3), store, 0.95),
+              shared.shared_file("init", make_plan("ci", 2), store, 0.95),
+              shared.shared_file("gate", make_plan("ci", 2), store, 0.95, "records")}
     assert job not in others and len(others) == 5
     (tmp_path / "shared").rmdir()
-    assert A.shared_file("gate", make_plan("ci", 2), store, 0.95) is None
+    assert shared.shared_file("gate", make_plan("ci", 2), store, 0.95) is None
 
 
 @pytest.mark.parametrize("row, text, needle", [
@@ -346,8 +348,8 @@ def test_the_verdict_lead_says_which_verdicts_the_data_order_changes():
                           index=["mha", "gqa", "mla", "gta"])
     orders["flipped"] = orders["verdict"] != orders["final verdict"]
     assert A.data_order_sentence(orders) == (
-        " With the data order's variance added ([another data order](#another-data-order), below), GQA and MLA "
-        "move from *agrees* to *within noise*; MHA keeps its verdict.")
+        " With the data order's variance added ([another data order](#another-data-order), "
+        "below), GQA and MLA move from *agrees* to *within noise*; MHA keeps its verdict.")
     same = orders.assign(verdict=orders["final verdict"], flipped=False)
     assert A.data_order_sentence(same).endswith("every verdict stands.")
     assert A.data_order_sentence(None) == A.data_order_sentence(pd.DataFrame()) == ""

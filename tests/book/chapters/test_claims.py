@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from gtalib.book.chapters import claims as C
+from gtalib.book.chapters import shared
 
 
 @pytest.mark.parametrize("variant,blocks", [("mla", 1), ("gla-2", 2), ("mlra-4", 4)])
@@ -172,7 +173,7 @@ def test_a_build_computes_the_claims_table_once_and_the_headline_reads_that_one(
     monkeypatch.setattr(C, "paper_claims", lambda: [c for c in all_claims() if c.number == 2])
     monkeypatch.setattr(C, "rankings", dict)
     plan = make_plan("ci", 2)
-    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path))
+    monkeypatch.setenv(shared.ENV_SHARED_RESULTS, str(tmp_path))
     first = C.claims_table(plan, tmp_path / "store", results={})
     assert first.loc[2, "verdict"] == "agrees" and first.loc[2, "measured"].endswith("B (spread 0.04%)")
 
@@ -181,6 +182,6 @@ def test_a_build_computes_the_claims_table_once_and_the_headline_reads_that_one(
 
     monkeypatch.setattr(C, "_table_claim", again)
     assert C.claims_table(plan, tmp_path / "store", results={}).equals(first)
-    monkeypatch.delenv(A.ENV_SHARED_RESULTS)
+    monkeypatch.delenv(shared.ENV_SHARED_RESULTS)
     with pytest.raises(AssertionError, match="computed twice"):
         C.claims_table(plan, tmp_path / "store", results={})

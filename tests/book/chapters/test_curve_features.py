@@ -12,6 +12,7 @@ from synthetic import metrics, runs_frame, synthetic_identity, write_finished_ru
 from gtalib.book.analysis import curves as C
 from gtalib.book.analysis import features as ft
 from gtalib.book.chapters import ablation as A
+from gtalib.book.chapters import shared
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.plan import make_plan
@@ -177,7 +178,7 @@ def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_on
 
     monkeypatch.setattr(CF, "_curve_features", count_features)
     monkeypatch.setattr(CF, "data_order_deltas", count_orders)
-    monkeypatch.setenv(A.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
+    monkeypatch.setenv(shared.ENV_SHARED_RESULTS, str(tmp_path / "shared"))
     (tmp_path / "shared").mkdir()
     result = A.ablation_result("init", plan, store)  # the build's: its page's and the claims'
     CF.curve_features(result, H)

@@ -10,6 +10,7 @@ import nbformat
 import numpy as np
 import pytest
 
+from gtalib.book.chapters import shared
 from gtalib.book.design.chapters import (
     ablation_notebooks,
     chapters,
@@ -271,7 +272,7 @@ def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monk
     seen = {}
 
     def pages(*a, **k):
-        folder = os.environ[ablation.ENV_SHARED_RESULTS]
+        folder = os.environ[shared.ENV_SHARED_RESULTS]
         seen["folder"], seen["files"] = folder, sorted(p.name.split("-")[0]
                                                         for p in Path(folder).iterdir())
         return []
@@ -285,7 +286,7 @@ def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monk
                     book_dir=tmp_path / "book", log=lambda _: None)
     assert seen["files"] == sorted(ablation.ABLATIONS)  # one result per figure, before the pages
     assert len(collected) == len(ablation.ABLATIONS)  # and the snippets computed none again
-    assert not Path(seen["folder"]).exists() and ablation.ENV_SHARED_RESULTS not in os.environ
+    assert not Path(seen["folder"]).exists() and shared.ENV_SHARED_RESULTS not in os.environ
 
 
 def test_pages_say_which_runs_are_recorded(tmp_path):
@@ -378,8 +379,8 @@ def test_every_pair_of_the_default_book_is_recorded_whole_or_not_at_all():
         assert len(machines) <= 1, f"pair {[r.label for r in arms.values()]}: arms from {machines}"
         kinds = [records.bit_identical_kinds(f) for f in recorded]
         if kinds and all(kinds):  # bundles older than machine kinds: held to the CPU name only
-            shared = [k for k in kinds[0] if all(k in other for other in kinds[1:])]
-            assert shared, f"pair {[r.label for r in arms.values()]}: no machine kind gives both"
+            common = [k for k in kinds[0] if all(k in other for other in kinds[1:])]
+            assert common, f"pair {[r.label for r in arms.values()]}: no machine kind gives both"
             known += 1
         checked += bool(recorded)
     assert checked >= 20 and known >= 20  # the ladder and the default book's recorded pairs
