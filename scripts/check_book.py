@@ -5,8 +5,10 @@ output, math is served offline, every internal link and image resolves (anchors 
 browser at 1400 and 390 px and fail on console errors, failed requests, broken images, raw TeX,
 untypeset math, tables/figures/equations cut off or wider than the column, pages that scroll
 sideways, download and launch links that lead nowhere, a search that does not find the gating
-chapter, blank figure pages, a landing page without a verdict for every claim of the paper, and
-a figure page whose first figure starts below the first screen at 1400 px (see check_rendered). Without chromium the browser checks are skipped, saying so.
+chapter, blank figure pages, a landing page without a verdict for every claim of the paper, a
+figure page whose first figure starts below the first screen at 1400 px, and a claims page whose
+table (its headings and first claim) is not on the first screen at 1400 px (see check_rendered).
+Without chromium the browser checks are skipped, saying so.
 
 Usage: .venv/bin/python scripts/check_book.py [--html-dir book/_build/html] [--screenshots DIR]
 Exit status 0 when every check passes; each failure is printed on its own line.
@@ -186,9 +188,12 @@ def chromium() -> str | None:
 
 #: Viewport widths (CSS px) every page is opened at: a laptop, and a phone held upright.
 VIEWPORT_WIDTHS = (1400, 390)
-#: The first screen's height (CSS px): the landing page's verdicts and each figure page's first
-#: figure must start above it at the first width.
+#: The first screen's height (CSS px): at the first width, the landing page's verdicts, each
+#: figure page's first figure and the claims page's table (headings and first claim) must show
+#: above it.
 VIEWPORT_HEIGHT = 900
+#: The page whose first table, the claims with their verdicts, must be on the first screen.
+CLAIMS_PAGE = "claims"
 #: The words a verdict of the landing page's headline may have.
 VERDICT_WORDS = frozenset({verdict_word(v) for v in VERDICTS} | {"mixed", "not measured"})
 #: Below this width the page is opened as on a phone (touch, overlay scrollbars: a scrollbar
@@ -316,6 +321,33 @@ _FIRST_FIGURE_JS = """() => {
   const i = Array.from(document.querySelectorAll('article.bd-article img, main img')).find(i => i.getClientRects().length);
   return i ? {top: i.getBoundingClientRect().top + scrollY, src: i.getAttribute('src')} : null;
 }"""
+
+# Where a page's first shown table (one in a closed fold, such as the parameters', is not shown)
+# starts and where its first body row ends, in page coordinates.
+_FIRST_TABLE_JS = """() => {
+  const t = Array.from(document.querySelectorAll('article.bd-article table, main table')).find(
+    t => t.getClientRects().length && !t.closest('details:not([open])'));
+  if (!t) return null;
+  const row = t.tBodies.length && t.tBodies[0].rows.length ? t.tBodies[0].rows[0] : t.rows[0];
+  const cell = t.querySelector('th, td');
+  return {top: t.getBoundingClientRect().top + scrollY,
+          rowBottom: row.getBoundingClientRect().bottom + scrollY,
+          cell: cell ? cell.textContent.trim().slice(0, 30) : ''};
+}"""
+
+
+def first_table_problems(first: dict | None, name: str, width: int) -> list[str]:
+    """What is wrong with the claims page's first table ``first`` (:data:`_FIRST_TABLE_JS`) at
+    ``width``: none shown, or its headings and first claim not all on the first screen (its
+    first row ending below :data:`VIEWPORT_HEIGHT`): a table whose headings alone peek in at the
+    bottom does not lead the page."""
+    if first is None:
+        return [f"{name}: no table shown"]
+    if first["rowBottom"] > VIEWPORT_HEIGHT:
+        return [f"{name} at {width} px: the first table (\"{first['cell']}\") starts "
+                f"{first['top']:.0f} px down and its first row ends {first['rowBottom']:.0f} px "
+                f"down, below the first screen ({VIEWPORT_HEIGHT} px)"]
+    return []
 
 
 def headline_problems(rows: list, width: int, first_screen: bool) -> list[str]:
@@ -510,6 +542,8 @@ def _check_content(page, html_dir: Path, rel: Path, width: int,
             problems.append(f"{name} at {width} px: the first figure ({first['src']}) starts "
                             f"{first['top']:.0f} px down, below the first screen "
                             f"({VIEWPORT_HEIGHT} px)")
+    if rel.stem == CLAIMS_PAGE and width == VIEWPORT_WIDTHS[0]:
+        problems += first_table_problems(page.evaluate(_FIRST_TABLE_JS), name, width)
     if width == VIEWPORT_WIDTHS[0]:  # the buttons are the same at every width
         problems += _check_buttons(context, html_dir, rel, info, repository)
     return problems
@@ -582,7 +616,10 @@ def check_rendered(html_dir: Path, out_dir: Path | None, browser: str, url_prefi
     unless it sits in a horizontal scroll container within the column, and no sideways scroll;
     a download link to the page's own source that the site serves, launch links that are
     Binder/Colab URLs of ``repository`` opening the page's source there;
-    figure pages not blank (screenshots of every page go to ``out_dir``).
+    figure pages not blank (screenshots of every page go to ``out_dir``);
+    at the first width, the landing page's verdicts, each figure page's first figure and the
+    claims page's table (its headings and first claim, :func:`first_table_problems`) on the
+    first screen.
     Each page is opened as a first-time reader; below :data:`PHONE_WIDTH` as on a phone, where a
     scroll container must show a scrollbar the page styles (overlay ones are invisible).
     With ``search=(query, page)``, the search page must find that page for the query."""

@@ -98,3 +98,34 @@ def test_the_first_screen_holds_the_landing_verdicts_and_each_first_figure(tmp_p
     assert not any("claim 1 " in p for p in problems)
     assert any(p.startswith("intro.html at 390 px: the page is") and "scrolls sideways" in p
                for p in problems), problems
+
+
+def test_the_claims_page_leads_with_its_table(tmp_path):
+    """At 1400 px the claims page's first shown table (one in a closed fold, the parameters',
+    does not count) must have its headings and first claim on the first screen: a table whose
+    headings alone show at the bottom is reported, as is a page without a table."""
+    html = tmp_path / "html"
+    (html / "generated").mkdir(parents=True)
+    page = ('<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width">'
+            '<style>body{{margin:0}} p,summary{{margin:0;height:{}px}} th,td{{padding:0}}</style>'
+            '</head><body><main>'
+            '<article class="bd-article"><p>lead</p><details><summary>Parameters</summary>'
+            '<table><tr><th>preset</th><td>cpu</td></tr></table></details>{}</article></main>'
+            '</body></html>')
+    claims = ("<table style='border-spacing:0'><thead><tr><th style='height:50px'>claim</th>"
+              "<th>verdict</th></tr></thead><tbody><tr><td style='height:150px'>1</td>"
+              "<td>agrees</td></tr></tbody></table>")
+    target = html / "generated" / "claims.html"
+
+    def problems(lead: int, body: str = claims) -> list[str]:
+        target.write_text(page.format(lead, body))
+        return [p for p in check_book.check_rendered(html, None, BROWSER)
+                if "first table" in p or "no table" in p]
+
+    # the lead and the fold's summary take 2 x 350 px: the table starts at 700, its row ends at 900
+    assert problems(350) == []
+    # 2 x 380: the headings show (760-810) but the first claim ends at 960, below the 900 px screen
+    assert problems(380) == ['generated/claims.html at 1400 px: the first table ("claim") starts '
+                             '760 px down and its first row ends 960 px down, below the first '
+                             'screen (900 px)']
+    assert problems(100, "<p>no table</p>") == ["generated/claims.html: no table shown"]

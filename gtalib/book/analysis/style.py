@@ -58,25 +58,40 @@ MIN_BAND_SEEDS = 3
 #: tables; pandas Stylers would otherwise print numbers without spacing).
 _TABLE_CSS = [
     {"selector": "td, th", "props": "padding: 2px 5px; text-align: right; font-size: 0.8em;"},
-    {"selector": "th.row_heading", "props": "text-align: left; white-space: nowrap;"},
+    {"selector": "th.row_heading, th.index_name",
+     "props": "text-align: left; white-space: nowrap;"},
+    # a row whose sentence wraps reads from its first line, beside its name
+    {"selector": "tbody td, tbody th", "props": "vertical-align: top;"},
 ]
 
 
-def table_style(styler):
+#: The characters of a verdict that one line of a 14em column holds at the tables' font size.
+VERDICT_LINE = 24
+
+
+def table_style(styler, prose=()):
     """The book's table style on a pandas Styler, with every text cell and every row and column
     label HTML-escaped (a "<" in a claim or a verdict is shown, never read as markup; numeric
-    columns keep their formatters)."""
+    columns keep their formatters).
+
+    Numbers are right-aligned, to compare digits; the columns named in ``prose`` (a claim, what
+    was measured) and a ``verdict`` column hold sentences and read left to right, their
+    headings aligned with them. A verdict column that holds a sentence (longer than
+    :data:`VERDICT_LINE` characters) is given room for it."""
     data = styler.data
     text = [c for c in data.columns if data[c].map(lambda x: isinstance(x, str)).any()]
     if text:
         styler = styler.format(escape="html", subset=text)
     styler = styler.format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     styler = styler.set_table_styles(_TABLE_CSS, overwrite=False)
-    # a verdict is a sentence: give it room and read it left to right, so that its row does
-    # not grow to eight lines in the text column
-    wide = {c: [{"selector": "td", "props": "min-width: 14em; text-align: left;"}]
-            for c in data.columns if c == "verdict"}
-    return styler.set_table_styles(wide, overwrite=False) if wide else styler
+    # a verdict sentence gets room, so that its row does not grow to eight lines in the text
+    # column; a short one ("agrees at 10 pairs") leaves the room to the other columns
+    sentence = "verdict" in data and data["verdict"].astype(str).str.len().max() > VERDICT_LINE
+    left = {c: [{"selector": "td, th", "props": "text-align: left;"}]
+            + ([{"selector": "td", "props": "min-width: 14em;"}]
+               if c == "verdict" and sentence else [])
+            for c in data.columns if c == "verdict" or c in prose}
+    return styler.set_table_styles(left, overwrite=False) if left else styler
 
 
 def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f}"):

@@ -1,7 +1,8 @@
 """The claims chapter: every claim of :func:`gtalib.book.design.figures.claims` with the paper's value,
 ours and a verdict, by one aggregation rule over an ablation's per-variant verdicts, the ranking
 test of the main table (claim 8), exact table claims (1, 2), the key-variance measurement on fresh
-paper-width layers (claim 3) and the decode claim (9); and the page's table.
+paper-width layers (claim 3) and the decode claim (9); and the page's claims and resolution
+tables.
 
 Reads :mod:`gtalib.book.design.figures` (the claims), :mod:`gtalib.book.chapters.ablation` and
 :mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdict
@@ -15,7 +16,7 @@ import re
 
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from gtalib.book.analysis.curves import final_deltas
 from gtalib.book.analysis.stats import aggregate_verdicts, pairs_text, ranking_test, verdict_text
@@ -365,8 +366,9 @@ def resolution_table(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 def show_claims(claims: pd.DataFrame) -> None:
-    """Display the claims table with verdicts coloured (agrees green, differs red), each claim's
-    resolution under it (:func:`resolution_table`)."""
+    """Display the claims table, one row per claim: its number, what the paper says and its
+    value, ours and the verdict, coloured (agrees green, differs red); sentences read left to
+    right (:func:`~gtalib.book.analysis.style.table_style`)."""
 
     def color(v):
         if v == "agrees":
@@ -375,11 +377,14 @@ def show_claims(claims: pd.DataFrame) -> None:
             return "color: crimson; font-weight: bold"
         return "color: dimgray"
 
-    table = claims.drop(columns=["resolution", "measured"], errors="ignore")
-    # text cells read left-aligned; the same selector as _TABLE_CSS's, later, so it wins there
-    display(table_style(table.style.map(color, subset=["verdict"])).set_table_styles(
-        [{"selector": "td", "props": "text-align: left; white-space: normal;"}], overwrite=False))
-    display(Markdown("**Resolution** of each claim:"))
-    display(table_style(resolution_table(claims).set_index(["claim", "variant"]).style)
-            .set_table_styles([{"selector": "td", "props": "text-align: left; white-space: normal;"}],
-                              overwrite=False))
+    # the claim number as a column: one header row, "claim" beside what the paper says
+    table = claims.drop(columns=["resolution", "measured"], errors="ignore").reset_index()
+    display(table_style(table.style.map(color, subset=["verdict"]).hide(axis="index"),
+                        prose=["claim", "paper says", "paper value", "ours"]))
+
+
+def show_resolution(claims: pd.DataFrame) -> None:
+    """Display each claim's resolution (:func:`resolution_table`), a variant's row under its
+    claim."""
+    display(table_style(resolution_table(claims).set_index(["claim", "variant"]).style,
+                        prose=["what the seeds could see"]))

@@ -157,10 +157,12 @@ def single_run_words(table: pd.DataFrame) -> str:
 
 
 def show_figure_tests(table: pd.DataFrame) -> None:
-    """Display the figure-level tests and what their columns mean."""
-    display(Markdown("**Each ablation claim as a whole** (random-effects pooled ΔL over the "
-                     "figure's variants, methods chapter):"))
-    display(table_style(table.style))
+    """Display the figure-level tests and what their columns mean (under the claims page's
+    heading "Each ablation claim as a whole")."""
+    # the figure as a column that may wrap ("Latent-scaling / ablation"): the eleven columns
+    # then fit the page's column at 1400 px
+    display(table_style(table.reset_index().style.hide(axis="index"),
+                        prose=["figure", "p by look", "variants' verdicts"]))
     display(Markdown(single_run_words(table)))
 
 

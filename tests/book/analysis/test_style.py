@@ -35,6 +35,23 @@ def test_a_verdict_column_gets_room_for_its_sentence():
     # the rule is keyed to the verdict column (its position, col1), not to every cell
     assert "min-width: 14em" in html and html.count("min-width") == 1
     assert "min-width" not in style.table_style(df[["ΔL"]].style).to_html()
+    # a verdict of a few words ("agrees at 10 pairs") leaves the room to the other columns
+    assert "min-width" not in style.table_style(df.assign(verdict="agrees at 10 pairs").style
+                                                ).to_html()
+
+
+def test_sentences_and_their_headings_read_left_numbers_right():
+    import re
+
+    import pandas as pd
+
+    df = pd.DataFrame({"claim": ["Zero init helps all nine."], "ΔL": [0.02], "n": ["10"],
+                       "verdict": ["agrees"]})
+    html = style.table_style(df.style.hide(axis="index"), prose=["claim"]).to_html()
+    left = set(re.findall(r"(t[dh])\.col(\d) \{\s*text-align: left;", html))
+    # the claim (col0) and the verdict (col3), cells and headings; ΔL and n keep the right
+    assert left == {("td", "0"), ("th", "0"), ("td", "3"), ("th", "3")}
+    assert re.search(r"#T_\w+ td \{\s*padding: 2px 5px;\s*text-align: right;", html)
 
 
 def test_a_pipe_inside_a_cell_does_not_end_it():
