@@ -527,7 +527,9 @@ def show_ablation(result, orders=None) -> None:
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
-        display(table_style(format_final_table(result.final, result.confidence).style))
+        table = format_final_table(result.final, result.confidence)
+        verdicts = [c for c in table.columns if c.startswith(("verdict", "at "))]  # the looks'
+        display(table_style(table.style, prose=verdicts))
         if "pair source" in result.final:
             display(Markdown(pair_source_lines(dict(zip(
                 map(display_name, result.final.index), result.final["pair source"])))))
