@@ -75,6 +75,7 @@ from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of
+from gtalib.book.chapters.curve_features import summary_counts
 from gtalib.book.chapters.shared import shared_file, shared_value
 from gtalib.model.presets import PRESETS
 
@@ -512,9 +513,10 @@ def seeds_paragraph(result) -> str:
             f"for testing {plural(m, 'variant')} at once.")
 
 
-def show_ablation(result, orders=None) -> None:
+def show_ablation(result, orders=None, features=None) -> None:
     """Display what an ablation page opens on: the incomplete-runs notice (if any), the figure,
-    the verdict right under it (:func:`verdict_lead`, ``orders`` as there), the caption and the
+    the verdict right under it (:func:`verdict_lead`, ``orders`` and ``features`` as there), the
+    caption and the
     final-ΔL table with its pair sources. The parameters, seed policy and provenance follow
     (:func:`show_runs`)."""
 
@@ -523,7 +525,7 @@ def show_ablation(result, orders=None) -> None:
         display(Markdown(notice))
     plot_ablation(result)
     plt.show()
-    display(Markdown(verdict_lead(result, orders)))
+    display(Markdown(verdict_lead(result, orders, features)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
@@ -547,11 +549,14 @@ def show_runs(result, params=None) -> None:
     display(HTML(provenance_html(result.collected)))
 
 
-def verdict_lead(result, orders=None) -> str:
+def verdict_lead(result, orders=None, features=None) -> str:
     """The page's verdict, at most three sentences, for right under its figure: the figure's
     verdict by the claims page's rule (:func:`gtalib.book.analysis.stats.aggregate_verdicts`)
     against the paper's claim, which variants got which verdict, and whether a single run
-    could show the effects; where the figure has data-order runs (``orders``: its
+    could show the effects; for a figure the paper draws as curves (``features``: its
+    :func:`gtalib.book.chapters.curve_features.curve_features`), how its features read, so
+    that a final ΔL that agrees beside curves that do not is said where the verdict is; where
+    the figure has data-order runs (``orders``: its
     :func:`gtalib.book.chapters.curve_features.data_order_table`), which verdicts the data
     order's variance changes (:func:`data_order_sentence`)."""
     final = result.final
@@ -573,7 +578,9 @@ def verdict_lead(result, orders=None) -> str:
               " No single run of each arm would show these effects: |ΔL| is below the "
               "seed-to-seed spread of one arm's loss, as it would be for each of the paper's "
               "single-seed curves at this scale.")
-    return lead + single + data_order_sentence(orders)
+    shape = (f" Read feature by feature ([below](#the-curves-feature-by-feature)), "
+             f"the curves give {summary_counts(features)}." if features is not None else "")
+    return lead + single + shape + data_order_sentence(orders)
 
 
 def data_order_sentence(orders) -> str:

@@ -42,6 +42,7 @@ from gtalib.book.analysis.style import and_join, plural, table_style
 from gtalib.book.chapters.shared import derived_file, shared_value
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name
+from gtalib.book.design.seeds import DATA_ORDERS_DECLARED
 from gtalib.training.runs import resolve_run_dir
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
@@ -371,11 +372,15 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
     """The paragraph of the data-order section: the design, the spreads and the flips."""
     refs = plan.data_order_refs.get(key, ())
     if not refs:
+        declared = DATA_ORDERS_DECLARED.get(plan.preset, {}).get(key)
+        why = (f"its pair at seed 0 is declared at data orders "
+               f"{and_join(list(map(str, declared)))}, and the book reads such a set only once "
+               f"every run of it is recorded, which this figure's is not" if declared else
+               "no pair of it is repeated at other data orders")
         return ("**Data order.** Every pair of this figure reads the same data order (data "
                 "order 0); its intervals cover the spread over initialisation seeds only. "
-                f"At the `{plan.preset}` preset no pair is repeated at other data orders here, "
-                "so this page cannot say how much another order would move ΔL (methods "
-                "chapter, \"Data order\").")
+                f"At the `{plan.preset}` preset {why}, so this page cannot say how much another "
+                "order would move ΔL (methods chapter, \"Data order\").")
     orders = sorted({dict(r.train)["data_seed"] for r in refs})
     if table.empty:
         return (f"**Data order.** The pair at seed 0 of each variant is declared at data orders "
@@ -397,8 +402,9 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
 def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The data-order table as printed."""
     out = pd.DataFrame({
-        "sd over seeds": table["sd over seeds"].map("{:.4f}".format),
-        "sd over data orders": table["sd over data orders"].map("{:.4f}".format),
+        # of the pair's ΔL, not of one arm's loss (the final table's "seed sd")
+        "sd of ΔL over seeds": table["sd over seeds"].map("{:.4f}".format),
+        "sd of ΔL over data orders": table["sd over data orders"].map("{:.4f}".format),
         "ΔL (mean)": table["ΔL"].map("{:+.4f}".format),
         f"{confidence:.0%} interval, any data order": [
             f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(table["low"], table["high"])],

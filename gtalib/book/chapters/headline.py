@@ -33,12 +33,13 @@ VERDICT_STYLE = {"agrees": ("#1a7f37", "o", True), "differs": ("#c2185b", "s", T
 #: The headline's figure files, written beside ``headline.md``: one row of panels for a wide
 #: screen, two rows for a phone (the page shows one or the other, by CSS).
 FIGURE_FILES = {"wide": "headline-forest-wide.png", "narrow": "headline-forest-narrow.png"}
-#: Per layout: the figure's width (inches) and its smallest font (points). The narrow figure is
-#: shown about :data:`PHONE_COLUMN_PX` wide, so its text must be drawn larger: at 3.6 in, 9 pt
-#: shows as 9 · 358 / (72 · 3.6) ≈ 12 px on a 390-px phone.
-LAYOUTS = {"wide": (12.0, 7), "narrow": (3.6, 9)}
-#: The book's text column on a 390-px-wide phone (px; the page's margins aside).
-PHONE_COLUMN_PX = 358
+#: Per layout: the figure's width (inches) and its smallest font (points). Each figure is shown
+#: as wide as the text column (:data:`COLUMN_PX`), so its text shows at points × column px /
+#: (72 × width): 8 pt at 8.5 in ≈ 10 px in the 772-px column at 1400 px, 9 pt at 3.6 in ≈ 12 px
+#: in the 358-px column of a 390-px phone.
+LAYOUTS = {"wide": (8.5, 8), "narrow": (3.6, 9)}
+#: The book's text column (px) in which each layout is shown: at 1400 px and on a 390-px phone.
+COLUMN_PX = {"wide": 772, "narrow": 358}
 
 
 def verdict_word(verdict: str) -> str:

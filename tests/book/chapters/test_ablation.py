@@ -353,3 +353,19 @@ def test_the_verdict_lead_says_which_verdicts_the_data_order_changes():
     same = orders.assign(verdict=orders["final verdict"], flipped=False)
     assert A.data_order_sentence(same).endswith("every verdict stands.")
     assert A.data_order_sentence(None) == A.data_order_sentence(pd.DataFrame()) == ""
+
+
+def test_the_verdict_lead_names_the_curves_features_where_the_figure_has_them(monkeypatch):
+    """A curve figure's lead adds its features' counts (so that curves which do not agree are
+    said beside a final ΔL that does); without features it says nothing of them."""
+    from types import SimpleNamespace
+
+    final = pd.DataFrame({"seeds": [10, 10], "ΔL": [0.02, 0.03], "verdict": ["agrees"] * 2,
+                          "one run shows it?": ["yes", "yes"]}, index=["gqa", "mla"])
+    result = SimpleNamespace(final=final, key="gate")
+    features = SimpleNamespace(verdicts=["agrees", "differs", "differs", "within noise"],
+                               counts=lambda: {"agrees": 1, "differs": 2, "within noise": 1})
+    lead = A.verdict_lead(result, None, features)
+    assert lead.endswith(" Read feature by feature ([below](#the-curves-feature-by-feature)), "
+                         "the curves give 1 of 4 agree, 2 differ, 1 within noise.")
+    assert "feature by feature" not in A.verdict_lead(result)

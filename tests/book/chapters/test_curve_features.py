@@ -15,6 +15,7 @@ from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import shared
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
+from gtalib.book.design import seeds
 from gtalib.book.design.plan import make_plan
 
 H = 3.0  # the corpus entropy of these tests (nats)
@@ -133,7 +134,7 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     printed = CF.format_data_order(table)
     assert list(printed["changed?"]) == ["yes", "no"]
     assert list(printed.index) == ["GQA", "MLA"]
-    assert printed.loc["GQA", "sd over data orders"] == f"{np.std([0.05, -0.15, 0.25], ddof=1):.4f}"
+    assert printed.loc["GQA", "sd of ΔL over data orders"] == f"{np.std([0.05, -0.15, 0.25], ddof=1):.4f}"
     assert printed.loc["MLA", "verdict, any data order"] == "agrees"
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
     assert line.startswith("- **Initialisation ablation** (the paper's curves): ")
@@ -145,7 +146,12 @@ def test_a_preset_without_data_order_runs_says_so(monkeypatch):
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
     plan = make_plan("ci", 2)
     assert CF.data_order_check(types.SimpleNamespace(final=pd.DataFrame()), pd.DataFrame()).empty
-    assert "no pair is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
+    assert "no pair of it is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
+    # declared but not read (the set is not all recorded): the page says which orders wait
+    monkeypatch.setitem(seeds.DATA_ORDERS_DECLARED, "ci", {"gate": (1, 2)})
+    words = CF.data_order_words(pd.DataFrame(), "gate", plan)
+    assert "its pair at seed 0 is declared at data orders 1 and 2" in words
+    assert "only once every run of it is recorded" in words
 
 
 def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_one(
