@@ -217,7 +217,7 @@ def runs_sentence(counts: dict, outcomes: dict) -> str:
     trained, before, read, missing = (counts.get(k, 0) for k in (
         "trained in this build", "in the store before", "read from records", "missing"))
     here = trained + before
-    parts = [f"This build's pages read {plural(total, 'run')}: "
+    parts = [f"This build's pages (the scale ladder's among them) read {plural(total, 'run')}: "
              + and_join([f"{trained} trained in this build"] * bool(trained)
                         + [f"{before} trained earlier into its run store"] * bool(before)
                         + [f"{read} read from the repository's records"] * bool(read)

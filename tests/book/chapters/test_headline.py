@@ -129,3 +129,17 @@ def test_each_figures_text_shows_at_10_px_or_more_in_its_column():
             plt.close(fig)
     assert shown["wide"]["wide"] >= 10 and shown["narrow"]["narrow"] >= 10, shown
     assert shown["wide"]["narrow"] < 10  # the wide figure squeezed onto a phone would not be
+
+
+def test_the_runs_sentence_counts_where_the_runs_come_from_and_how_they_compared():
+    counts = {"trained in this build": 17, "in the store before": 0, "read from records": 343,
+              "missing": 0}
+    text = H.runs_sentence(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
+    assert text.startswith("This build's pages (the scale ladder's among them) read 360 runs: 17 "
+                           "trained in this build and 343 read from the repository's records.")
+    assert "Of the 17 runs in its run store, 17 have a record: 15 bit-identical and 2 within the " \
+           "envelope" in text
+    none = H.runs_sentence({"read from records": 360}, {"bit-identical": 0})
+    assert none.endswith("None was trained here.")
+    fresh = H.runs_sentence({"trained in this build": 22}, {"bit-identical": 0})
+    assert fresh.endswith("None of the 22 in its run store has a record to compare with.")
