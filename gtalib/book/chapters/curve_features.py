@@ -278,19 +278,17 @@ def reading_words(cf: CurveFeatures) -> str:
         f"the drawn curves. Methods chapter, \"The curves read feature by feature\".")
 
 
-def show_features(result, entropy: float) -> CurveFeatures | None:
-    """Display a curve figure's features section (the lead, the table and, folded, how it is
-    read), or the sentence that the paper's figure has no curves to read."""
-    cf = curve_features(result, entropy)
+def show_features(cf: CurveFeatures | None) -> None:
+    """Display a curve figure's features section from its :func:`curve_features` (the lead, the
+    table and, folded, how it is read), or the sentence that there are no curves to read."""
     if cf is None:
         display(Markdown("Fewer than two variants of this figure are complete here: there are "
                          "no curves to read feature by feature."))
-        return None
+        return
     display(Markdown(features_words(cf)))
     display(table_style(features_table(cf).style).hide(names=True))
     display(Markdown(f"<details><summary>How the features are measured and decided</summary>"
                      f"\n\n{reading_words(cf)}\n\n</details>"))
-    return cf
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,13 +414,11 @@ def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataF
     return out
 
 
-def show_data_order(result, plan, run_dir, source: str = "build") -> pd.DataFrame:
-    """Display the data-order section of a curve figure's page; returns its table."""
-    table = data_order_table(result, plan, run_dir, source)
+def show_data_order(table: pd.DataFrame, result, plan) -> None:
+    """Display the data-order section of ``result``'s page from its :func:`data_order_table`."""
     display(Markdown(data_order_words(table, result.key, plan)))
     if not table.empty:
         display(table_style(format_data_order(table, result.confidence).style))
-    return table
 
 
 # ---------------------------------------------------------------------------------------------
