@@ -114,14 +114,15 @@ def _run_cli(args) -> int:
         n.strip() for n in args.only.split(",") if n.strip())
     if not names:
         raise CliError(f"--only: name at least one notebook; allowed: {', '.join(notebooks())}")
+    batch = batch_options(args)
     if args.predict:
-        return _predict(args, names)
+        return _predict(args, names, batch)
     try:
         build_book(args.preset, args.seeds, args.max_steps, args.jobs, args.threads, args.run_dir,
                    names, train=not args.no_train, html=not args.no_html,
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
                    train_recorded=args.train_recorded, cluster=args.cluster,
-                   scheduler_file=args.scheduler_file, batch=batch_options(args),
+                   scheduler_file=args.scheduler_file, batch=batch,
                    budget_min=args.budget, ignore_disk_space=args.ignore_disk_space)
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
@@ -133,7 +134,7 @@ def _run_cli(args) -> int:
     return 0
 
 
-def _predict(args, names) -> int:
+def _predict(args, names, batch: dict) -> int:
     from gtalib.book.design.plan import make_plan
     from gtalib.book.pipeline.job import check_disk_space, ensure_corpus, runs_to_train
     from gtalib.book.pipeline.schedule import (
@@ -147,7 +148,7 @@ def _predict(args, names) -> int:
     jobs = args.jobs or default_jobs()
     # the workers that would train are timed as they would be: all at once
     accelerator = resolve_accelerator(args.accelerator, args.cluster, args.scheduler_file)
-    with open_cluster(args.cluster, args.scheduler_file, jobs, batch_options(args),
+    with open_cluster(args.cluster, args.scheduler_file, jobs, batch,
                       accelerator) as (c, where):
         run_dir = resolve_run_dir(args.run_dir)
         _, _, choice = runs_to_train(plan, run_dir, jobs, args.threads, args.budget,

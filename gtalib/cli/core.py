@@ -83,12 +83,19 @@ def add_cluster_args(parser, what: str) -> None:
                             "flags)")
     where.add_argument("--scheduler-file", default=None,
                        help="a running Dask cluster's scheduler file")
-    c.add_argument("--batch-cores", type=positive_int, default=1, help="cores per batch job")
-    c.add_argument("--batch-memory", default="4GB", help="memory per batch job")
-    c.add_argument("--batch-gpus", type=non_negative_int, default=0, help="GPUs per batch job")
-    c.add_argument("--batch-walltime", default="02:00:00", help="walltime per batch job")
-    c.add_argument("--batch-account", default=None, help="account to charge the batch jobs to")
-    c.add_argument("--batch-queue", default=None, help="queue / partition of the batch jobs")
+    for flag, kind, default, what in BATCH_FLAGS:
+        c.add_argument(flag, type=kind, default=None,
+                       help=f"{what} (only with a batch --cluster; default {default})")
+
+
+#: The ``--batch-*`` flags: (flag, type, default, help). Their argparse default is ``None`` so that
+#: one given without a batch ``--cluster`` is seen (:func:`batch_options`) rather than ignored.
+BATCH_FLAGS = (("--batch-cores", positive_int, 1, "cores per batch job"),
+               ("--batch-memory", str, "4GB", "memory per batch job"),
+               ("--batch-gpus", non_negative_int, 0, "GPUs per batch job"),
+               ("--batch-walltime", str, "02:00:00", "walltime per batch job"),
+               ("--batch-account", str, None, "account to charge the batch jobs to"),
+               ("--batch-queue", str, None, "queue / partition of the batch jobs"))
 
 
 def cluster_address(text: str) -> str:
@@ -103,10 +110,22 @@ def cluster_address(text: str) -> str:
 
 
 def batch_options(args) -> dict:
-    """The ``--batch-*`` flags as options of :func:`gtalib.book.pipeline.schedule.batch_cluster`."""
-    return {"cores": args.batch_cores, "memory": args.batch_memory, "gpus": args.batch_gpus,
-            "walltime": args.batch_walltime, "account": args.batch_account,
-            "queue": args.batch_queue}
+    """The ``--batch-*`` flags as options of :func:`gtalib.book.pipeline.schedule.batch_cluster`,
+    the flags not given at their defaults (:data:`BATCH_FLAGS`).
+
+    Raises :class:`CliError` naming the flags if any is given without ``--cluster`` set to a batch
+    system (``slurm``, ``pbs``, ``lsf``): elsewhere they would be ignored silently.
+    """
+    from gtalib.book.pipeline.schedule import BATCH_SYSTEMS  # torch and Dask: only when run
+
+    given = {flag: getattr(args, flag[2:].replace("-", "_")) for flag, *_ in BATCH_FLAGS}
+    if args.cluster not in BATCH_SYSTEMS:
+        stray = [flag for flag, value in given.items() if value is not None]
+        if stray:
+            raise CliError(f"{', '.join(stray)} only apply with --cluster slurm, pbs or lsf "
+                           f"(got --cluster {args.cluster or 'none: the embedded LocalCluster'})")
+    return {flag[len("--batch-"):]: default if given[flag] is None else given[flag]
+            for flag, _, default, _ in BATCH_FLAGS}
 
 
 def expected_error(exc: BaseException) -> BaseException | None:

@@ -83,6 +83,25 @@ def test_flags_that_contradict_each_other_or_name_no_cluster_are_refused_before_
         assert cli.build_parser().parse_args(["book", "--cluster", ok]).cluster == ok
 
 
+def test_batch_flags_without_a_batch_cluster_are_refused_naming_them(monkeypatch, capsys):
+    """--batch-* only shape dask-jobqueue's jobs: given with the embedded cluster or a tcp://
+    scheduler they would be ignored, so the command stops (exit 2) before the corpus is read;
+    with --cluster slurm they reach the cluster, the flags not given at their defaults."""
+    seen = {}
+    monkeypatch.setattr(book_cli, "build_book", lambda *a, **k: seen.update(k["batch"]))
+    for argv, where in ((["--batch-cores", "4", "--batch-queue", "gpu"], "none: the embedded "
+                                                                        "LocalCluster"),
+                        (["--cluster", "tcp://h:8786", "--batch-gpus", "1"], "tcp://h:8786")):
+        assert cli.main(["book", *argv, "--predict"]) == 2
+        flags = ", ".join(a for a in argv if a.startswith("--batch-"))
+        assert capsys.readouterr().err.strip() == (
+            f"gtalib book: error: {flags} only apply with --cluster slurm, pbs or lsf (got "
+            f"--cluster {where})")
+    assert cli.main(["book", "--cluster", "slurm", "--batch-cores", "4", "--no-html"]) == 0
+    assert seen == {"cores": 4, "memory": "4GB", "gpus": 0, "walltime": "02:00:00",
+                    "account": None, "queue": None}
+
+
 def test_an_empty_only_is_a_one_line_error():
     import subprocess
     import sys
