@@ -279,7 +279,10 @@ def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
         variants = [v.strip() for v in variants.split(",") if v.strip()]
     out = []
     for v in variants:
-        cv = canonical_variant(v)
+        try:
+            cv = canonical_variant(v)
+        except KeyError:  # not a variant at all: the allowed ones are still the figure's
+            cv = None
         if cv not in fig.variants:
             raise KeyError(
                 f"variant {v!r} is not in the {key} figure; allowed: {', '.join(fig.variants)}"

@@ -102,6 +102,11 @@ def test_figure_variants_validation():
     assert figure_variants("gate", "cpu", "GQA, mlra4") == ("gqa", "mlra-4")
     with pytest.raises(KeyError, match="not in the gate figure"):
         figure_variants("gate", "cpu", ["mha"])
+    # a name that is no variant at all gets the figure's list too, not the registry's eleven
+    with pytest.raises(KeyError) as exc:
+        figure_variants("gate", "cpu", ["bogus"])
+    assert exc.value.args[0] == ("variant 'bogus' is not in the gate figure; allowed: "
+                                 + ", ".join(ablation("gate").variants))
     with pytest.raises(KeyError, match="allowed"):
         ablation("nope")
     with pytest.raises(ValueError, match="seeds"):
