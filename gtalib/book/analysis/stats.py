@@ -26,6 +26,14 @@ Conventions (stated in every caption the book prints):
   sign matches / opposes the paper's, else "within noise"; "undetermined (1 seed)" with a single
   seed. More pairs can only sharpen such a verdict: the test's power rises with ``n``.
   :func:`verdict_text` says, for "within noise", how large an |ΔL| could hide.
+- A variant the paper calls "≈ 0" (latent scaling "barely" helps MLRA-2: avg PPL 13.808 vs
+  13.804, against MLA's 13.779 vs 13.727 and GLA-2's 13.827 vs 13.779; MLRA paper, latent-scaling
+  ablation) is a claim about size, which its ΔL's sign cannot test. Its verdict tests, per seed,
+  half the mean ΔL of the figure's other variants minus its own (:func:`near_zero_differences`):
+  positive when its ΔL is closer to zero than to theirs. The same paired t-test, in the same Holm
+  family; "agrees" when that difference is positive, "differs" when negative. The margin (half of
+  the others' effect) is the midpoint between "no effect" and "the effect the paper says the
+  others have", so it scales with this build's effects rather than the paper's 2.9 B ones.
 - Visible in one run: whether |ΔL| exceeds the seed-to-seed standard deviation of one arm's
   final loss (the larger of the two arms, ``ddof=1``), i.e. whether a single-seed comparison such
   as the paper's could have told the effect from the seed's own variation. Reported beside the
@@ -243,6 +251,26 @@ def paired_p_value(mean: float, sd: float, n: int) -> float:
     return float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
 
 
+def near_zero_differences(own, others) -> np.ndarray:
+    """Per seed, what a "≈ 0" claim's verdict tests (module docstring): half the mean ΔL of the
+    figure's other variants minus the named variant's own, positive when its ΔL is closer to zero
+    than to theirs.
+
+    Args:
+        own: the named variant's paired ΔL per seed, shape ``(n,)`` (nats).
+        others: the other variants' paired ΔL at the same seeds, shape ``(k, n)``, ``k ≥ 1``.
+    Returns:
+        shape ``(n,)`` (nats).
+    Raises:
+        ValueError: no other variant, or ``others`` not ``(k, n)``.
+    """
+    own, others = np.asarray(own, dtype=float), np.atleast_2d(np.asarray(others, dtype=float))
+    if others.size == 0 or others.shape[1] != own.shape[0]:
+        raise ValueError(f"others must be (k >= 1, {own.shape[0]}) ΔL per seed, got "
+                         f"{others.shape}")
+    return others.mean(axis=0) / 2 - own
+
+
 def holm_adjusted(p_values) -> np.ndarray:
     """Holm's step-down adjusted p-values of one family of tests (Holm 1979): sorted ascending,
     the ``i``-th (from 0) of ``m`` is multiplied by ``m − i``, made non-decreasing and capped at
@@ -351,6 +379,27 @@ def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float,
             return f"{head}: its own interval excludes zero, not after the adjustment"
         return f"{head}: |ΔL| < {resolvable:.3f} nats could hide here"
     return f"{verdict_} (p = {p_holm:.2g} adjusted)"
+
+
+#: A final table's ``verdict tests`` for a variant the paper calls "≈ 0" (its verdict is of
+#: :func:`near_zero_differences`, not of ΔL's sign).
+NEAR_ZERO_TEST = "half the others' mean ΔL − ΔL"
+
+#: Which way a "≈ 0" variant's size leans, by its verdict.
+NEAR_ZERO_LEAN = {"agrees": "nearer zero than the others' ΔL",
+                  "differs": "nearer the others' ΔL than zero",
+                  "within noise": "nearer zero or the others' ΔL, the pairs cannot tell"}
+
+
+def final_verdict_text(row) -> str:
+    """A final-ΔL table row's verdict as printed (``row`` with ``verdict``, ``seeds``,
+    ``resolvable |ΔL|``, ``p (Holm)``, ``ΔL`` and ``verdict tests``): :func:`verdict_text`, or for
+    a "≈ 0" variant (:data:`NEAR_ZERO_TEST`) which way its size leans (:data:`NEAR_ZERO_LEAN`)."""
+    if row.get("verdict tests") != NEAR_ZERO_TEST or row["seeds"] < 2:
+        return verdict_text(row["verdict"], int(row["seeds"]), row["resolvable |ΔL|"],
+                            row["p (Holm)"], row["ΔL"])
+    return (f"{row['verdict']} (p = {row['p (Holm)']:.2g} adjusted): "
+            f"{NEAR_ZERO_LEAN[row['verdict']]}")
 
 
 def resolvable_text(n: int, resolvable: float) -> str:

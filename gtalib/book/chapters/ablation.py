@@ -55,10 +55,13 @@ from gtalib.book.analysis.stats import (
     delta_stats,
     family_verdicts,
     final_table_words,
+    NEAR_ZERO_LEAN,
+    NEAR_ZERO_TEST,
+    final_verdict_text,
     interval_columns,
+    near_zero_differences,
     pairs_needed_at,
     spread_rule_verdict,
-    verdict_text,
     visible_text,
 )
 from gtalib.book.analysis.style import (
@@ -162,7 +165,7 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
     band = seed_band(curves, confidence)
     looks = looks_of(key, preset, seeds, max_steps)
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
-                              final_column, looks) if len(runs) else pd.DataFrame()
+                              final_column, looks, fig.near_zero) if len(runs) else pd.DataFrame()
     if len(final):
         pairs = col.pairs
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
@@ -182,6 +185,7 @@ def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str 
 def final_delta_table(
     runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss",
     looks: tuple = (),
+    near_zero: tuple = (),
 ) -> pd.DataFrame:
     """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
     resolve (:func:`delta_stats`), the seed sd of one arm, the paper's ΔL and a verdict (the
@@ -193,10 +197,15 @@ def final_delta_table(
     Args:
         runs: runs frame with ``alt`` and ``rec`` arms.
         paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
+        near_zero: the variants the paper calls "≈ 0" (:attr:`Ablation.near_zero`): their
+            verdict tests whether their ΔL is closer to zero than to the other variants' mean
+            (:func:`gtalib.book.analysis.stats.near_zero_differences`), in the same family.
     Returns:
         DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, ΔL sd, CI low, CI
-        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), p, p (Holm), verdict,
-        one run shows it?`` (nats; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
+        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), verdict tests, p,
+        p (Holm), verdict, one run shows it?`` (nats; ``verdict tests``: ``"ΔL"``, or
+        :data:`~gtalib.book.analysis.stats.NEAR_ZERO_TEST` for a ``near_zero`` variant, whose p, pairs to resolve and
+        verdict are of that difference; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
         standard deviation of the paired ΔL; ``resolvable |ΔL|`` = the interval's half-width,
         ``pairs to resolve`` = the pairs whose t-test would reach the level this variant's
         verdict uses, Holm's threshold for its rank at the last look
@@ -221,8 +230,20 @@ def final_delta_table(
     cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
             "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
     table = pd.DataFrame(rows, columns=cols).set_index("variant")
+    # what each verdict tests, per seed, and the sign that is the claim: ΔL against the paper's
+    # sign, or for a "≈ 0" variant how much closer to zero it is than the others
+    tested, claim = dict(paired), dict(table["paper ΔL (≈)"])
+    near = [v for v in near_zero if v in paired and len(paired) > 1]
+    for v in near:
+        n = min(len(d) for d in paired.values())  # the seeds every variant has, in seed order
+        tested[v] = near_zero_differences(
+            paired[v][:n], [d[:n] for o, d in paired.items() if o != v])
+        claim[v] = 1.0
+    table["verdict tests"] = [NEAR_ZERO_TEST if v in near else "ΔL" for v in table.index]
+    test = {v: delta_stats(d, confidence) for v, d in tested.items()}
     table["p"], table["p (Holm)"], one_look = family_verdicts(
-        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+        [test[v].mean for v in table.index], [test[v].sd for v in table.index],
+        [test[v].n for v in table.index], [claim[v] for v in table.index], confidence)
     alpha = 1 - confidence
     looks = tuple(looks) or (int(table["seeds"].max()),)
     if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
@@ -230,8 +251,8 @@ def final_delta_table(
         table["verdict"] = one_look
         looks, seq = (int(table["seeds"].max()),), None
     else:
-        seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
-                                1 - confidence)
+        seq = two_look_verdicts([tested[v] for v in table.index],
+                                [claim[v] for v in table.index], looks, 1 - confidence)
         table["verdict"] = [o["verdict"] for o in seq]
         levels = seq[0]["level"]
         table["p (look 1)"] = [o["p"][0] for o in seq]
@@ -244,7 +265,7 @@ def final_delta_table(
     last = table["p"].to_numpy(float)
     open_ = np.ones(len(table), bool) if seq is None else np.array([o["look"] != 1 for o in seq])
     need = []
-    for i, (m, s) in enumerate(zip(table["ΔL"], table["ΔL sd"])):
+    for i, (m, s) in enumerate((test[v].mean, test[v].sd) for v in table.index):
         if seq is not None and not open_[i]:
             p1 = np.array([o["p"][0] for o in seq])
             rank = int((p1 < p1[i]).sum())
@@ -273,6 +294,8 @@ def rule_comparison(result) -> pd.DataFrame:
     finals = final_values(result.runs, result.final_column)
     m = int(final["p"].notna().sum())
     for v, r in final.iterrows():
+        if r.get("verdict tests") == NEAR_ZERO_TEST:  # a "≈ 0" claim: the spread rule has no test of it
+            continue
         f = finals[finals["variant"] == v]
         spread = float(f.groupby("arm")["value"].agg(lambda x: x.max() - x.min()).max())
         old = spread_rule_verdict(r["CI low"], r["CI high"], r["ΔL"], spread, r["paper ΔL (≈)"],
@@ -473,7 +496,7 @@ def ablation_caption(result) -> str:
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
     resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
-    hide (:func:`gtalib.book.analysis.stats.verdict_text`). The pair source, a long text, is printed
+    hide (:func:`gtalib.book.analysis.stats.final_verdict_text`). The pair source, a long text, is printed
     under the table (:func:`pair_source_lines`) so that the table fits the text column."""
     if final.empty:
         return final
@@ -484,9 +507,7 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
                             final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
         "seed sd": final["seed sd"].map("{:.4f}".format),
         "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
-        "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
-                    zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
-                        final["p (Holm)"], final["ΔL"])],
+        "verdict": [final_verdict_text(r) for _, r in final.iterrows()],
         "one run shows it?": final["one run shows it?"],
     })
     if "look 1" in final:  # two looks: the first one's verdict beside the final one
@@ -565,7 +586,12 @@ def verdict_lead(result, orders=None, features=None) -> str:
         return (f"**Verdict: not measured**: no variant has complete runs (paper: "
                 f"{spec.claim_value}).")
     word = aggregate_verdicts(final["verdict"]).split(":")[0]
-    groups = [f"*{v}* for {and_join(display_name(x) for x in final.index[final['verdict'] == v])}"
+    def named(x):  # a "≈ 0" variant says which way its size leans
+        r = final.loc[x]
+        return display_name(x) + ("" if r.get("verdict tests") != NEAR_ZERO_TEST else
+                                  f" (ΔL {r['ΔL']:+.3f}, {NEAR_ZERO_LEAN[r['verdict']]})")
+
+    groups = [f"*{v}* for {and_join(named(x) for x in final.index[final['verdict'] == v])}"
               for v in dict.fromkeys(final["verdict"])]
     n = int(final["seeds"].max())
     lead = (f"**Verdict: {word}.** Over {plural(n, 'seed pair')}, {'; '.join(groups)} "

@@ -19,7 +19,13 @@ import torch
 from IPython.display import display
 
 from gtalib.book.analysis.curves import final_deltas
-from gtalib.book.analysis.stats import aggregate_verdicts, pairs_text, ranking_test, verdict_text
+from gtalib.book.analysis.stats import (
+    NEAR_ZERO_TEST,
+    aggregate_verdicts,
+    final_verdict_text,
+    pairs_text,
+    ranking_test,
+)
 from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
 from gtalib.book.chapters.ablation import ablation_result
@@ -64,8 +70,8 @@ def _resolution(name: str, r) -> str:
     pairs = pairs_text(n, r["pairs to resolve"])
     return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
             f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
-            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'], r['ΔL'])})"
-               if r["verdict"] == "within noise" else "")
+            + (f" ({final_verdict_text(r)})" if r["verdict"] == "within noise"
+               or r.get("verdict tests") == NEAR_ZERO_TEST else "")
             + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
 
 

@@ -63,6 +63,9 @@ class Ablation:
         top_curve, slowest_fall, lowest_end: the variant the paper's figure shows highest
             throughout, falling slowest, ending lowest (docs/paper_values.md), or ``None``
             where it names none; features of the curves (:mod:`gtalib.book.chapters.curve_features`).
+        near_zero: the variants whose effect the paper calls ≈ 0 rather than giving it a sign
+            (latent scaling "barely" helps MLRA-2); their verdict tests size, not sign
+            (:func:`gtalib.book.analysis.stats.near_zero_differences`).
     """
 
     key: str
@@ -85,6 +88,7 @@ class Ablation:
     top_curve: str | None = None
     slowest_fall: str | None = None
     lowest_end: str | None = None
+    near_zero: tuple[str, ...] = ()
 
     @property
     def heading(self) -> str:
@@ -223,6 +227,7 @@ ABLATIONS: dict[str, Ablation] = {
             notebook="latent_scaling",
             summary="the latent scaling constants",
             claim_value="ΔL > 0 for MLA, GLA-2; ≈ 0 for MLRA-2",
+            near_zero=("mlra-2",),
         ),
         Ablation(
             key="double_heads",

@@ -164,3 +164,14 @@ def test_the_family_wise_false_positive_rate_stays_at_or_below_5_percent():
         v = _simulated_verdicts([0.0] * 9, n, sims, rng)
         rate = (v != "within noise").any(axis=1).mean()
         assert rate == pytest.approx(exact, abs=3 * se) and rate <= 0.05 + 3 * se, (n, rate)
+
+
+def test_near_zero_differences_closed_form():
+    """Half the others' mean ΔL minus the named one's, per seed; positive = nearer zero."""
+    own = [0.01, 0.05]
+    others = [[0.04, 0.02], [0.06, 0.04]]  # means 0.05, 0.03 -> halves 0.025, 0.015
+    np.testing.assert_allclose(S.near_zero_differences(own, others), [0.015, -0.035])
+    with pytest.raises(ValueError, match="others must be"):
+        S.near_zero_differences(own, [[0.1, 0.2, 0.3]])
+    with pytest.raises(ValueError, match="others must be"):
+        S.near_zero_differences(own, [])

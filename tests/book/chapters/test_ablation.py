@@ -16,6 +16,7 @@ from synthetic import metrics, runs_frame  # noqa: E402
 
 from gtalib.book.analysis import curves as C
 from gtalib.book.analysis import style
+from gtalib.book.analysis.stats import holm_adjusted
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import shared
 from gtalib.book.design import run_specs as specs
@@ -73,6 +74,45 @@ def test_final_table_differs_when_seeds_agree_against_paper():
     assert t.loc["gqa", "ΔL"] == pytest.approx(-0.20)
     assert t.loc["gqa", "seed sd"] == pytest.approx(0.01)
     assert t.loc["gqa", "verdict"] == "differs" and t.loc["gqa", "one run shows it?"] == "yes"
+
+
+def _three_variant_runs(deltas_by_variant):
+    """Seeds 0.. with the given paired ΔL per variant (every step; rec final 3.0)."""
+    spec = {}
+    for variant, deltas in deltas_by_variant.items():
+        for seed, dl in enumerate(deltas):
+            rec = np.array([5.0, 4.0, 3.0])
+            spec[(variant, "rec", seed)] = metrics([0, 1, 2], rec)
+            spec[(variant, "alt", seed)] = metrics([0, 1, 2], rec + dl)
+    return runs_frame(spec)
+
+
+@pytest.mark.parametrize("mlra2, verdict", [
+    ((0.001, 0.002, 0.000, 0.001), "agrees"),        # ≈ 0 beside the others' ≈ 0.04
+    ((0.041, 0.039, 0.040, 0.042), "differs"),       # as large as the others': not ≈ 0
+    ((0.05, -0.04, 0.06, -0.05), "within noise"),    # the pairs cannot tell
+])
+def test_a_near_zero_claim_is_judged_by_its_size_not_its_sign(mlra2, verdict):
+    """Latent scaling "barely" helps MLRA-2: its verdict tests, per seed, half the others' mean
+    ΔL minus its own (closed form below), in one Holm family with the others' sign tests. A
+    positive ΔL as large as the others' was an *agrees* by sign; here it *differs*."""
+    others = {"mla": (0.040, 0.041, 0.039, 0.040), "gla-2": (0.042, 0.038, 0.041, 0.039)}
+    runs = _three_variant_runs({**others, "mlra-2": mlra2})
+    paper = {"mla": 0.0038, "gla-2": 0.0035, "mlra-2": 0.0003}
+    t = A.final_delta_table(runs, paper, near_zero=("mlra-2",))
+    d = (np.add(*others.values()) / 2) / 2 - np.array(mlra2)
+    p = 2 * stats.t.sf(abs(d.mean()) / (d.std(ddof=1) / 2), 3)
+    assert t.loc["mlra-2", "p"] == pytest.approx(p)
+    assert t.loc["mlra-2", "verdict"] == verdict
+    assert t.loc["mlra-2", "ΔL"] == pytest.approx(np.mean(mlra2))  # the table still shows ΔL
+    assert list(t["verdict tests"]) == ["ΔL", "ΔL", "half the others' mean ΔL − ΔL"]
+    # Holm over the three: the family is the figure, whatever each row tests
+    np.testing.assert_allclose(t["p (Holm)"], holm_adjusted(t["p"]))
+    printed = A.format_final_table(t).loc["MLRA-2", "verdict"]
+    assert printed.startswith(f"{verdict} (p = ") and "could hide" not in printed
+    # by sign alone a ΔL as large as the others' agreed with the paper's tiny positive ΔL
+    if verdict == "differs":
+        assert A.final_delta_table(runs, paper).loc["mlra-2", "verdict"] == "agrees"
 
 
 def test_ablation_result_on_a_synthetic_store(tmp_path, monkeypatch):
