@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from gtalib.book.design.chapters import notebooks
@@ -99,14 +100,17 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def budget_minutes(text: str) -> float | None:
-    """``--budget``: a positive number of minutes, or ``none``."""
+    """``--budget``: a positive, finite number of minutes, or ``none`` (no budget)."""
     if text.strip().lower() == "none":
         return None
     try:
-        return positive_float(text)
+        minutes = positive_float(text)
     except argparse.ArgumentTypeError:
+        minutes = math.nan
+    if not math.isfinite(minutes):  # 'inf' parses as a float: 'none' is the one spelling
         raise argparse.ArgumentTypeError(
-            f"expected a positive number of minutes or 'none', got {text!r}") from None
+            f"expected a positive number of minutes or 'none', got {text!r}")
+    return minutes
 
 
 def _run_cli(args) -> int:

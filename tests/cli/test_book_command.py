@@ -39,7 +39,7 @@ def test_bad_numbers_are_refused_by_flag_before_anything_runs(capsys):
         assert exc.value.code == 2
         assert f"gtalib book: error: argument {flag}: expected a " in capsys.readouterr().err
     # --budget also takes 'none', and says so; a refused value is echoed as typed
-    for bad in ("abc", "0"):
+    for bad in ("abc", "0", "inf", "nan"):
         with pytest.raises(SystemExit):
             cli.main(["book", "--budget", bad, "--predict"])
         assert (f"argument --budget: expected a positive number of minutes or 'none', got "
