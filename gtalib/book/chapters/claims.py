@@ -193,10 +193,10 @@ def _table_claim(number: int) -> tuple[str, str, str]:
         lowest = all(kv[tp].min() == mlra4[tp] for tp in (4, 8))
         ok = (mlra4[1] == mla[1] == 4.5 and set(mla) == {4.5} and mlra4[4] == mlra4[8] == 1.5
               and lowest)
-        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} d_h at TP "
+        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} dₕ at TP "
                 f"1/2/4/8, MLA {mla[1]:g} at every TP; MLRA-4 lowest at TP ≥ 4: "
                 f"{'yes' if lowest else 'no'}")
-        short = f"MLRA-4 {mlra4[4]:g}/{mlra4[8]:g} d_h at TP 4/8, MLA {mla[4]:g}/{mla[8]:g}"
+        short = f"MLRA-4 {mlra4[4]:g}/{mlra4[8]:g} dₕ at TP 4/8, MLA {mla[4]:g}/{mla[8]:g}"
         return ours, "agrees" if ok else "differs", short
     p = kv_cache.params_table("paper").set_index("variant")["total_params"]
     plain = p[[v for v in p.index if "+" not in v]]

@@ -327,8 +327,8 @@ class Claim:
 
 _FIXED_CLAIMS = (
     Claim(0, "Per-device KV load under TP as in Table 1; MLRA-2/4 total cache equals MLA's "
-             "(4.5 d_h).", "MLRA-4 1.5 d_h per device at TP ≥ 4; MLA 4.5 d_h at every TP",
-          "tables", "KV per device: MLRA-4 1.5 d_h at TP ≥ 4, MLA 4.5"),
+             "(4.5 dₕ).", "MLRA-4 1.5 dₕ per device at TP ≥ 4; MLA 4.5 dₕ at every TP",
+          "tables", "KV per device: MLRA-4 1.5 dₕ at TP ≥ 4, MLA 4.5"),
     Claim(0, f"All variants parameter-matched at ≈ {PAPER_MATCHED_PARAMS_B:g} B by the FFN "
              "width alone.",
           "2.872–2.873 B", "tables",

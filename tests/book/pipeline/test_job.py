@@ -143,8 +143,8 @@ def test_table_claims_are_computed_from_the_package():
 
     ours, verdict, short = claims._table_claim(1)
     # docs/variants.md: MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h at TP 1/2/4/8; MLA 4.5 at every degree
-    assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 d_h") and verdict == "agrees"
-    assert short == "MLRA-4 1.5/1.5 d_h at TP 4/8, MLA 4.5/4.5"
+    assert ours.startswith("MLRA-4 4.5 / 2.5 / 1.5 / 1.5 dₕ") and verdict == "agrees"
+    assert short == "MLRA-4 1.5/1.5 dₕ at TP 4/8, MLA 4.5/4.5"
     ours, verdict, short = claims._table_claim(2)
     assert ours.startswith("2.8720–2.8732 B") and verdict == "agrees"
     assert short.startswith("2.872–2.873 B")
