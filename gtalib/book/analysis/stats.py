@@ -432,9 +432,10 @@ def interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: f
     }
 
 
-def final_table_words(confidence: float = 0.95, looks: tuple = ()) -> str:
+def final_table_words(confidence: float = 0.95, looks: tuple = (), near_zero=()) -> str:
     """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is;
-    with two ``looks`` (pair counts), how the group-sequential verdict reads them."""
+    with two ``looks`` (pair counts), how the group-sequential verdict reads them; with
+    ``near_zero`` (display names), how the verdict of a row the paper calls ≈ 0 reads."""
     if len(looks) == 2:
         from_looks = (
             f" The pairs were read in two looks declared beforehand, at {looks[0]} and "
@@ -466,7 +467,12 @@ def final_table_words(confidence: float = 0.95, looks: tuple = ()) -> str:
         f"*one run shows it?*: whether |ΔL| exceeds it, i.e. whether a single-seed comparison "
         f"like the paper's could have told the effect from seed noise. *Pair source*, under the "
         f"table: where both arms of each pair come from; MIXED marks a pair whose arms differ in "
-        f"source or machine." + from_looks)
+        f"source or machine." + from_looks + (
+            f" {' and '.join(near_zero)}: the paper calls {'its' if len(near_zero) == 1 else 'their'}"
+            f" ΔL ≈ 0, so the verdict tests size, not sign: per seed, half the other rows' mean "
+            f"ΔL minus {'its' if len(near_zero) == 1 else 'each one’s'} own, in the same family; "
+            f"*agrees* when it lies nearer zero than theirs, *differs* when nearer theirs "
+            f"(methods chapter)." if near_zero else ""))
 
 
 def aggregate_verdicts(verdicts) -> str:

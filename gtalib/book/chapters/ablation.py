@@ -78,7 +78,7 @@ from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of
-from gtalib.book.chapters.curve_features import summary_counts
+from gtalib.book.chapters.curve_features import data_order_sentence, summary_counts
 from gtalib.book.chapters.shared import shared_file, shared_value
 from gtalib.model.presets import PRESETS
 
@@ -488,8 +488,11 @@ def ablation_caption(result) -> str:
         f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; "
         f"{drawn_text(result.seed_counts, result.confidence)}. Table below: "
         f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
-        f"unsmoothed. Lower panel: the paper's "
-        f"curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
+        f"unsmoothed. Lower panel: the paper's " + (
+            "curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
+            if fig_spec.paper_curves else "final values (2.9 B parameters, markers at 100 B "
+                                          "tokens), ln of its perplexity ratios; it prints no "
+                                          "curves.")
     )
 
 
@@ -549,7 +552,9 @@ def show_ablation(result, orders=None, features=None) -> None:
     display(Markdown(verdict_lead(result, orders, features)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
-        display(Markdown(final_table_words(result.confidence, result.looks)))
+        near = result.final.index[result.final["verdict tests"] == NEAR_ZERO_TEST]
+        display(Markdown(final_table_words(result.confidence, result.looks,
+                                           [display_name(v) for v in near])))
         table = format_final_table(result.final, result.confidence)
         verdicts = [c for c in table.columns if c.startswith(("verdict", "at "))]  # the looks'
         display(table_style(table.style, prose=verdicts))
@@ -579,7 +584,8 @@ def verdict_lead(result, orders=None, features=None) -> str:
     that a final ΔL that agrees beside curves that do not is said where the verdict is; where
     the figure has data-order runs (``orders``: its
     :func:`gtalib.book.chapters.curve_features.data_order_table`), which verdicts the data
-    order's variance changes (:func:`data_order_sentence`)."""
+    order's variance changes
+    (:func:`gtalib.book.chapters.curve_features.data_order_sentence`)."""
     final = result.final
     spec = ablation(result.key)
     if final.empty:
@@ -607,25 +613,6 @@ def verdict_lead(result, orders=None, features=None) -> str:
     shape = (f" Read feature by feature ([below](#the-curves-feature-by-feature)), "
              f"the curves give {summary_counts(features)}." if features is not None else "")
     return lead + single + shape + data_order_sentence(orders)
-
-
-def data_order_sentence(orders) -> str:
-    """One sentence on what the data order's variance does to the verdicts (``orders``: a
-    :func:`gtalib.book.chapters.curve_features.data_order_table`, with ``verdict``,
-    ``final verdict`` and ``flipped`` by variant); ``""`` without data-order runs."""
-    if orders is None or orders.empty:
-        return ""
-    where = "([another data order](#another-data-order), below)"
-    if not orders["flipped"].any():
-        return f" With the data order's variance added {where}, every verdict stands."
-    moves = orders[orders["flipped"]].groupby(["final verdict", "verdict"], sort=False)
-    said = [f"{and_join(display_name(v) for v in g.index)} {'moves' if len(g) == 1 else 'move'} "
-            f"from *{old}* to *{new}*" for (old, new), g in moves]
-    kept = [display_name(v) for v in orders.index[~orders["flipped"]
-                                                   & (orders["verdict"] != "within noise")]]
-    return (f" With the data order's variance added {where}, " + "; ".join(said)
-            + (f"; {and_join(kept)} {'keeps its' if len(kept) == 1 else 'keep their'} "
-               "verdict." if kept else "."))
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:

@@ -478,3 +478,22 @@ def methods_markdown(results: dict, plan, run_dir, entropy: float) -> str:
         parts.append(f"  Standard deviation of the final ΔL over data orders (the pair at seed "
                      f"0) vs over initialisation seeds (data order 0), nats: {spreads}.")
     return "\n".join(parts) + "\n" if parts else "No curve figure was built.\n"
+
+
+def data_order_sentence(orders) -> str:
+    """One sentence on what the data order's variance does to the verdicts (``orders``: a
+    :func:`gtalib.book.chapters.curve_features.data_order_table`, with ``verdict``,
+    ``final verdict`` and ``flipped`` by variant); ``""`` without data-order runs."""
+    if orders is None or orders.empty:
+        return ""
+    where = "([another data order](#another-data-order), below)"
+    if not orders["flipped"].any():
+        return f" With the data order's variance added {where}, every verdict stands."
+    moves = orders[orders["flipped"]].groupby(["final verdict", "verdict"], sort=False)
+    said = [f"{and_join(display_name(v) for v in g.index)} {'moves' if len(g) == 1 else 'move'} "
+            f"from *{old}* to *{new}*" for (old, new), g in moves]
+    kept = [display_name(v) for v in orders.index[~orders["flipped"]
+                                                   & (orders["verdict"] != "within noise")]]
+    return (f" With the data order's variance added {where}, " + "; ".join(said)
+            + (f"; {and_join(kept)} {'keeps its' if len(kept) == 1 else 'keep their'} "
+               "verdict." if kept else "."))

@@ -175,3 +175,13 @@ def test_near_zero_differences_closed_form():
         S.near_zero_differences(own, [[0.1, 0.2, 0.3]])
     with pytest.raises(ValueError, match="others must be"):
         S.near_zero_differences(own, [])
+
+
+def test_the_table_words_say_how_a_near_zero_row_reads_only_where_there_is_one():
+    plain = S.final_table_words()
+    words = S.final_table_words(near_zero=["MLRA-2"])
+    assert "≈ 0" not in plain and words.startswith(plain)
+    assert words[len(plain):] == (
+        " MLRA-2: the paper calls its ΔL ≈ 0, so the verdict tests size, not sign: per seed, "
+        "half the other rows' mean ΔL minus its own, in the same family; *agrees* when it lies "
+        "nearer zero than theirs, *differs* when nearer theirs (methods chapter).")

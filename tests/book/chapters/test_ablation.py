@@ -19,6 +19,7 @@ from gtalib.book.analysis import style
 from gtalib.book.analysis.stats import holm_adjusted
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import shared
+from gtalib.book.chapters.curve_features import data_order_sentence
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
@@ -387,12 +388,12 @@ def test_the_verdict_lead_says_which_verdicts_the_data_order_changes():
                            "final verdict": ["agrees", "agrees", "agrees", "within noise"]},
                           index=["mha", "gqa", "mla", "gta"])
     orders["flipped"] = orders["verdict"] != orders["final verdict"]
-    assert A.data_order_sentence(orders) == (
+    assert data_order_sentence(orders) == (
         " With the data order's variance added ([another data order](#another-data-order), "
         "below), GQA and MLA move from *agrees* to *within noise*; MHA keeps its verdict.")
     same = orders.assign(verdict=orders["final verdict"], flipped=False)
-    assert A.data_order_sentence(same).endswith("every verdict stands.")
-    assert A.data_order_sentence(None) == A.data_order_sentence(pd.DataFrame()) == ""
+    assert data_order_sentence(same).endswith("every verdict stands.")
+    assert data_order_sentence(None) == data_order_sentence(pd.DataFrame()) == ""
 
 
 def test_the_verdict_lead_names_the_curves_features_where_the_figure_has_them(monkeypatch):
