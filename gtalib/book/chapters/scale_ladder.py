@@ -394,10 +394,10 @@ def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.Da
     if points.empty:
         return points
     out = pd.DataFrame({
-        "variant": points["variant"].map(display_name),
-        "ΔL": [_LADDER_DELTA[(p, a)] for p, a in zip(points["part"], points["arm"])],
-        "steps": points["max_steps"],
-        "layers": points["n_layer"],
+        # the point in two short columns, so that the table fits the text column at 1400 px
+        "ΔL of": [f"{display_name(v)}: {_LADDER_DELTA[(p, a)]}" for v, p, a in
+                  zip(points["variant"], points["part"], points["arm"])],
+        "layers × steps": [f"{d} × {n}" for d, n in zip(points["n_layer"], points["max_steps"])],
         "n (pairs)": points["n"],
         **interval_columns(points["n"], points["mean"], points["low"], points["high"],
                             points["resolvable"], points["pairs_needed"], confidence),
