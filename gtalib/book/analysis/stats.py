@@ -28,12 +28,10 @@ Conventions (stated in every caption the book prints):
   :func:`verdict_text` says, for "within noise", how large an |ΔL| could hide.
 - A variant the paper calls "≈ 0" (latent scaling "barely" helps MLRA-2: avg PPL 13.808 vs
   13.804, against MLA's 13.779 vs 13.727 and GLA-2's 13.827 vs 13.779; MLRA paper, latent-scaling
-  ablation) is a claim about size, which its ΔL's sign cannot test. Its verdict tests, per seed,
-  half the mean ΔL of the figure's other variants minus its own (:func:`near_zero_differences`):
-  positive when its ΔL is closer to zero than to theirs. The same paired t-test, in the same Holm
-  family; "agrees" when that difference is positive, "differs" when negative. The margin (half of
-  the others' effect) is the midpoint between "no effect" and "the effect the paper says the
-  others have", so it scales with this build's effects rather than the paper's 2.9 B ones.
+  ablation) makes a claim about size that its row's sign test cannot check. The claims page tests
+  it as an equivalence (two one-sided tests, Schuirmann 1987, J. Pharmacokin. Biopharm.
+  15:657–680) against a margin of half the other variants' mean ΔL, paired by seed
+  (:func:`near_zero_differences`, :func:`near_zero_test`).
 - Visible in one run: whether |ΔL| exceeds the seed-to-seed standard deviation of one arm's
   final loss (the larger of the two arms, ``ddof=1``), i.e. whether a single-seed comparison such
   as the paper's could have told the effect from the seed's own variation. Reported beside the
@@ -251,16 +249,18 @@ def paired_p_value(mean: float, sd: float, n: int) -> float:
     return float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
 
 
-def near_zero_differences(own, others) -> np.ndarray:
-    """Per seed, what a "≈ 0" claim's verdict tests (module docstring): half the mean ΔL of the
-    figure's other variants minus the named variant's own, positive when its ΔL is closer to zero
-    than to theirs.
+def near_zero_differences(own, others) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, the two differences whose signs say whether a "≈ 0" claim holds (module
+    docstring): with ``m`` the other variants' mean ΔL at that seed, signed so that their mean
+    over seeds is positive (the margin is a size), ``m/2 − own`` and ``m/2 + own``. Both are
+    positive exactly when ``|own| < m/2``: the named variant's ΔL lies nearer zero than the
+    others' effect.
 
     Args:
         own: the named variant's paired ΔL per seed, shape ``(n,)`` (nats).
         others: the other variants' paired ΔL at the same seeds, shape ``(k, n)``, ``k ≥ 1``.
     Returns:
-        shape ``(n,)`` (nats).
+        ``(below, above)``, each shape ``(n,)`` (nats).
     Raises:
         ValueError: no other variant, or ``others`` not ``(k, n)``.
     """
@@ -268,7 +268,29 @@ def near_zero_differences(own, others) -> np.ndarray:
     if others.size == 0 or others.shape[1] != own.shape[0]:
         raise ValueError(f"others must be (k >= 1, {own.shape[0]}) ΔL per seed, got "
                          f"{others.shape}")
-    return others.mean(axis=0) / 2 - own
+    m = others.mean(axis=0)
+    half = m / 2 if m.mean() >= 0 else -m / 2
+    return half - own, half + own
+
+
+def near_zero_test(below, above, confidence: float = 0.95) -> tuple[DeltaStats, DeltaStats, str]:
+    """The verdict of a "≈ 0" claim from :func:`near_zero_differences`: each difference's paired
+    two-sided interval at ``confidence`` (:func:`delta_stats`). *agrees* when both lie above
+    zero (the two one-sided tests of an equivalence, each at (1 − ``confidence``)/2, so at most
+    that chance of calling an effect as large as the margin ≈ 0); *differs* when either lies
+    below zero (the ΔL is beyond the margin on one side; at most 1 − ``confidence`` of calling
+    an effect at the margin so, by Bonferroni over the two); else *within noise*;
+    *undetermined (1 seed)* with one pair.
+
+    Returns:
+        ``(below stats, above stats, verdict)``.
+    """
+    lo, hi = delta_stats(below, confidence), delta_stats(above, confidence)
+    if lo.n < 2:
+        return lo, hi, "undetermined (1 seed)"
+    if lo.low > 0 and hi.low > 0:
+        return lo, hi, "agrees"
+    return lo, hi, "differs" if min(lo.high, hi.high) < 0 else "within noise"
 
 
 def holm_adjusted(p_values) -> np.ndarray:
@@ -381,27 +403,6 @@ def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float,
     return f"{verdict_} (p = {p_holm:.2g} adjusted)"
 
 
-#: A final table's ``verdict tests`` for a variant the paper calls "≈ 0" (its verdict is of
-#: :func:`near_zero_differences`, not of ΔL's sign).
-NEAR_ZERO_TEST = "half the others' mean ΔL − ΔL"
-
-#: Which way a "≈ 0" variant's size leans, by its verdict.
-NEAR_ZERO_LEAN = {"agrees": "nearer zero than the others' ΔL",
-                  "differs": "nearer the others' ΔL than zero",
-                  "within noise": "nearer zero or the others' ΔL, the pairs cannot tell"}
-
-
-def final_verdict_text(row) -> str:
-    """A final-ΔL table row's verdict as printed (``row`` with ``verdict``, ``seeds``,
-    ``resolvable |ΔL|``, ``p (Holm)``, ``ΔL`` and ``verdict tests``): :func:`verdict_text`, or for
-    a "≈ 0" variant (:data:`NEAR_ZERO_TEST`) which way its size leans (:data:`NEAR_ZERO_LEAN`)."""
-    if row.get("verdict tests") != NEAR_ZERO_TEST or row["seeds"] < 2:
-        return verdict_text(row["verdict"], int(row["seeds"]), row["resolvable |ΔL|"],
-                            row["p (Holm)"], row["ΔL"])
-    return (f"{row['verdict']} (p = {row['p (Holm)']:.2g} adjusted): "
-            f"{NEAR_ZERO_LEAN[row['verdict']]}")
-
-
 def resolvable_text(n: int, resolvable: float) -> str:
     """The smallest resolvable |ΔL| as printed (nats, 4 decimals), ``"n/a (1 pair)"`` for one."""
     return "n/a (1 pair)" if n < 2 else f"{resolvable:.4f}"
@@ -432,10 +433,9 @@ def interval_columns(n, mean, low, high, resolvable, pairs_needed, confidence: f
     }
 
 
-def final_table_words(confidence: float = 0.95, looks: tuple = (), near_zero=()) -> str:
+def final_table_words(confidence: float = 0.95, looks: tuple = ()) -> str:
     """The sentence above a final-ΔL table (ablation pages and the ladder): what each column is;
-    with two ``looks`` (pair counts), how the group-sequential verdict reads them; with
-    ``near_zero`` (display names), how the verdict of a row the paper calls ≈ 0 reads."""
+    with two ``looks`` (pair counts), how the group-sequential verdict reads them."""
     if len(looks) == 2:
         from_looks = (
             f" The pairs were read in two looks declared beforehand, at {looks[0]} and "
@@ -467,12 +467,7 @@ def final_table_words(confidence: float = 0.95, looks: tuple = (), near_zero=())
         f"*one run shows it?*: whether |ΔL| exceeds it, i.e. whether a single-seed comparison "
         f"like the paper's could have told the effect from seed noise. *Pair source*, under the "
         f"table: where both arms of each pair come from; MIXED marks a pair whose arms differ in "
-        f"source or machine." + from_looks + (
-            f" {' and '.join(near_zero)}: the paper calls {'its' if len(near_zero) == 1 else 'their'}"
-            f" ΔL ≈ 0, so the verdict tests size, not sign: per seed, half the other rows' mean "
-            f"ΔL minus {'its' if len(near_zero) == 1 else 'each one’s'} own, in the same family; "
-            f"*agrees* when it lies nearer zero than theirs, *differs* when nearer theirs "
-            f"(methods chapter)." if near_zero else ""))
+        f"source or machine." + from_looks)
 
 
 def aggregate_verdicts(verdicts) -> str:

@@ -55,13 +55,12 @@ from gtalib.book.analysis.stats import (
     delta_stats,
     family_verdicts,
     final_table_words,
-    NEAR_ZERO_LEAN,
-    NEAR_ZERO_TEST,
-    final_verdict_text,
     interval_columns,
     near_zero_differences,
+    near_zero_test,
     pairs_needed_at,
     spread_rule_verdict,
+    verdict_text,
     visible_text,
 )
 from gtalib.book.analysis.style import (
@@ -165,7 +164,7 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
     band = seed_band(curves, confidence)
     looks = looks_of(key, preset, seeds, max_steps)
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
-                              final_column, looks, fig.near_zero) if len(runs) else pd.DataFrame()
+                              final_column, looks) if len(runs) else pd.DataFrame()
     if len(final):
         pairs = col.pairs
         final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
@@ -185,7 +184,6 @@ def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str 
 def final_delta_table(
     runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss",
     looks: tuple = (),
-    near_zero: tuple = (),
 ) -> pd.DataFrame:
     """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
     resolve (:func:`delta_stats`), the seed sd of one arm, the paper's ΔL and a verdict (the
@@ -197,15 +195,10 @@ def final_delta_table(
     Args:
         runs: runs frame with ``alt`` and ``rec`` arms.
         paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
-        near_zero: the variants the paper calls "≈ 0" (:attr:`Ablation.near_zero`): their
-            verdict tests whether their ΔL is closer to zero than to the other variants' mean
-            (:func:`gtalib.book.analysis.stats.near_zero_differences`), in the same family.
     Returns:
         DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, ΔL sd, CI low, CI
-        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), verdict tests, p,
-        p (Holm), verdict, one run shows it?`` (nats; ``verdict tests``: ``"ΔL"``, or
-        :data:`~gtalib.book.analysis.stats.NEAR_ZERO_TEST` for a ``near_zero`` variant, whose p, pairs to resolve and
-        verdict are of that difference; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
+        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), p, p (Holm), verdict,
+        one run shows it?`` (nats; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
         standard deviation of the paired ΔL; ``resolvable |ΔL|`` = the interval's half-width,
         ``pairs to resolve`` = the pairs whose t-test would reach the level this variant's
         verdict uses, Holm's threshold for its rank at the last look
@@ -230,20 +223,8 @@ def final_delta_table(
     cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
             "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
     table = pd.DataFrame(rows, columns=cols).set_index("variant")
-    # what each verdict tests, per seed, and the sign that is the claim: ΔL against the paper's
-    # sign, or for a "≈ 0" variant how much closer to zero it is than the others
-    tested, claim = dict(paired), dict(table["paper ΔL (≈)"])
-    near = [v for v in near_zero if v in paired and len(paired) > 1]
-    for v in near:
-        n = min(len(d) for d in paired.values())  # the seeds every variant has, in seed order
-        tested[v] = near_zero_differences(
-            paired[v][:n], [d[:n] for o, d in paired.items() if o != v])
-        claim[v] = 1.0
-    table["verdict tests"] = [NEAR_ZERO_TEST if v in near else "ΔL" for v in table.index]
-    test = {v: delta_stats(d, confidence) for v, d in tested.items()}
     table["p"], table["p (Holm)"], one_look = family_verdicts(
-        [test[v].mean for v in table.index], [test[v].sd for v in table.index],
-        [test[v].n for v in table.index], [claim[v] for v in table.index], confidence)
+        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
     alpha = 1 - confidence
     looks = tuple(looks) or (int(table["seeds"].max()),)
     if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
@@ -251,8 +232,8 @@ def final_delta_table(
         table["verdict"] = one_look
         looks, seq = (int(table["seeds"].max()),), None
     else:
-        seq = two_look_verdicts([tested[v] for v in table.index],
-                                [claim[v] for v in table.index], looks, 1 - confidence)
+        seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
+                                1 - confidence)
         table["verdict"] = [o["verdict"] for o in seq]
         levels = seq[0]["level"]
         table["p (look 1)"] = [o["p"][0] for o in seq]
@@ -265,7 +246,7 @@ def final_delta_table(
     last = table["p"].to_numpy(float)
     open_ = np.ones(len(table), bool) if seq is None else np.array([o["look"] != 1 for o in seq])
     need = []
-    for i, (m, s) in enumerate((test[v].mean, test[v].sd) for v in table.index):
+    for i, (m, s) in enumerate(zip(table["ΔL"], table["ΔL sd"])):
         if seq is not None and not open_[i]:
             p1 = np.array([o["p"][0] for o in seq])
             rank = int((p1 < p1[i]).sum())
@@ -278,6 +259,31 @@ def final_delta_table(
     table["one run shows it?"] = [visible_text(m, s) for m, s in
                                   zip(table["ΔL"], table["seed sd"])]
     return table
+
+
+def near_zero_claim(result, named: str) -> tuple[str, str]:
+    """(ours, verdict) of the paper's "``named``'s ΔL ≈ 0" (:attr:`Ablation.near_zero`) in an
+    ablation result: an equivalence test of its final ΔL against a margin of half the other
+    complete variants' mean ΔL, paired by seed over the seeds they all have
+    (:func:`gtalib.book.analysis.stats.near_zero_differences`,
+    :func:`~gtalib.book.analysis.stats.near_zero_test`). Its row's own verdict tests the sign
+    only, as declared for every row; this is the claim's size."""
+    runs = result.runs[result.runs["variant"].isin(result.complete)]
+    if named not in result.complete or len(result.complete) < 2:
+        return "not measured", "not measured"
+    wide = final_deltas(runs, result.final_column).pivot(
+        index="seed", columns="variant", values="delta").dropna()  # [seed, variant]
+    others = wide.drop(columns=named)
+    below, above, verdict_ = near_zero_test(*near_zero_differences(
+        wide[named].to_numpy(), others.to_numpy().T), result.confidence)
+    head = (f"{display_name(named)} ΔL {wide[named].mean():+.3f} against ±"
+            f"{abs(others.to_numpy().mean()) / 2:.3f} (half the mean ΔL of "
+            f"{and_join(display_name(v) for v in others.columns)})")
+    if below.n < 2:
+        return head + ", one pair", verdict_
+    return (f"{head}; margin − ΔL [{below.low:+.3f}, {below.high:+.3f}], margin + ΔL "
+            f"[{above.low:+.3f}, {above.high:+.3f}] over {below.n} pairs (both above 0 = the "
+            f"claim)", verdict_)
 
 
 def rule_comparison(result) -> pd.DataFrame:
@@ -294,8 +300,6 @@ def rule_comparison(result) -> pd.DataFrame:
     finals = final_values(result.runs, result.final_column)
     m = int(final["p"].notna().sum())
     for v, r in final.iterrows():
-        if r.get("verdict tests") == NEAR_ZERO_TEST:  # a "≈ 0" claim: the spread rule has no test of it
-            continue
         f = finals[finals["variant"] == v]
         spread = float(f.groupby("arm")["value"].agg(lambda x: x.max() - x.min()).max())
         old = spread_rule_verdict(r["CI low"], r["CI high"], r["ΔL"], spread, r["paper ΔL (≈)"],
@@ -499,7 +503,7 @@ def ablation_caption(result) -> str:
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
     resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
-    hide (:func:`gtalib.book.analysis.stats.final_verdict_text`). The pair source, a long text, is printed
+    hide (:func:`gtalib.book.analysis.stats.verdict_text`). The pair source, a long text, is printed
     under the table (:func:`pair_source_lines`) so that the table fits the text column."""
     if final.empty:
         return final
@@ -510,7 +514,9 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
                             final["resolvable |ΔL|"], final["pairs to resolve"], confidence),
         "seed sd": final["seed sd"].map("{:.4f}".format),
         "paper ΔL (≈)": final["paper ΔL (≈)"].map("{:+.4f}".format),
-        "verdict": [final_verdict_text(r) for _, r in final.iterrows()],
+        "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
+                    zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
+                        final["p (Holm)"], final["ΔL"])],
         "one run shows it?": final["one run shows it?"],
     })
     if "look 1" in final:  # two looks: the first one's verdict beside the final one
@@ -552,9 +558,7 @@ def show_ablation(result, orders=None, features=None) -> None:
     display(Markdown(verdict_lead(result, orders, features)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
-        near = result.final.index[result.final["verdict tests"] == NEAR_ZERO_TEST]
-        display(Markdown(final_table_words(result.confidence, result.looks,
-                                           [display_name(v) for v in near])))
+        display(Markdown(final_table_words(result.confidence, result.looks)))
         table = format_final_table(result.final, result.confidence)
         verdicts = [c for c in table.columns if c.startswith(("verdict", "at "))]  # the looks'
         display(table_style(table.style, prose=verdicts))
@@ -592,12 +596,7 @@ def verdict_lead(result, orders=None, features=None) -> str:
         return (f"**Verdict: not measured**: no variant has complete runs (paper: "
                 f"{spec.claim_value}).")
     word = aggregate_verdicts(final["verdict"]).split(":")[0]
-    def named(x):  # a "≈ 0" variant says which way its size leans
-        r = final.loc[x]
-        return display_name(x) + ("" if r.get("verdict tests") != NEAR_ZERO_TEST else
-                                  f" (ΔL {r['ΔL']:+.3f}, {NEAR_ZERO_LEAN[r['verdict']]})")
-
-    groups = [f"*{v}* for {and_join(named(x) for x in final.index[final['verdict'] == v])}"
+    groups = [f"*{v}* for {and_join(display_name(x) for x in final.index[final['verdict'] == v])}"
               for v in dict.fromkeys(final["verdict"])]
     n = int(final["seeds"].max())
     lead = (f"**Verdict: {word}.** Over {plural(n, 'seed pair')}, {'; '.join(groups)} "
@@ -612,7 +611,11 @@ def verdict_lead(result, orders=None, features=None) -> str:
               "single-seed curves at this scale.")
     shape = (f" Read feature by feature ([below](#the-curves-feature-by-feature)), "
              f"the curves give {summary_counts(features)}." if features is not None else "")
-    return lead + single + shape + data_order_sentence(orders)
+    size = "".join(
+        f" {display_name(v)}'s row tests the sign only; the paper's ≈ 0 for it, tested as an "
+        f"equivalence against half the other variants' mean ΔL ({{doc}}`claims page <claims>`), "
+        f"*{near_zero_claim(result, v)[1]}*." for v in spec.near_zero if v in final.index)
+    return lead + size + single + shape + data_order_sentence(orders)
 
 
 def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:

@@ -20,15 +20,14 @@ from IPython.display import display
 
 from gtalib.book.analysis.curves import final_deltas
 from gtalib.book.analysis.stats import (
-    NEAR_ZERO_TEST,
     aggregate_verdicts,
-    final_verdict_text,
     pairs_text,
     ranking_test,
+    verdict_text,
 )
 from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
-from gtalib.book.chapters.ablation import ablation_result
+from gtalib.book.chapters.ablation import ablation_result, near_zero_claim
 from gtalib.book.chapters.shared import shared_file, shared_value
 from gtalib.book.chapters.main_results import (
     MainResult,
@@ -70,8 +69,8 @@ def _resolution(name: str, r) -> str:
     pairs = pairs_text(n, r["pairs to resolve"])
     return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
             f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
-            + (f" ({final_verdict_text(r)})" if r["verdict"] == "within noise"
-               or r.get("verdict tests") == NEAR_ZERO_TEST else "")
+            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'], r['ΔL'])})"
+               if r["verdict"] == "within noise" else "")
             + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
 
 
@@ -299,6 +298,12 @@ def _claims_table(plan: Plan, run_dir, confidence, results, source, trained_only
         else:  # decode
             ours, v, short = _decode_claim()
         rows.append((c.number, c.text, c.paper_value, ours, v, seen, short))
+        for named in (ABLATIONS[c.source].near_zero if c.source in ABLATIONS else ()):
+            ours_z, v_z = near_zero_claim(r, named)
+            rows.append((f"{c.number} (≈ 0)", f"{display_name(named)}'s |ΔL| below half the "
+                         "other variants' mean ΔL", c.paper_value, ours_z, v_z,
+                         "an equivalence test (two one-sided intervals, paired by seed); its "
+                         "row's own verdict tests only the sign", ours_z))
         if c.source in ranked:
             named, lower, says = ranked[c.source]
             values, name = _ranking_values(r if c.source in ABLATIONS else m)

@@ -51,11 +51,13 @@ def verdict_word(verdict: str) -> str:
 
 
 def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.DataFrame:
-    """One row per claim of the paper (the ranking rows folded into their claim's):
+    """One row per claim of the paper (the ranking and ≈ 0 rows folded into their claim's):
     ``claim`` (its number), ``source``, ``paper says`` (the claim's short line,
     :attr:`gtalib.book.design.figures.Claim.short`), ``measured`` (the claims table's column),
     ``verdict`` (the claims table's, counts of a mixed verdict included), ``ranking`` (the
-    ranking claim's verdict, ``""`` where the claim ranks nothing) and ``any data order`` (the
+    ranking claim's verdict, ``""`` where the claim ranks nothing), ``≈ 0`` (the verdict of its
+    "≈ 0" part, :func:`gtalib.book.chapters.claims.near_zero_claim`, ``""`` where it has none)
+    and ``any data order`` (the
     claim's verdict with the data order's variance added, ``""`` where its figure has no
     data-order runs).
 
@@ -70,10 +72,12 @@ def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.
     rows = []
     for c in paper_claims():
         r = claims.loc[c.number]
-        ranking = f"{c.number} (ranking)"
+        ranking, near_zero = f"{c.number} (ranking)", f"{c.number} (≈ 0)"
         rows.append({"claim": c.number, "source": c.source, "paper says": c.short,
                      "measured": r["measured"], "verdict": r["verdict"],
                      "ranking": claims.loc[ranking, "verdict"] if ranking in claims.index
+                     else "",
+                     "≈ 0": claims.loc[near_zero, "verdict"] if near_zero in claims.index
                      else "", "any data order": (data_orders or {}).get(c.source, "")})
     return pd.DataFrame(rows).set_index("claim")
 
@@ -115,6 +119,8 @@ def headline_markdown_table(table: pd.DataFrame) -> str:
         verdict = _verdict_html(r["verdict"])
         if r["ranking"]:
             verdict += f" · ranking {_verdict_html(r['ranking'])}"
+        if r.get("≈ 0"):
+            verdict += f" · ≈ 0 {_verdict_html(r['≈ 0'])}"
         if r.get("any data order"):
             verdict += f" · for any data order {_verdict_html(r['any data order'])}"
         lines.append(f"| {number} | {says} | {r['measured']} | {verdict} |")

@@ -63,9 +63,10 @@ class Ablation:
         top_curve, slowest_fall, lowest_end: the variant the paper's figure shows highest
             throughout, falling slowest, ending lowest (docs/paper_values.md), or ``None``
             where it names none; features of the curves (:mod:`gtalib.book.chapters.curve_features`).
-        near_zero: the variants whose effect the paper calls ≈ 0 rather than giving it a sign
-            (latent scaling "barely" helps MLRA-2); their verdict tests size, not sign
-            (:func:`gtalib.book.analysis.stats.near_zero_differences`).
+        near_zero: the variants whose effect the paper calls ≈ 0 (latent scaling "barely"
+            helps MLRA-2): their row's verdict tests the sign, as every row's does, and the
+            claims page adds an equivalence test of the size
+            (:func:`gtalib.book.chapters.ablation.near_zero_claim`).
     """
 
     key: str

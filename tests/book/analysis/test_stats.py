@@ -167,21 +167,24 @@ def test_the_family_wise_false_positive_rate_stays_at_or_below_5_percent():
 
 
 def test_near_zero_differences_closed_form():
-    """Half the others' mean ΔL minus the named one's, per seed; positive = nearer zero."""
+    """The margin is half the others' mean ΔL per seed, taken as a size: margin ∓ own."""
     own = [0.01, 0.05]
-    others = [[0.04, 0.02], [0.06, 0.04]]  # means 0.05, 0.03 -> halves 0.025, 0.015
-    np.testing.assert_allclose(S.near_zero_differences(own, others), [0.015, -0.035])
+    others = [[0.04, 0.02], [0.06, 0.04]]  # means 0.05, 0.03 -> margins 0.025, 0.015
+    below, above = S.near_zero_differences(own, others)
+    np.testing.assert_allclose(below, [0.015, -0.035])
+    np.testing.assert_allclose(above, [0.035, 0.065])
+    # others that lose: the margin is still a size, so the same |own| reads the same
+    below_n, above_n = S.near_zero_differences(own, -np.array(others))
+    np.testing.assert_allclose(below_n, below) and np.testing.assert_allclose(above_n, above)
     with pytest.raises(ValueError, match="others must be"):
         S.near_zero_differences(own, [[0.1, 0.2, 0.3]])
     with pytest.raises(ValueError, match="others must be"):
         S.near_zero_differences(own, [])
 
 
-def test_the_table_words_say_how_a_near_zero_row_reads_only_where_there_is_one():
-    plain = S.final_table_words()
-    words = S.final_table_words(near_zero=["MLRA-2"])
-    assert "≈ 0" not in plain and words.startswith(plain)
-    assert words[len(plain):] == (
-        " MLRA-2: the paper calls its ΔL ≈ 0, so the verdict tests size, not sign: per seed, "
-        "half the other rows' mean ΔL minus its own, in the same family; *agrees* when it lies "
-        "nearer zero than theirs, *differs* when nearer theirs (methods chapter).")
+def test_the_near_zero_test_reads_both_intervals():
+    agrees = S.near_zero_test([0.02, 0.021, 0.019], [0.03, 0.031, 0.029])
+    assert agrees[2] == "agrees" and agrees[0].low > 0 and agrees[1].low > 0
+    assert S.near_zero_test([-0.02, -0.021, -0.019], [0.03, 0.031, 0.029])[2] == "differs"
+    assert S.near_zero_test([0.02, -0.02, 0.021], [0.03, 0.031, 0.029])[2] == "within noise"
+    assert S.near_zero_test([0.02], [0.03])[2] == "undetermined (1 seed)"

@@ -23,6 +23,8 @@ def _claims_frame() -> pd.DataFrame:
         verdict = "mixed: agrees 7/9, within noise 2/9" if c.source == "init" else "agrees"
         rows.append((c.number, c.text, c.paper_value, "ours", verdict, "", f"measured {c.number}"))
     rows.append(("4 (ranking)", "TPA gains most", "", "x", "within noise", "", "x"))
+    latent = next(c.number for c in claims() if c.source == "latent_scale")
+    rows.append((f"{latent} (≈ 0)", "MLRA-2 ≈ 0", "", "x", "differs", "", "x"))
     return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
                                        "resolution", "measured"]).set_index("claim")
 
@@ -41,6 +43,12 @@ def test_one_row_per_claim_with_the_claims_pages_verdict_and_its_ranking_folded_
     assert "{doc}`Initialisation <generated/init_ablation>`" in row
     assert ">mixed</strong>: 7 agree, 2 within noise · ranking " in row
     assert (table["any data order"] == "").all() and "any data order" not in md
+    # the latent-scaling claim's ≈ 0 part (an equivalence test) folds in beside its verdict
+    latent = next(c.number for c in claims() if c.source == "latent_scale")
+    assert table.loc[latent, "≈ 0"] == "differs" and (table.drop(latent)["≈ 0"] == "").all()
+    row = next(line for line in md.splitlines() if line.startswith(f"| {latent} |"))
+    assert row.endswith('agrees</strong> · ≈ 0 <strong class="gtalib-verdict '
+                        'gtalib-verdict-differs">differs</strong> |')
 
 
 def test_the_data_order_verdicts_fold_into_their_claims_row():
