@@ -388,7 +388,8 @@ def plot_ladder(result) -> plt.Figure:
 
 def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The ladder's points as printed: one row per (series, depth, length), with the columns of
-    :func:`gtalib.book.chapters.ablation.format_final_table`, "one run shows it?" included
+    :func:`gtalib.book.chapters.ablation.format_final_table` (``n (pairs)`` only where the points'
+    pair counts differ: the page's seed words give the one count), "one run shows it?" included
     (:func:`gtalib.book.analysis.stats.visible_text` of the mean ΔL and the seed sd; the pair source
     under it: :func:`ladder_pair_sources`)."""
     if points.empty:
@@ -409,6 +410,8 @@ def format_ladder_table(points: pd.DataFrame, confidence: float = 0.95) -> pd.Da
         "one run shows it?": [visible_text(m, sd) for m, sd in
                               zip(points["mean"], points["seed_sd"])],
     })
+    if points["n"].nunique() == 1:  # the same pairs everywhere: the page's seed words say how many
+        out = out.drop(columns="n (pairs)")
     return out.reset_index(drop=True)
 
 
@@ -511,7 +514,7 @@ def show_ladder(result) -> None:
     display(Markdown(seeds_words(result)))
     display(Markdown(final_table_words(result.confidence)))
     table = format_ladder_table(result.points, result.confidence)
-    display(table_style(table.style.hide(axis="index")))
+    display(table_style(table.style.hide(axis="index"), prose=["ΔL of"]))
     display(Markdown(ladder_pair_sources(result.points)))
     display(Markdown(
         "**Parameter matching per rung:** total parameters of each configuration and its "
