@@ -613,7 +613,7 @@ def verdict_lead(result, orders=None, features=None) -> str:
              f"the curves give {summary_counts(features)}." if features is not None else "")
     size = "".join(
         f" {display_name(v)}'s row tests the sign only; the paper's ≈ 0 for it, tested as an "
-        f"equivalence against half the other variants' mean ΔL ({{doc}}`claims page <claims>`), "
+        f"equivalence against half the other variants' mean ΔL (claims page), "
         f"*{near_zero_claim(result, v)[1]}*." for v in spec.near_zero if v in final.index)
     return lead + size + single + shape + data_order_sentence(orders)
 
