@@ -580,9 +580,10 @@ def show_runs(result, params=None) -> None:
 
 
 def verdict_lead(result, orders=None, features=None) -> str:
-    """The page's verdict, at most three sentences, for right under its figure: the figure's
+    """The page's verdict, for right under its figure: the figure's
     verdict by the claims page's rule (:func:`gtalib.book.analysis.stats.aggregate_verdicts`)
-    against the paper's claim, which variants got which verdict, and whether a single run
+    against the paper's claim, which variants got which verdict, the equivalence test of a
+    variant the paper calls ≈ 0 (:func:`near_zero_claim`), and whether a single run
     could show the effects; for a figure the paper draws as curves (``features``: its
     :func:`gtalib.book.chapters.curve_features.curve_features`), how its features read, so
     that a final ΔL that agrees beside curves that do not is said where the verdict is; where
