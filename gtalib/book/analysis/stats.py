@@ -403,6 +403,17 @@ def verdict_text(verdict_: str, n: int, resolvable: float, p_holm: float,
     return f"{verdict_} (p = {p_holm:.2g} adjusted)"
 
 
+def holm_pairs_needed(mean, sd, p_values, confidence: float = 0.95) -> list[float]:
+    """Per test of one family (one look), the pairs that would resolve its mean at the level its
+    verdict uses: Holm's threshold for its rank, (1 − ``confidence``) / (m − rank), with rank the
+    number of smaller p-values among the m finite ones (:func:`pairs_needed_at`); NaN where its
+    p-value is NaN (one pair)."""
+    p = np.asarray(p_values, dtype=float)
+    family = p[np.isfinite(p)]
+    return [pairs_needed_at(m, s, (1 - confidence) / max(1, len(family) - int((family < q).sum())))
+            if math.isfinite(q) else math.nan for m, s, q in zip(mean, sd, p)]
+
+
 def resolvable_text(n: int, resolvable: float) -> str:
     """The smallest resolvable |ΔL| as printed (nats, 4 decimals), ``"n/a (1 pair)"`` for one."""
     return "n/a (1 pair)" if n < 2 else f"{resolvable:.4f}"

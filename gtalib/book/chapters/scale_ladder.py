@@ -35,6 +35,7 @@ from gtalib.book.analysis.stats import (
     delta_stats,
     family_verdicts,
     final_table_words,
+    holm_pairs_needed,
     interval_columns,
     verdict_text,
     visible_text,
@@ -152,9 +153,11 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
                                            "pairs_needed", "seed_sd", "paper", "pair_source"])
     # the ladder's points are one family of tests (Holm across all of them); an arm without a
     # paper value (the scaled init) says which arm is ahead instead of agrees / differs
-    _, points["p_holm"], verdicts = family_verdicts(
+    p_raw, points["p_holm"], verdicts = family_verdicts(
         points["mean"], points["sd"], points["n"],
         [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
+    # pairs to resolve at the level each verdict uses (as the table's words say)
+    points["pairs_needed"] = holm_pairs_needed(points["mean"], points["sd"], p_raw, confidence)
     points["verdict"] = [v if arm == "alt" or v not in ("agrees", "differs") else
                          ("zero init better" if m > 0 else f"{arm} init better")
                          for v, arm, m in zip(verdicts, points["arm"], points["mean"])]

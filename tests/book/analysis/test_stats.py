@@ -188,3 +188,12 @@ def test_the_near_zero_test_reads_both_intervals():
     assert S.near_zero_test([-0.02, -0.021, -0.019], [0.03, 0.031, 0.029])[2] == "differs"
     assert S.near_zero_test([0.02, -0.02, 0.021], [0.03, 0.031, 0.029])[2] == "within noise"
     assert S.near_zero_test([0.02], [0.03])[2] == "undetermined (1 seed)"
+
+
+def test_pairs_to_resolve_use_holms_threshold_for_the_rank():
+    """Three tests: the smallest p is held to 0.05/3, the next to 0.05/2, the largest to 0.05;
+    a NaN p (one pair) is out of the family."""
+    mean, sd, p = [0.02, 0.02, 0.02, 0.02], [0.02] * 4, [0.01, 0.02, 0.03, math.nan]
+    got = S.holm_pairs_needed(mean, sd, p)
+    assert got[:3] == [S.pairs_needed_at(0.02, 0.02, 0.05 / k) for k in (3, 2, 1)]
+    assert got[0] > got[2] and math.isnan(got[3])
