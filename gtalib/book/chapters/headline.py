@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 from gtalib.book.analysis.collect import OUTCOME_WORDS
 from gtalib.book.analysis.stats import VERDICTS, aggregate_verdicts
 from gtalib.book.analysis.style import and_join, plural, set_style
+from gtalib.book.chapters.ablation import near_zero_claim
 from gtalib.book.design.chapters import ablation_notebooks
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.figures import claims as paper_claims
@@ -155,7 +156,7 @@ def forest_figure(results: dict, layout: str = "wide") -> plt.Figure:
     fig, axes = plt.subplots(grid, cols, squeeze=False, gridspec_kw={"height_ratios": panels_in},
                              figsize=(width, sum(panels_in) + legend_in))
     for ax, key in zip(axes.flat, keys):
-        _forest_panel(ax, key, results[key].final, font)
+        _forest_panel(ax, key, results[key], font)
     handles = [Line2D([], [], color=c, marker=m, ls="-", mfc=c if filled else "white",
                       label=f"this build: {v}") for v, (c, m, filled) in VERDICT_STYLE.items()]
     handles.append(Line2D([], [], color="black", marker="D", ls="none", mfc="white",
@@ -166,9 +167,22 @@ def forest_figure(results: dict, layout: str = "wide") -> plt.Figure:
     return fig
 
 
-def _forest_panel(ax, key: str, final: pd.DataFrame, font: float) -> None:
-    """One ablation's rows of :func:`forest_figure` (``final``: its final-ΔL table; ``font``:
+def shown_verdicts(key: str, result) -> pd.Series:
+    """The verdict the overview shows per variant of ablation ``key``'s result: its row's, except for
+    a variant the paper calls ≈ 0, whose dot stands for that claim
+    (:func:`gtalib.book.chapters.ablation.near_zero_claim`) and is labelled so."""
+    final = result.final
+    verdicts = final["verdict"].copy() if len(final) else pd.Series(dtype=str)
+    for v in ABLATIONS[key].near_zero:
+        if v in verdicts.index:
+            verdicts[v] = near_zero_claim(result, v)[1]
+    return verdicts
+
+
+def _forest_panel(ax, key: str, result, font: float) -> None:
+    """One ablation's rows of :func:`forest_figure` (``result``: its ablation result; ``font``:
     the smallest font, points)."""
+    final = result.final
     ax.set_title(ABLATIONS[key].heading.removesuffix(" ablation"), fontsize=font + 2)
     ax.axvline(0.0, color="0.3", lw=0.8, ls=":")
     ax.tick_params(labelsize=font)
@@ -178,10 +192,10 @@ def _forest_panel(ax, key: str, final: pd.DataFrame, font: float) -> None:
                 transform=ax.transAxes, fontsize=font + 1, color="0.3")
         ax.set_yticks([])
         return
-    n = len(final)
+    n, shown = len(final), shown_verdicts(key, result)
     for i, (variant, r) in enumerate(final.iterrows()):
         y = n - 1 - i
-        color, marker, filled = VERDICT_STYLE.get(r["verdict"], VERDICT_STYLE["within noise"])
+        color, marker, filled = VERDICT_STYLE.get(shown[variant], VERDICT_STYLE["within noise"])
         if r["seeds"] >= 2:
             ax.plot([r["CI low"], r["CI high"]], [y, y], color=color, lw=1.6)
         ax.plot([r["ΔL"]], [y], marker=marker, color=color, ms=5,
@@ -190,7 +204,9 @@ def _forest_panel(ax, key: str, final: pd.DataFrame, font: float) -> None:
             ax.plot([r["paper ΔL (≈)"]], [y - 0.3], marker="D", color="black", ms=3.5,
                     mfc="white", ls="none")
     ax.set_yticks(range(n))
-    ax.set_yticklabels([display_name(v) for v in reversed(final.index)])
+    near = ABLATIONS[key].near_zero
+    ax.set_yticklabels([display_name(v) + (" (≈ 0)" if v in near else "")
+                        for v in reversed(final.index)])
     ax.set_ylim(-0.8, n - 0.4)
 
 
@@ -198,8 +214,8 @@ def forest_alt(results: dict) -> str:
     """The figure's alt text: what it shows, and each panel's verdict counts."""
     parts = []
     for key in ABLATIONS:
-        final = results[key].final if key in results else pd.DataFrame()
-        counts = final["verdict"].value_counts() if len(final) else pd.Series(dtype=int)
+        shown = shown_verdicts(key, results[key]) if key in results else pd.Series(dtype=str)
+        counts = shown.value_counts()
         said = [f"{plural(int(counts[v]), 'variant')} {v}" for v in VERDICTS if v in counts]
         said = and_join(said) if said else "no complete runs"
         parts.append(f"{ABLATIONS[key].heading.removesuffix(' ablation')}: {said}")

@@ -118,6 +118,35 @@ def test_the_forest_plot_draws_each_interval_and_the_papers_value(layout, grid):
         H.forest_figure(results, "square")
 
 
+def test_the_forest_plot_shows_a_near_zero_variant_by_its_size_claim(monkeypatch):
+    """MLRA-2's row agrees by sign, but the paper calls its ΔL ≈ 0: its dot takes the
+    equivalence test's verdict and its label says so, as the landing table's row does."""
+    calls = []
+
+    def claim(result, v):
+        calls.append(v)
+        return "ours", "differs"
+
+    monkeypatch.setattr(H, "near_zero_claim", claim)
+    final = _final(["mla", "gla-2", "mlra-2"], [0.014, 0.033, 0.032], [0.0, 0.02, 0.02],
+                   [0.03, 0.04, 0.04], ["within noise", "agrees", "agrees"], [0.004] * 3)
+    results = {k: SimpleNamespace(final=pd.DataFrame()) for k in ABLATIONS}
+    results["latent_scale"] = SimpleNamespace(final=final)
+    assert list(H.shown_verdicts("latent_scale", results["latent_scale"])) == [
+        "within noise", "agrees", "differs"] and calls == ["mlra-2"]
+    fig = H.forest_figure(results, "wide")
+    try:
+        latent = [ax for ax in fig.axes if ax.get_visible()][2]
+        assert [t.get_text() for t in latent.get_yticklabels()] == [
+            "MLRA-2 (≈ 0)", "GLA-2", "MLA"]
+        lines = {tuple(np.round(ln.get_xdata(), 6)): ln for ln in latent.get_lines()}
+        assert lines[(0.032,)].get_color() == H.VERDICT_STYLE["differs"][0]
+    finally:
+        plt.close(fig)
+    assert ("Latent-scaling: 1 variant agrees, 1 variant differs and 1 variant within noise"
+            in H.forest_alt(results))
+
+
 def test_each_figures_text_shows_at_10_px_or_more_in_its_column():
     """Each layout is scaled to its text column (772 px at 1400, 358 px on a 390-px phone):
     every text of it (ticks, labels, titles, legend) must still show at 10 px or more, i.e.
