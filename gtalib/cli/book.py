@@ -16,6 +16,7 @@ from gtalib.cli.core import (
     CliError,
     add_cluster_args,
     batch_options,
+    folder,
     positive_float,
     positive_int,
 )
@@ -75,7 +76,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="print the calibration, the predicted wall time, what the budget reads "
                         "from records and the runs it would train by figure, then stop (nothing "
                         "is trained; a missing corpus is built, since run ids hash it)")
-    p.add_argument("--run-dir", default=None, help="run store (default $GTALIB_RUN_DIR or runs/)")
+    p.add_argument("--run-dir", type=folder, default=None,
+                   help="run store (default $GTALIB_RUN_DIR or runs/)")
     p.add_argument("--accelerator", default="auto", choices=ACCELERATORS,
                    help="Lightning accelerator for training (default auto: a GPU if present)")
     p.add_argument("--only", default=None,
@@ -119,6 +121,9 @@ def _run_cli(args) -> int:
     if not names:
         raise CliError(f"--only: name at least one notebook; allowed: {', '.join(notebooks())}")
     batch = batch_options(args)
+    if args.predict and args.no_train:
+        raise CliError("--predict: not allowed with --no-train (a build that trains nothing has "
+                       "no training to predict)")
     if args.predict:
         return _predict(args, names, batch)
     try:

@@ -52,6 +52,16 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def folder(text: str) -> str:
+    """A folder option (a run store, a record folder): refused before anything runs when the
+    path exists and is not a folder; one that does not exist yet is left to the command."""
+    from pathlib import Path
+
+    if Path(text).expanduser().exists() and not Path(text).expanduser().is_dir():
+        raise argparse.ArgumentTypeError(f"expected a folder, got {text!r}: a file")
+    return text
+
+
 def devices(text: str):
     return text if text == "auto" else positive_int(text)
 
@@ -122,7 +132,8 @@ def batch_options(args) -> dict:
     if args.cluster not in BATCH_SYSTEMS:
         stray = [flag for flag, value in given.items() if value is not None]
         if stray:
-            raise CliError(f"{', '.join(stray)} only apply with --cluster slurm, pbs or lsf "
+            raise CliError(f"{', '.join(stray)} only appl{'y' if len(stray) > 1 else 'ies'} "
+                           f"with --cluster slurm, pbs or lsf "
                            f"(got --cluster {args.cluster or 'none: the embedded LocalCluster'})")
     return {flag[len("--batch-"):]: default if given[flag] is None else given[flag]
             for flag, _, default, _ in BATCH_FLAGS}

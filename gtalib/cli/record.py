@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from gtalib.book.pipeline.schedule import train_all
-from gtalib.cli.core import add_cluster_args, batch_options
+from gtalib.cli.core import add_cluster_args, batch_options, folder
 from gtalib.training import records
 from gtalib.training import runs as store
 from gtalib.training.record_costs import costs_markdown
@@ -33,19 +33,22 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="record_command", metavar="ACTION", required=True)
     a = sub.add_parser("add", help="record finished runs (run folders of a run store)")
     a.add_argument("runs", nargs="+", help="run folders, e.g. runs/<run_id>")
-    a.add_argument("--record-dir", default=None, help="default $GTALIB_RECORD_DIR or book/recorded")
+    a.add_argument("--record-dir", type=folder, default=None,
+                   help="default $GTALIB_RECORD_DIR or book/recorded")
     a.add_argument("--replace", action="store_true",
                    help="overwrite a record of the same run id whose metrics differ (default: "
                         "keep it and report the run as not recorded)")
     a.set_defaults(func=_cli_add)
     ls = sub.add_parser("list", help="list the recorded runs")
-    ls.add_argument("--record-dir", default=None)
+    ls.add_argument("--record-dir", type=folder, default=None,
+                    help="default $GTALIB_RECORD_DIR or book/recorded")
     ls.set_defaults(func=_cli_list)
     c = sub.add_parser("check", help="re-train recorded runs and compare them with the record: "
                        "bit-identical, within the cross-machine envelope, or mismatch")
     c.add_argument("run_ids", nargs="*", help="run ids (default: all; see `gtalib record list`)")
-    c.add_argument("--record-dir", default=None)
-    c.add_argument("--keep", metavar="RUN_DIR", default=None,
+    c.add_argument("--record-dir", type=folder, default=None,
+                   help="default $GTALIB_RECORD_DIR or book/recorded")
+    c.add_argument("--keep", metavar="RUN_DIR", type=folder, default=None,
                    help="re-train into this run store and keep the runs there (a run already "
                         "finished there is compared as it is), e.g. to `gtalib record add` a "
                         "bit-identical re-training so that the record names this machine kind "
@@ -54,7 +57,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     c.set_defaults(func=_cli_check)
     k = sub.add_parser("costs", help="what each recorded configuration cost, in core-seconds, "
                        "and on which CPU (Markdown, as docs/recorded_runs.md)")
-    k.add_argument("--record-dir", default=None)
+    k.add_argument("--record-dir", type=folder, default=None,
+                   help="default $GTALIB_RECORD_DIR or book/recorded")
     k.set_defaults(func=lambda args: print(costs_markdown(_record_dir(args)), end="") or 0)
     return p
 

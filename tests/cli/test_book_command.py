@@ -73,7 +73,9 @@ def test_flags_that_contradict_each_other_or_name_no_cluster_are_refused_before_
             (["--cluster", "bogus"],
              "argument --cluster: expected tcp://HOST:PORT or one of slurm, pbs, lsf, got "
              "'bogus'"),
-            (["--cluster", "tcp://"], "argument --cluster: expected tcp://HOST:PORT")):
+            (["--cluster", "tcp://"], "argument --cluster: expected tcp://HOST:PORT"),
+            (["--run-dir", __file__], f"argument --run-dir: expected a folder, got "
+                                      f"'{__file__}': a file")):
         with pytest.raises(SystemExit) as exc:
             cli.main(["book", *argv, "--predict"])
         err = capsys.readouterr().err
@@ -95,11 +97,29 @@ def test_batch_flags_without_a_batch_cluster_are_refused_naming_them(monkeypatch
         assert cli.main(["book", *argv, "--predict"]) == 2
         flags = ", ".join(a for a in argv if a.startswith("--batch-"))
         assert capsys.readouterr().err.strip() == (
-            f"gtalib book: error: {flags} only apply with --cluster slurm, pbs or lsf (got "
-            f"--cluster {where})")
+            f"gtalib book: error: {flags} only appl{'y' if ',' in flags else 'ies'} with "
+            f"--cluster slurm, pbs or lsf (got --cluster {where})")
     assert cli.main(["book", "--cluster", "slurm", "--batch-cores", "4", "--no-html"]) == 0
     assert seen == {"cores": 4, "memory": "4GB", "gpus": 0, "walltime": "02:00:00",
                     "account": None, "queue": None}
+
+
+def test_predict_with_no_train_is_refused(capsys):
+    assert cli.main(["book", "--predict", "--no-train"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gtalib book: error: --predict: not allowed with --no-train (a build that trains "
+        "nothing has no training to predict)")
+
+
+def test_record_folders_that_are_files_are_refused_before_anything_runs(capsys):
+    import pytest
+
+    for argv in (["record", "check", "0040f8f350c6f053", "--keep", __file__],
+                 ["record", "list", "--record-dir", __file__]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and "expected a folder" in err and "Traceback" not in err
 
 
 def test_an_empty_only_is_a_one_line_error():
