@@ -245,7 +245,7 @@ def run_pairs(status: pd.DataFrame) -> pd.DataFrame:
         ``mixed`` when the arms differ in source (local / recorded) or machine
         (:func:`same_machine` False), ``unknown`` when the machine of an arm is unknown, and
         ``pair_source`` the text the pages print, e.g. ``"both recorded on AMD EPYC (2 logical
-        CPUs)"`` (with ``", trained on two CPU kinds that give both bit for bit"`` when the arms
+        CPUs)"`` (with ``", its arms trained on two CPU kinds, each shown to give both bit for bit"`` when the arms
         share a kind only through a recorded re-training), ``"both local, machine unknown"`` or
         ``"MIXED: alt recorded on AMD EPYC (2 logical CPUs), rec local on Intel Xeon (16 logical
         CPUs)"``.
@@ -275,7 +275,7 @@ def run_pairs(status: pd.DataFrame) -> pd.DataFrame:
             text = f"both {src_r} on {_machine_name(r)}"
             if isinstance(a["machine_kind"], dict) and isinstance(r["machine_kind"], dict) \
                     and a["machine_kind"] != r["machine_kind"]:
-                text += ", trained on two CPU kinds that give both bit for bit"
+                text += ", its arms trained on two CPU kinds, each shown to give both bit for bit"
         rows.append((a["variant"], a["arm"], a["n_layer"], a["max_steps"], a["seed"], mixed,
                      same is None, text))
     return pd.DataFrame(rows, columns=cols)

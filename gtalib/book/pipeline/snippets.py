@@ -358,7 +358,9 @@ def build_info_markdown(summary: dict, plan: Plan, run_dir: Path,
     if any(str(v) for v in shared.values()):
         lines.append("- every run: " + ", ".join(f"{k} `{v}`" for k, v in shared.items()
                                                  if str(v)))
-    table = runs.pivot(index="configuration", columns="seed", values="run").map(short_hash)
+    # a configuration without a run at some seed (the data-order pairs run at seed 0 only): "—"
+    table = runs.pivot(index="configuration", columns="seed", values="run").map(
+        lambda r: short_hash(r) if isinstance(r, str) else "—")
     table = table.loc[list(dict.fromkeys(runs["configuration"]))]
     table.columns = [f"seed {c}" for c in table.columns]
     grouped = runs.groupby("configuration", sort=False)

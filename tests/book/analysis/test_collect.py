@@ -54,8 +54,9 @@ def test_same_machine_accepts_a_kind_that_reproduced_a_record_bit_for_bit():
     assert pairs.loc[1, "pair_source"] == (
         f"MIXED: alt {rec[:8]} on AMD EPYC (2 logical CPUs), rec {rec[:8]} on AMD EPYC (2 logical "
         "CPUs) (cpu_family: 25 -> 26; cpu_model: 17 -> 2)")
-    assert pairs.loc[0, "pair_source"] == ("both recorded on AMD EPYC (2 logical CPUs), trained on "
-                                           "two CPU kinds that give both bit for bit")
+    assert pairs.loc[0, "pair_source"] == ("both recorded on AMD EPYC (2 logical CPUs), its arms "
+                                           "trained on two CPU kinds, each shown to give both "
+                                           "bit for bit")
 
 
 def test_run_pairs_mark_mixed_source_and_machine():
