@@ -57,7 +57,7 @@ def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.
     :attr:`gtalib.book.design.figures.Claim.short`), ``measured`` (the claims table's column),
     ``verdict`` (the claims table's, counts of a mixed verdict included), ``ranking`` (the
     ranking claim's verdict, ``""`` where the claim ranks nothing), ``≈ 0`` (the verdict of its
-    "≈ 0" part, :func:`gtalib.book.chapters.claims.near_zero_claim`, ``""`` where it has none)
+    "≈ 0" part, :func:`gtalib.book.chapters.ablation.near_zero_claim`, ``""`` where it has none)
     and ``any data order`` (the
     claim's verdict with the data order's variance added, ``""`` where its figure has no
     data-order runs).
