@@ -19,6 +19,7 @@ the scheduler's own cost aside (milliseconds per run: ``benchmarks/jobs_speedup.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,14 @@ def markdown() -> str:
     from gtalib.training import record_costs
 
     costs = record_costs.cost_table()
-    median = dict(zip(costs["key"], costs["core_s_median"]))
+    # a configuration whose every run was resumed has no per-run time (its card times the last
+    # process only); a data order moves no FLOP, so it is costed at its data-order-0 twin
+    twin = {(re.sub(r" data_seed=\d+", "", r.run), r.n_layer, r.d_model, r.steps):
+            r.core_s_median for r in costs.itertuples() if not r.lower_bound
+            and " data_seed=" not in r.run}
+    median = {r.key: (twin[(re.sub(r" data_seed=\d+", "", r.run), r.n_layer, r.d_model, r.steps)]
+                      if r.lower_bound else r.core_s_median) for r in costs.itertuples()}
+    twinned = int(costs["lower_bound"].sum())
     # a width-axis run without a record: the recorded run of the same variant at the preset's
     # width × the FLOPs ratio (gtalib.book.chapters.ladder_width.width_cost)
     cpu = make_plan("cpu", 3)
@@ -101,7 +109,11 @@ def markdown() -> str:
         + ("" if not estimated else
            f" The {estimated} runs of the width axis at d 256 not recorded yet are costed at the "
            "recorded run of the same variant at d 128 × their FLOPs ratio "
-           "(`gtalib/book/chapters/ladder_width.py::width_cost`)."),
+           "(`gtalib/book/chapters/ladder_width.py::width_cost`).")
+        + ("" if not twinned else
+           f" {twinned} data-order configuration(s) whose only run was resumed (its card times "
+           "the last process only) are costed at the same configuration at data order 0: the "
+           "data order moves no FLOP."),
         "",
         f"| what | runs | tasks | core time | {head} | longest task |",
         "|---|---|---|---|" + "---|" * len(WORKERS) + "---|",

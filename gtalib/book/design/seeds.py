@@ -60,7 +60,8 @@ DATA_ORDER_SEED = 0
 #: them; :data:`DATA_ORDERS_DECLARED` holds the whole declared design, recorded or not.
 #: At ``ci`` the initialisation figure's pair runs at two more data orders, so that every
 #: test build goes through the whole data-order path.
-DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = {"cpu": {"init": (1, 2, 3, 4)},
+DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = {"cpu": {"init": (1, 2, 3, 4),
+                                                               "gate": (1, 2, 3, 4)},
                                                        "ci": {"init": (1, 2)}}
 
 #: The whole data-order design, declared before its first run: data orders 1–4 of the pair at

@@ -58,9 +58,9 @@ def test_run_sets_count_each_configuration_once():
     # book asks below that: the main table's plain runs share seeds 0-4 with the init
     # figure's zero-init arms, so only MLRA-4 and gated MLRA-4 are the table's alone.
     assert {seeds_of(k, "cpu", 1) for k in ABLATIONS} == {10} and seeds_of("main", "cpu", 1) == 5
-    # ... plus the initialisation figure's pair at seed 0 at data orders 1-4: 9 variants × 2 arms
-    # × 4 orders = 72 runs, whatever the seed count
-    orders = 9 * 2 * 4
+    # ... plus the pair at seed 0 at data orders 1-4 of the initialisation figure (9 variants × 2
+    # arms × 4 orders = 72 runs) and of the gating figure (5 × 2 × 4 = 40), whatever the seed count
+    orders = 9 * 2 * 4 + 5 * 2 * 4
     assert len(make_plan("cpu", 2).runs) == 35 * 10 + 2 * 5 + orders
     assert len(make_plan("cpu", 5).runs) == 35 * 10 + 2 * 5 + orders
     assert len(make_plan("cpu", 6).runs) == 35 * 10 + 2 * 6 + orders  # more than 5: the book's count
