@@ -392,7 +392,10 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
         f"order): the table sets the spread of its final ΔL over the data orders beside the "
         f"spread over seeds (median ratio {ratio:.2f}), and tests each variant again with the "
         f"data order's variance added to the mean's (a two-way random-effects model with "
-        f"Satterthwaite's degrees of freedom; methods chapter, \"Data order\"). "
+        f"Satterthwaite's degrees of freedom; methods chapter, \"Data order\"), its p-values "
+        f"adjusted across the figure's variants by Holm's procedure as the final table's are: "
+        f"the printed interval is a variant's own, so one that excludes zero can still be "
+        f"*within noise*. "
         + (f"The verdict changes for {plural(len(flips), 'variant')}: {', '.join(flips)}."
            if flips else "No verdict changes."))
 
