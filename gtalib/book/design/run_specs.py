@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from gtalib.book.design.figures import ablation, figure_variants, main_configs
 from gtalib.book.design.names import canonical_options, config_label, option_pairs
-from gtalib.book.design.seeds import DATA_ORDER_SEED, DATA_ORDERS, figure_seeds, seeds_of
+from gtalib.book.design.seeds import (DATA_ORDER_SEED, DATA_ORDERS, JOINT, figure_seeds,
+                                      seeds_of)
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training import runs
 from gtalib.training.config import train_config
@@ -87,6 +88,34 @@ def data_order_runs(key: str, preset: str, orders=None, max_steps=None) -> list[
         RunRef(v, arm, option_pairs(opts), DATA_ORDER_SEED,
                tuple(sorted({**base, "data_seed": d}.items())))
         for d in orders
+        for v in figure_variants(key, preset)
+        for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
+    ]
+
+
+def joint_runs(key: str, preset: str, pairs=None, max_steps=None) -> list[RunRef]:
+    """The joint-design runs of ablation figure ``key`` (:data:`~gtalib.book.design.seeds.JOINT`):
+    both arms of each variant for pairs ``k = 0…pairs−1``, pair ``k`` at initialisation seed
+    ``k`` and data order ``k`` (pair 0 is the figure's own run at seed 0, data order 0). ``pairs``
+    defaults to the figure's count at ``preset`` (none where it declares none, or when the book
+    overrides the length, since they are recorded at the figure's own length).
+
+    Raises:
+        KeyError: unknown figure.  ValueError: ``pairs`` < 0.
+    """
+    fig = ablation(key)
+    if pairs is None:
+        pairs = JOINT.get(preset, {}).get(key, 0)
+    if not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 0:
+        raise ValueError(f"pairs must be a non-negative integer, got {pairs!r}")
+    if max_steps is not None:
+        return []
+    base = dict(fig.train.get(preset, ()))
+    return [
+        # data order 0 is the default: pair 0 is spelled exactly as the figure's own run
+        RunRef(v, arm, option_pairs(opts), k,
+               tuple(sorted({**base, **({"data_seed": k} if k else {})}.items())))
+        for k in range(pairs)
         for v in figure_variants(key, preset)
         for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
     ]

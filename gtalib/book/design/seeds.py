@@ -70,6 +70,22 @@ DATA_ORDERS_DECLARED: dict[str, dict[str, tuple[int, ...]]] = {
     "cpu": {"init": (1, 2, 3, 4), "gate": (1, 2, 3, 4)}}
 
 
+#: The joint design (declared 2026-12-05, before any of its new runs was read): per preset, the
+#: curve figures whose pair ``k`` (k = 0…n−1) trains both arms at initialisation seed ``k`` *and*
+#: data order ``k``, so that the data order's variance averages down with the number of pairs as
+#: the seed's does (Bouthillier et al. 2021, *Accounting for Variance in Machine Learning
+#: Benchmarks*, MLSys; the MultiBERTs, Sellam et al. 2022, vary both in every checkpoint). Both
+#: arms of a pair share seed and order, so the pairing holds; pair 0 is the figure's pair at
+#: seed 0 and data order 0. Read at one look, at ``n`` pairs. At ``ci`` the initialisation
+#: figure's pairs run at distinct orders too, so every test build goes through this path.
+JOINT_DECLARED: dict[str, dict[str, int]] = {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
+
+#: The figures of :data:`JOINT_DECLARED` that the book reads in the joint design: a figure
+#: switches only once every one of its joint runs is recorded, so the default book never trains
+#: them; until then it reads its one-order pairs (seeds 0…n−1 at data order 0).
+JOINT: dict[str, dict[str, int]] = {"cpu": {}, "ci": {"init": 2}}
+
+
 def _check_count(name: str, n) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"{name} must be a positive integer, got {n!r}")
