@@ -13,6 +13,8 @@ module               what
 ``claims``           the claims table (one aggregation rule for every claim) and its page
 ``headline``         the introduction's headline: every claim in one line, the ablations' forest plot
 ``against_records``  this build's runs against their records, and the verdicts read both ways
+``curve_features``   the curve figures read feature by feature; the data-order and joint-design tables
+``verdict_parts``    the verdict lead's parts from those tables (feature counts, data-order sentence)
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
 ``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)
 ``shared``           what one build computes once for all its pages: results, claims, derived tables

@@ -59,7 +59,6 @@ from gtalib.book.analysis.stats import (
     near_zero_differences,
     near_zero_test,
     pairs_needed_at,
-    spread_rule_verdict,
     verdict_text,
     visible_text,
 )
@@ -76,9 +75,9 @@ from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
-from gtalib.book.design.seeds import figure_seeds, looks_of
-from gtalib.book.chapters.curve_features import data_order_sentence, summary_counts
+from gtalib.book.design.seeds import figure_seeds, looks_of, reads_joint
 from gtalib.book.chapters.shared import shared_file, shared_value
+from gtalib.book.chapters.verdict_parts import data_order_sentence, summary_counts
 from gtalib.model.presets import PRESETS
 
 # ---------------------------------------------------------------------------------------------
@@ -112,6 +111,9 @@ class AblationResult:
     #: (read at the page defaults within a build), else ``None``; the values computed from it
     #: are kept beside it (:func:`gtalib.book.chapters.shared.derived_file`)
     shared: Path | None = None
+    #: pair k at initialisation seed k and data order k (the joint design,
+    #: :func:`gtalib.book.design.seeds.reads_joint`); else every pair at data order 0
+    joint: bool = False
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -120,10 +122,14 @@ class AblationResult:
 
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
                     smoothing=None, confidence: float = 0.95, curve_column: str = "train_loss",
-                    final_column: str = "val_loss", source: str = "build") -> AblationResult:
+                    final_column: str = "val_loss", source: str = "build",
+                    one_order: bool = False) -> AblationResult:
     """Collect the runs of ablation ``key`` under ``plan`` (its preset, seed count and length
     override, :func:`gtalib.book.design.plan.make_plan`) and compute its curves, band and final
     table; ``variants``: a subset of the figure's (default: those it shows at the preset).
+    ``one_order``: for a figure read in the joint design, its one-order pairs instead
+    (:attr:`~gtalib.book.design.plan.Plan.one_order_refs`, every pair at data order 0, read
+    at the preset's looks).
 
     Within a book build (:data:`gtalib.book.chapters.shared.ENV_SHARED_RESULTS` set), a result
     read at the page defaults is
@@ -141,19 +147,25 @@ def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = 
 
     defaults = (variants is None and not train and smoothing is None
                 and (curve_column, final_column) == ("train_loss", "val_loss"))
-    shared = shared_file(key, plan, run_dir, confidence, source) if defaults else None
+    if one_order and key not in plan.one_order_refs:
+        raise KeyError(f"figure {key!r} is not read in the joint design at {plan.preset!r}, so it "
+                       f"has no separate one-order pairs; those that have: "
+                       f"{', '.join(plan.one_order_refs) or 'none'}")
+    name = f"{key}-one-order" if one_order else key
+    shared = shared_file(name, plan, run_dir, confidence, source) if defaults else None
     return shared_value(shared, lambda: _ablation_result(
         key, plan, run_dir, variants, train, smoothing, confidence, curve_column, final_column,
-        source, shared))
+        source, shared, one_order))
 
 
 def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence, curve_column,
-                     final_column, source, shared) -> AblationResult:
+                     final_column, source, shared, one_order=False) -> AblationResult:
     """:func:`ablation_result`, computed."""
     fig = ablation(key)
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
-    refs = (plan.figure_refs[key] if variants is None
-            else figure_runs(key, preset, seeds, variants, max_steps))
+    joint = not one_order and reads_joint(key, preset, max_steps)
+    refs = ((plan.one_order_refs if one_order else plan.figure_refs)[key] if variants is None
+            else figure_runs(key, preset, seeds, variants, max_steps, joint=joint))
     col = collect_runs(refs, plan, run_dir, train=train, source=source)
     ok, bad = complete_variants(col)
     runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
@@ -162,7 +174,7 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
         smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
     curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
     band = seed_band(curves, confidence)
-    looks = looks_of(key, preset, seeds, max_steps)
+    looks = looks_of(key, preset, seeds, max_steps, joint=joint)
     final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
                               final_column, looks) if len(runs) else pd.DataFrame()
     if len(final):
@@ -171,7 +183,8 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
                                 for v in final.index]
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
-                          final, curve_column, final_column, tuple(counts), counts, looks, shared)
+                          final, curve_column, final_column, tuple(counts), counts, looks, shared,
+                          joint)
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:
@@ -284,38 +297,6 @@ def near_zero_claim(result, named: str) -> tuple[str, str]:
     return (f"{head}; margin − ΔL [{below.low:+.3f}, {below.high:+.3f}], margin + ΔL "
             f"[{above.low:+.3f}, {above.high:+.3f}] over {below.n} pairs (both above 0 = the "
             f"claim)", verdict_)
-
-
-def rule_comparison(result) -> pd.DataFrame:
-    """The variants of an ablation whose verdict under the seed-spread rule
-    (:func:`gtalib.book.analysis.stats.spread_rule_verdict`) differs from this book's, and why.
-
-    Returns:
-        DataFrame ``[figure, variant, n, ΔL, CI, seed spread, p, p (Holm), spread rule,
-        verdict, why]`` (nats; one row per variant whose verdicts differ).
-    """
-    final, rows = result.final, []
-    if final.empty:
-        return pd.DataFrame(rows)
-    finals = final_values(result.runs, result.final_column)
-    m = int(final["p"].notna().sum())
-    for v, r in final.iterrows():
-        f = finals[finals["variant"] == v]
-        spread = float(f.groupby("arm")["value"].agg(lambda x: x.max() - x.min()).max())
-        old = spread_rule_verdict(r["CI low"], r["CI high"], r["ΔL"], spread, r["paper ΔL (≈)"],
-                                  int(r["seeds"]))
-        if old == r["verdict"]:
-            continue
-        why = (f"the interval excludes zero (p = {r['p']:.2g}), but not once adjusted for "
-               f"{plural(m, 'variant')} (p = {r['p (Holm)']:.2g})" if r["verdict"] == "within noise"
-               else f"|ΔL| {abs(r['ΔL']):.3f} ≤ seed spread {spread:.3f}: the spread test, not "
-                    f"the paired test, held it back")
-        rows.append({"figure": ablation(result.key).heading, "variant":
-                     display_name(v), "n": int(r["seeds"]), "ΔL": f"{r['ΔL']:+.3f}",
-                     "CI": f"[{r['CI low']:+.3f}, {r['CI high']:+.3f}]",
-                     "seed spread": f"{spread:.3f}", "p (Holm)": f"{r['p (Holm)']:.2g}",
-                     "spread rule": old, "verdict": r["verdict"], "why": why})
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,8 +463,12 @@ def ablation_caption(result) -> str:
     div, unit = token_unit(max(tokens, 1))
     size = PRESETS[result.preset]
     return (
-        f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs (same data order, same "
-        f"seed) on the same steps; positive means the paper's recommended choice is better. "
+        f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs on the same steps, "
+        + ("each pair its own data order (both arms of pair k at initialisation seed k and data "
+           "order k)" if result.joint else
+           "both arms of a pair at one seed and every pair at data order 0, so the band and "
+           "interval cover the initialisation seed's spread, not the data order's")
+        + "; positive means the paper's recommended choice is better. "
         f"Preset `{result.preset}`: {size['n_layer']} layers, d_model {size['d_model']}, "
         f"{size['n_head']} heads of {size['head_dim']} (the scale ladder shows what depth does "
         f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
@@ -590,7 +575,7 @@ def verdict_lead(result, orders=None, features=None) -> str:
     the figure has data-order runs (``orders``: its
     :func:`gtalib.book.chapters.curve_features.data_order_table`), which verdicts the data
     order's variance changes
-    (:func:`gtalib.book.chapters.curve_features.data_order_sentence`)."""
+    (:func:`gtalib.book.chapters.verdict_parts.data_order_sentence`)."""
     final = result.final
     spec = ablation(result.key)
     if final.empty:

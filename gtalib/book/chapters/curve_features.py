@@ -37,9 +37,11 @@ from gtalib.book.analysis import features as ft
 from gtalib.book.analysis.collect import collect_runs
 from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
-from gtalib.book.analysis.stats import data_order_stats
+from gtalib.book.analysis.stats import VARIANCE_SOURCES, data_order_stats, variance_components
 from gtalib.book.analysis.style import and_join, plural, table_style
+from gtalib.book.chapters.ablation import ablation_result
 from gtalib.book.chapters.shared import derived_file, shared_value
+from gtalib.book.chapters.verdict_parts import is_joint, summary_counts
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name
 from gtalib.book.design.seeds import DATA_ORDERS_DECLARED
@@ -235,19 +237,6 @@ def features_table(cf: CurveFeatures) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("feature")
 
 
-def summary_counts(cf: CurveFeatures | None) -> str:
-    """How many of a figure's features reappear, differ or are within noise, e.g. "4 of 13
-    agree, 6 differ, 3 within noise"."""
-    if cf is None:
-        return "no curve features (fewer than two complete variants)"
-    c = cf.counts()
-    undetermined = len(cf.verdicts) - sum(c.get(k, 0) for k in ("agrees", "differs",
-                                                                 "within noise"))
-    return (f"{c.get('agrees', 0)} of {len(cf.verdicts)} agree, {c.get('differs', 0)} differ, "
-            f"{c.get('within noise', 0)} within noise"
-            + (f", {undetermined} undetermined (too few pairs)" if undetermined else ""))
-
-
 def features_words(cf: CurveFeatures) -> str:
     """The lead above the features table: the counts and the window."""
     note = (" The window comes from the runs of the variants shown here, a subset of the "
@@ -354,21 +343,81 @@ def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def joint_check(result, base, orders: pd.DataFrame) -> pd.DataFrame:
+    """:func:`data_order_check` of a figure read in the joint design: the data-order check of
+    its one-order pairs (``base``, every pair at data order 0, and ``orders``, the pair at seed
+    0 at other orders), beside each variant's verdict over the joint pairs (``result``, pair k
+    at seed k and data order k) and the variance of a pair's ΔL split by source over all three
+    sets (:func:`gtalib.book.analysis.stats.variance_components`).
+
+    Returns:
+        :func:`data_order_check`'s table (its ``final verdict`` is the verdict at data order 0)
+        with ``joint verdict``, ``joint ΔL``, ``sd over joint pairs``, ``changed at order 0``
+        (the verdict at data order 0 is not the joint one) and, per source of
+        :data:`~gtalib.book.analysis.stats.VARIANCE_SOURCES`, ``share <source>`` with its
+        interval ``share <source> low/high``; empty where either design has no complete
+        variant.
+    """
+    table = data_order_check(base, orders)
+    if table.empty or result.final.empty:
+        return pd.DataFrame()
+    one, joint = final_deltas(base.runs), final_deltas(result.runs)
+    rows = {}
+    for v in table.index:
+        if v not in result.final.index:
+            continue
+        # every pair once: (seed, order) → ΔL; the pair at seed 0, order 0 is in all three sets
+        cells = {(int(r.seed), 0): r.delta for r in one[one["variant"] == v].itertuples()}
+        cells.update({(0, int(r.data_order)): r.delta
+                      for r in orders[orders["variant"] == v].itertuples()})
+        cells.update({(int(r.seed), int(r.seed)): r.delta
+                      for r in joint[joint["variant"] == v].itertuples()})
+        (seed, order), delta = zip(*cells), list(cells.values())
+        try:
+            vc = variance_components(seed, order, delta, result.confidence)
+        except ValueError:  # too few pairs in one of the three sets here
+            continue
+        row = {"joint verdict": result.final.loc[v, "verdict"],
+               "joint ΔL": float(result.final.loc[v, "ΔL"]), "sd over joint pairs": vc.sd_joint}
+        for src in VARIANCE_SOURCES:
+            row.update({f"share {src}": vc.share[src], f"share {src} low": vc.share_low[src],
+                        f"share {src} high": vc.share_high[src]})
+        rows[v] = row
+    if not rows:
+        return pd.DataFrame()
+    table = table.loc[list(rows)].join(pd.DataFrame.from_dict(rows, orient="index"))
+    table["changed at order 0"] = table["final verdict"] != table["joint verdict"]
+    return table
+
+
 def data_order_table(result, plan, run_dir, source: str = "build") -> pd.DataFrame:
     """:func:`data_order_check` of ``result``'s figure with its data-order runs read
-    (:func:`data_order_deltas`): the one call of every page and snippet that shows it.
+    (:func:`data_order_deltas`), or :func:`joint_check` where the figure is read in the joint
+    design (:attr:`gtalib.book.design.plan.Plan.one_order_refs`): the one call of every page and
+    snippet that shows it.
 
     Within a book build, computed once per figure result, plan, run store and source and loaded
     by every later call (module docstring)."""
     path = derived_file(result, "data-order", plan.preset, plan.seeds, plan.max_steps,
                         str(resolve_run_dir(run_dir)), source)
-    return shared_value(path, lambda: data_order_check(
-        result, data_order_deltas(result.key, plan, run_dir, source)))
+    return shared_value(path, lambda: _data_order_table(result, plan, run_dir, source))
+
+
+def _data_order_table(result, plan, run_dir, source):
+    """:func:`data_order_table`, computed."""
+    orders = data_order_deltas(result.key, plan, run_dir, source)
+    if result.key not in plan.one_order_refs:
+        return data_order_check(result, orders)
+    base = ablation_result(result.key, plan, run_dir, confidence=result.confidence,
+                           source=source, one_order=True)
+    return joint_check(result, base, orders)
 
 
 def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
     """The paragraph of the data-order section: the design, the spreads and the flips."""
     refs = plan.data_order_refs.get(key, ())
+    if key in plan.one_order_refs:
+        return _joint_words(table, refs)
     if not refs:
         declared = DATA_ORDERS_DECLARED.get(plan.preset, {}).get(key)
         why = (f"its pair at seed 0 is declared at data orders "
@@ -400,28 +449,88 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
            if flips else "No verdict changes."))
 
 
+def _joint_words(table: pd.DataFrame, refs) -> str:
+    """:func:`data_order_words` of a figure read in the joint design."""
+    lead = ("**Data order.** Each pair of this figure read its own data order: pair *k* trained "
+            "both arms at initialisation seed *k* and data order *k*, so the data order's "
+            "variance averages down with the pairs as the seed's does, and the verdicts above "
+            "hold for any data order (methods chapter, \"Data order\").")
+    if table.empty:
+        return lead + " The figure's one-order pairs are not complete here, so nothing is set beside them."
+    orders = sorted({dict(r.train)["data_seed"] for r in refs})
+    n = int(table["sd over joint pairs"].notna().sum())
+    changed = [display_name(v) for v in table.index[table["changed at order 0"]]]
+    return (
+        f"{lead} Below, folded, the same figure with every pair at data order 0 (its pair at "
+        f"seed 0 repeated at data orders {and_join(list(map(str, orders)))}): its verdicts at "
+        f"data order 0 "
+        + (f"differ from the joint ones for {and_join(changed)}" if changed else
+           "are the joint ones")
+        + f"; and, for each of the {plural(n, 'variant')}, the variance of a pair's ΔL split "
+        "into the initialisation seed, the data order and the rest (method of moments over "
+        "the three sets of pairs, with a parametric-bootstrap interval).")
+
+
 def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The data-order table as printed."""
+    """The data-order table as printed (a joint-design figure's: its verdicts by design)."""
+    if is_joint(table):
+        out = pd.DataFrame({
+            "verdict, each pair its own order": table["joint verdict"],
+            "verdict, data order 0": table["final verdict"],
+            "verdict, data order 0 + order variance": table["verdict"],
+            "ΔL, own orders": table["joint ΔL"].map("{:+.4f}".format),
+            "ΔL, data order 0": table["ΔL"].map("{:+.4f}".format),
+        })
+    else:
+        out = pd.DataFrame({
+            # of the pair's ΔL, not of one arm's loss (the final table's "seed sd")
+            "sd of ΔL over seeds": table["sd over seeds"].map("{:.4f}".format),
+            "sd of ΔL over data orders": table["sd over data orders"].map("{:.4f}".format),
+            "ΔL (mean)": table["ΔL"].map("{:+.4f}".format),
+            f"{confidence:.0%} interval, any data order": [
+                f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(table["low"], table["high"])],
+            "verdict, any data order": table["verdict"],
+            "verdict, data order 0": table["final verdict"],  # the figure's final table's
+            "changed?": ["yes" if f else "no" for f in table["flipped"]],
+        })
+    out.index = pd.Index([display_name(v) for v in table.index], name="variant")
+    return out
+
+
+def format_variance(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """A joint-design figure's variance table as printed: the spread of ΔL (nats) over the
+    seeds at data order 0, over the data orders at seed 0 and over the joint pairs, and each
+    source's share of the variance with its interval (:func:`joint_check`)."""
     out = pd.DataFrame({
-        # of the pair's ΔL, not of one arm's loss (the final table's "seed sd")
-        "sd of ΔL over seeds": table["sd over seeds"].map("{:.4f}".format),
-        "sd of ΔL over data orders": table["sd over data orders"].map("{:.4f}".format),
-        "ΔL (mean)": table["ΔL"].map("{:+.4f}".format),
-        f"{confidence:.0%} interval, any data order": [
-            f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(table["low"], table["high"])],
-        "verdict, any data order": table["verdict"],
-        "verdict, data order 0": table["final verdict"],  # the figure's final table's
-        "changed?": ["yes" if f else "no" for f in table["flipped"]],
+        "sd of ΔL: seeds (order 0)": table["sd over seeds"].map("{:.4f}".format),
+        "orders (seed 0)": table["sd over data orders"].map("{:.4f}".format),
+        "joint pairs": table["sd over joint pairs"].map("{:.4f}".format),
+        **{f"share: {src}" if src == VARIANCE_SOURCES[0] else src: [
+            f"{m:.0%} [{lo:.0%}, {hi:.0%}]" if math.isfinite(m) else "—"
+            for m, lo, hi in zip(table[f"share {src}"], table[f"share {src} low"],
+                                 table[f"share {src} high"])] for src in VARIANCE_SOURCES},
     })
     out.index = pd.Index([display_name(v) for v in table.index], name="variant")
     return out
 
 
 def show_data_order(table: pd.DataFrame, result, plan) -> None:
-    """Display the data-order section of ``result``'s page from its :func:`data_order_table`."""
+    """Display the data-order section of ``result``'s page from its :func:`data_order_table`
+    (a joint-design figure's earlier design and variance table folded away)."""
     display(Markdown(data_order_words(table, result.key, plan)))
-    if not table.empty:
-        display(table_style(format_data_order(table, result.confidence).style))
+    if table.empty:
+        return
+    styled = table_style(format_data_order(table, result.confidence).style)
+    if not is_joint(table):
+        display(styled)
+        return
+    variance = table_style(format_variance(table, result.confidence).style)
+    display(Markdown(
+        "<details><summary>At data order 0: verdicts, and the variance of ΔL by source"
+        f"</summary>\n\n{styled.to_html()}\n\n{variance.to_html()}\n\n"
+        f"Shares are of the summed variance estimates, each truncated at 0; "
+        f"{result.confidence:.0%} intervals from 4,000 parametric-bootstrap draws."
+        "\n\n</details>"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,7 +561,11 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
         cf = curve_features(result, entropy) if result.complete else None
         link = f"{fig.notebook}.html#{_anchor(SECTION)}"
         orders = data_order_table(result, plan, run_dir, source)
-        order_words = ("its pairs share one data order, not repeated at others here"
+        order_words = ("each pair read its own data order; with every pair at data order 0, "
+                       f"{int(orders['changed at order 0'].sum())} of "
+                       f"{plural(len(orders), 'verdict')} read otherwise"
+                       if is_joint(orders) else
+                       "its pairs share one data order, not repeated at others here"
                        if orders.empty else
                        f"with the data order's variance added, {int(orders['flipped'].sum())} "
                        f"of {plural(len(orders), 'verdict')} change")
@@ -480,23 +593,11 @@ def methods_markdown(results: dict, plan, run_dir, entropy: float) -> str:
                             f"{r['sd over seeds']:.4f}" for v, r in table.iterrows())
         parts.append(f"  Standard deviation of the final ΔL over data orders (the pair at seed "
                      f"0) vs over initialisation seeds (data order 0), nats: {spreads}.")
+        if is_joint(table):
+            shares = ", ".join(
+                f"{display_name(v)} " + " / ".join(f"{r[f'share {src}']:.0%}"
+                                                   for src in VARIANCE_SOURCES)
+                for v, r in table.iterrows())
+            parts.append(f"  Each pair read its own data order; share of a pair's ΔL variance "
+                         f"from the initialisation seed / the data order / the rest: {shares}.")
     return "\n".join(parts) + "\n" if parts else "No curve figure was built.\n"
-
-
-def data_order_sentence(orders) -> str:
-    """One sentence on what the data order's variance does to the verdicts (``orders``: a
-    :func:`gtalib.book.chapters.curve_features.data_order_table`, with ``verdict``,
-    ``final verdict`` and ``flipped`` by variant); ``""`` without data-order runs."""
-    if orders is None or orders.empty:
-        return ""
-    where = "([another data order](#another-data-order), below)"
-    if not orders["flipped"].any():
-        return f" With the data order's variance added {where}, every verdict stands."
-    moves = orders[orders["flipped"]].groupby(["final verdict", "verdict"], sort=False)
-    said = [f"{and_join(display_name(v) for v in g.index)} {'moves' if len(g) == 1 else 'move'} "
-            f"from *{old}* to *{new}*" for (old, new), g in moves]
-    kept = [display_name(v) for v in orders.index[~orders["flipped"]
-                                                   & (orders["verdict"] != "within noise")]]
-    return (f" With the data order's variance added {where}, " + "; ".join(said)
-            + (f"; {and_join(kept)} {'keeps its' if len(kept) == 1 else 'keep their'} "
-               "verdict." if kept else "."))

@@ -15,6 +15,9 @@ share of the spread that is not sampling noise, floored at 0). The pooled test i
 hypothesis per claim, read at the figure's looks at their nominal levels
 (:mod:`gtalib.book.analysis.sequential`). It does not say the change helps every variant: a
 pooled ΔL > 0 with large τ² allows some variants to lose.
+
+The methods chapter also sets each variant's verdict beside the one the seed-spread rule would
+give (:func:`rule_comparison`).
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from IPython.display import Markdown, display
 from scipy import stats
 from statsmodels.stats.meta_analysis import combine_effects
 
-from gtalib.book.analysis.curves import final_deltas
+from gtalib.book.analysis.curves import final_deltas, final_values
 from gtalib.book.analysis.sequential import holm_level, nominal_levels
-from gtalib.book.analysis.stats import pairs_needed_at
-from gtalib.book.analysis.style import table_style
+from gtalib.book.analysis.stats import pairs_needed_at, spread_rule_verdict
+from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters.ablation import ablation_results
-from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import Plan
 
@@ -201,3 +204,35 @@ def prediction_table(results: dict, confidence: float = 0.95) -> pd.DataFrame:
     n1, n2 = next(r.looks for r in results.values() if len(r.looks) == 2)
     return pd.DataFrame(rows, columns=["figure", "variant", f"predicted at {n1}",
                                        f"verdict at {n2}", "held"])
+
+
+def rule_comparison(result) -> pd.DataFrame:
+    """The variants of an ablation whose verdict under the seed-spread rule
+    (:func:`gtalib.book.analysis.stats.spread_rule_verdict`) differs from this book's, and why.
+
+    Returns:
+        DataFrame ``[figure, variant, n, ΔL, CI, seed spread, p, p (Holm), spread rule,
+        verdict, why]`` (nats; one row per variant whose verdicts differ).
+    """
+    final, rows = result.final, []
+    if final.empty:
+        return pd.DataFrame(rows)
+    finals = final_values(result.runs, result.final_column)
+    m = int(final["p"].notna().sum())
+    for v, r in final.iterrows():
+        f = finals[finals["variant"] == v]
+        spread = float(f.groupby("arm")["value"].agg(lambda x: x.max() - x.min()).max())
+        old = spread_rule_verdict(r["CI low"], r["CI high"], r["ΔL"], spread, r["paper ΔL (≈)"],
+                                  int(r["seeds"]))
+        if old == r["verdict"]:
+            continue
+        why = (f"the interval excludes zero (p = {r['p']:.2g}), but not once adjusted for "
+               f"{plural(m, 'variant')} (p = {r['p (Holm)']:.2g})" if r["verdict"] == "within noise"
+               else f"|ΔL| {abs(r['ΔL']):.3f} ≤ seed spread {spread:.3f}: the spread test, not "
+                    f"the paired test, held it back")
+        rows.append({"figure": ablation(result.key).heading, "variant":
+                     display_name(v), "n": int(r["seeds"]), "ΔL": f"{r['ΔL']:+.3f}",
+                     "CI": f"[{r['CI low']:+.3f}, {r['CI high']:+.3f}]",
+                     "seed spread": f"{spread:.3f}", "p (Holm)": f"{r['p (Holm)']:.2g}",
+                     "spread rule": old, "verdict": r["verdict"], "why": why})
+    return pd.DataFrame(rows)

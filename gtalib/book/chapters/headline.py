@@ -58,15 +58,16 @@ def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.
     ``verdict`` (the claims table's, counts of a mixed verdict included), ``ranking`` (the
     ranking claim's verdict, ``""`` where the claim ranks nothing), ``≈ 0`` (the verdict of its
     "≈ 0" part, :func:`gtalib.book.chapters.ablation.near_zero_claim`, ``""`` where it has none)
-    and ``any data order`` (the
+    ``any data order`` (the
     claim's verdict with the data order's variance added, ``""`` where its figure has no
-    data-order runs).
+    data-order runs or is read in the joint design, whose verdict holds for any order already)
+    and ``data order 0`` (for a joint-design figure, its verdict with every pair at data order
+    0; else ``""``).
 
     Args:
         claims: :func:`gtalib.book.chapters.claims.claims_table`.
-        data_orders: ablation key → the per-variant verdicts with the data order's variance
-            added, aggregated (:func:`data_order_verdicts`); figures without data-order runs
-            absent.
+        data_orders: ablation key → ``(column, verdict)`` (:func:`data_order_verdicts`);
+            figures without data-order runs absent.
     Raises:
         KeyError: a claim of :func:`gtalib.book.design.figures.claims` is not in ``claims``.
     """
@@ -79,17 +80,23 @@ def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.
                      "ranking": claims.loc[ranking, "verdict"] if ranking in claims.index
                      else "",
                      "≈ 0": claims.loc[near_zero, "verdict"] if near_zero in claims.index
-                     else "", "any data order": (data_orders or {}).get(c.source, "")})
+                     else "", "any data order": "", "data order 0": ""})
+        column, said = (data_orders or {}).get(c.source, ("", ""))
+        if column:
+            rows[-1][column] = said
     return pd.DataFrame(rows).set_index("claim")
 
 
 def data_order_verdicts(tables: dict) -> dict:
-    """Ablation key → its variants' verdicts with the data order's variance added, aggregated
-    as the claims are (:func:`gtalib.book.analysis.stats.aggregate_verdicts`), e.g.
-    ``"mixed: within noise 7/9, agrees 2/9"``. ``tables``: key → the figure's data-order table
-    (:func:`gtalib.book.chapters.curve_features.data_order_check`); an empty one is left out."""
-    return {key: aggregate_verdicts(table["verdict"]) for key, table in tables.items()
-            if not table.empty}
+    """Ablation key → ``(column, verdict)`` for :func:`headline_table`: its variants' verdicts
+    aggregated as the claims are (:func:`gtalib.book.analysis.stats.aggregate_verdicts`, e.g.
+    ``"mixed: within noise 7/9, agrees 2/9"``), with the data order's variance added
+    (``"any data order"``) or, for a figure read in the joint design, with every pair at data
+    order 0 (``"data order 0"``). ``tables``: key → the figure's data-order table
+    (:func:`gtalib.book.chapters.curve_features.data_order_table`); an empty one is left out."""
+    return {key: ("data order 0", aggregate_verdicts(table["final verdict"]))
+            if "joint verdict" in table else ("any data order", aggregate_verdicts(table["verdict"]))
+            for key, table in tables.items() if not table.empty}
 
 
 _PLURAL = {"agrees": "agree", "differs": "differ"}
@@ -124,6 +131,8 @@ def headline_markdown_table(table: pd.DataFrame) -> str:
             verdict += f" · ≈ 0 {_verdict_html(r['≈ 0'])}"
         if r.get("any data order"):
             verdict += f" · for any data order {_verdict_html(r['any data order'])}"
+        if r.get("data order 0"):
+            verdict += f" · at data order 0 {_verdict_html(r['data order 0'])}"
         lines.append(f"| {number} | {says} | {r['measured']} | {verdict} |")
     return "\n".join(lines) + "\n"
 

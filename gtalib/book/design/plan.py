@@ -8,6 +8,7 @@ re-deriving runs, tokenizer and training settings from the preset's name::
     plan.figure_refs     # {"init": (...), "gate": (...), ..., "main": (...)}
     plan.ladder_refs     # the scale ladder's runs, at its own seed counts (recorded)
     plan.data_order_refs # {"init": (...)}: a pair of each variant at other data orders (recorded)
+    plan.one_order_refs  # a joint-design figure's one-order pairs (all at data order 0), read beside
     plan.spec(ref)       # the RunSpec of a ref (run id = its hash)
     plan.own_design()    # the preset's lengths and seed counts, whatever the book overrides
     plan.notebooks       # the chapters to execute, in book order
@@ -25,7 +26,7 @@ from gtalib.book.design.chapters import reads
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.ladder import ladder_runs
 from gtalib.book.design.run_specs import data_order_runs, figure_runs, main_runs, preset_tokenizer
-from gtalib.book.design.seeds import LADDER_KEYS
+from gtalib.book.design.seeds import LADDER_KEYS, reads_joint
 from gtalib.model.presets import PRESETS
 from gtalib.training import runs
 from gtalib.training.config import TrainConfig
@@ -48,6 +49,9 @@ class Plan:
             (:func:`gtalib.book.design.chapters.notebooks`).
         data_order_refs: per ablation key, its data-order runs
             (:func:`gtalib.book.design.run_specs.data_order_runs`); empty for most figures.
+        one_order_refs: per ablation key read in the joint design
+            (:func:`gtalib.book.design.seeds.reads_joint`), its one-order pairs (every pair at
+            data order 0), read beside the joint pairs; empty for the other figures.
     """
 
     preset: str
@@ -59,6 +63,7 @@ class Plan:
     ladder_refs: tuple
     notebooks: tuple[str, ...] = ()
     data_order_refs: dict = field(default_factory=dict)
+    one_order_refs: dict = field(default_factory=dict)
     _data: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -72,7 +77,10 @@ class Plan:
         seed once (the job trains these; MLA at default options appears in all four ablations
         and the main table but is one run)."""
         seen, out = set(), []
-        groups = [*self.figure_refs.items(), *self.data_order_refs.items()]
+        # a joint figure's one-order pairs first, so that a run its figure shares with others
+        # keeps that figure's label (the run cards' rows)
+        groups = [*self.one_order_refs.items(), *self.figure_refs.items(),
+                  *self.data_order_refs.items()]
         for key, refs in groups:
             if key not in self.reads:
                 continue
@@ -159,6 +167,8 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
     ladder = () if preset not in ladders.LADDERS or not read & set(LADDER_KEYS) else tuple(
         ladder_runs(preset, part=None if "ladder" in read else "width"))
     orders = {k: tuple(data_order_runs(k, preset, max_steps=max_steps)) for k in ABLATIONS}
+    one_order = {k: tuple(figure_runs(k, preset, seeds, joint=False)) for k in ABLATIONS
+                 if reads_joint(k, preset, max_steps)}
     return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
                 specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks),
-                {k: r for k, r in orders.items() if r})
+                {k: r for k, r in orders.items() if r}, one_order)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gtalib.book.design.figures import ablation, figure_variants, main_configs
 from gtalib.book.design.names import canonical_options, config_label, option_pairs
-from gtalib.book.design.seeds import (DATA_ORDER_SEED, DATA_ORDERS, JOINT, figure_seeds,
+from gtalib.book.design.seeds import (DATA_ORDER_SEED, DATA_ORDERS, figure_seeds, reads_joint,
                                       seeds_of)
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training import runs
@@ -48,17 +48,23 @@ def run_identity(ref: RunRef) -> tuple:
     return (ref.variant, canonical_options(ref.options), ref.seed, ref.train)
 
 
-def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
-                ) -> list[RunRef]:
+def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None,
+                joint: bool | None = None) -> list[RunRef]:
     """Every run an ablation figure needs: both arms of each variant for its seeds
     ``0..n-1`` (:func:`gtalib.book.design.seeds.figure_seeds`), at the figure's own training length at ``preset``
     (:attr:`~gtalib.book.design.figures.Ablation.train`) unless the book overrides the length for every figure
-    (``max_steps`` not ``None``).
+    (``max_steps`` not ``None``). In the joint design (``joint``; default
+    :func:`gtalib.book.design.seeds.reads_joint`) pair ``k`` also reads data order ``k``
+    (:func:`joint_runs`); ``joint=False`` gives the one-order pairs (every pair at data order 0).
 
     Raises:
         ValueError: ``seeds`` < 1.  KeyError: unknown figure or variant.
     """
     fig = ablation(key)
+    if joint is None:
+        joint = reads_joint(key, preset, max_steps)
+    if joint:
+        return joint_runs(key, preset, seeds_of(key, preset, seeds), variants)
     train = fig.train.get(preset, ()) if max_steps is None else ()
     return [
         RunRef(v, arm, option_pairs(opts), s, train)
@@ -93,30 +99,26 @@ def data_order_runs(key: str, preset: str, orders=None, max_steps=None) -> list[
     ]
 
 
-def joint_runs(key: str, preset: str, pairs=None, max_steps=None) -> list[RunRef]:
-    """The joint-design runs of ablation figure ``key`` (:data:`~gtalib.book.design.seeds.JOINT`):
-    both arms of each variant for pairs ``k = 0…pairs−1``, pair ``k`` at initialisation seed
-    ``k`` and data order ``k`` (pair 0 is the figure's own run at seed 0, data order 0). ``pairs``
-    defaults to the figure's count at ``preset`` (none where it declares none, or when the book
-    overrides the length, since they are recorded at the figure's own length).
+def joint_runs(key: str, preset: str, pairs: int, variants=None) -> list[RunRef]:
+    """The joint-design runs of ablation figure ``key``
+    (:data:`~gtalib.book.design.seeds.JOINT_DECLARED`): both arms of each variant (default the
+    figure's at ``preset``) for pairs ``k = 0…pairs−1``, pair ``k`` at initialisation seed ``k``
+    and data order ``k`` at the figure's own training length; pair 0 is the figure's own run at
+    seed 0, data order 0.
 
     Raises:
-        KeyError: unknown figure.  ValueError: ``pairs`` < 0.
+        KeyError: unknown figure or variant.  ValueError: ``pairs`` < 0.
     """
     fig = ablation(key)
-    if pairs is None:
-        pairs = JOINT.get(preset, {}).get(key, 0)
     if not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 0:
         raise ValueError(f"pairs must be a non-negative integer, got {pairs!r}")
-    if max_steps is not None:
-        return []
     base = dict(fig.train.get(preset, ()))
     return [
         # data order 0 is the default: pair 0 is spelled exactly as the figure's own run
         RunRef(v, arm, option_pairs(opts), k,
                tuple(sorted({**base, **({"data_seed": k} if k else {})}.items())))
         for k in range(pairs)
-        for v in figure_variants(key, preset)
+        for v in figure_variants(key, preset, variants)
         for arm, opts in (("alt", fig.alt), ("rec", fig.rec))
     ]
 

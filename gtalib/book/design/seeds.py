@@ -80,10 +80,19 @@ DATA_ORDERS_DECLARED: dict[str, dict[str, tuple[int, ...]]] = {
 #: figure's pairs run at distinct orders too, so every test build goes through this path.
 JOINT_DECLARED: dict[str, dict[str, int]] = {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
 
-#: The figures of :data:`JOINT_DECLARED` that the book reads in the joint design: a figure
-#: switches only once every one of its joint runs is recorded, so the default book never trains
-#: them; until then it reads its one-order pairs (seeds 0…n−1 at data order 0).
-JOINT: dict[str, dict[str, int]] = {"cpu": {}, "ci": {"init": 2}}
+#: Per preset, the figures of :data:`JOINT_DECLARED` that the book reads in the joint design
+#: (their :attr:`~gtalib.book.design.plan.Plan.figure_refs` are
+#: :func:`~gtalib.book.design.run_specs.joint_runs`, read at one look; their one-order pairs and
+#: data-order repeats stay read beside them, at data order 0). A figure switches only once every
+#: one of its joint runs is recorded, so the default book never trains them.
+JOINT: dict[str, tuple[str, ...]] = {"cpu": (), "ci": ("init",)}
+
+
+def reads_joint(key: str, preset: str, max_steps=None) -> bool:
+    """Whether figure ``key`` is read in the joint design at ``preset`` (:data:`JOINT`); never
+    under a book-wide length override, since the joint runs are recorded at the figure's own
+    length."""
+    return max_steps is None and key in JOINT.get(preset, ())
 
 
 def _check_count(name: str, n) -> None:
@@ -162,17 +171,20 @@ def counts_words(preset: str, seeds: int, max_steps=None) -> str | None:
 
 
 
-def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None
-             ) -> tuple[int, ...]:
-    """The pair counts at which figure ``key`` is read: :data:`LOOKS` of ``preset`` for an
-    ablation figure that runs exactly its last look's count (:func:`seeds_of`), else one look at
-    the count it runs.
+def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None,
+             joint: bool | None = None) -> tuple[int, ...]:
+    """The pair counts at which figure ``key`` is read: one look at the count it runs
+    (:func:`seeds_of`) in the joint design (``joint``; default :func:`reads_joint`, declared
+    with one look), else :data:`LOOKS` of ``preset`` for an ablation figure that runs exactly
+    its last look's count, else one look.
 
     Raises:
         as :func:`seeds_of`.
     """
     n = seeds_of(key, preset, seeds, max_steps)
-    looks = LOOKS.get(preset, ())
+    if joint is None:
+        joint = reads_joint(key, preset, max_steps)
+    looks = () if joint else LOOKS.get(preset, ())
     return looks if key in ABLATIONS and looks and looks[-1] == n else (n,)
 
 

@@ -25,15 +25,12 @@ from gtalib.book.analysis.curves import corpus_entropy
 from gtalib.book.analysis.sequential import nominal_levels
 from gtalib.book.analysis.stats import MAX_PAIRS, t_critical
 from gtalib.book.analysis.style import MIN_BAND_SEEDS, and_join, md_table, plural
-from gtalib.book.chapters.ablation import (
-    ablation_results,
-    rule_comparison,
-)
+from gtalib.book.chapters.ablation import ablation_results
 from gtalib.book.chapters.against_records import against_records, against_records_markdown
 from gtalib.book.chapters.claims import claims_table
 from gtalib.book.chapters.curve_features import data_order_table
 from gtalib.book.chapters.curve_features import methods_markdown as curve_methods_markdown
-from gtalib.book.chapters.figure_tests import prediction_table
+from gtalib.book.chapters.figure_tests import prediction_table, rule_comparison
 from gtalib.book.chapters.headline import data_order_verdicts, write_headline
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
@@ -197,7 +194,7 @@ def methods_summary_markdown(preset: str = "cpu", seeds: int = 3) -> str:
 def rule_comparison_markdown(results: dict) -> str:
     """The methods chapter's comparison of verdict rules on this build's runs: every ablation
     variant whose verdict under the seed-spread rule differs from its verdict here
-    (:func:`gtalib.book.chapters.ablation.rule_comparison`; ``results``: key → ablation result,
+    (:func:`gtalib.book.chapters.figure_tests.rule_comparison`; ``results``: key → ablation result,
     :func:`gtalib.book.chapters.ablation.ablation_results`)."""
     tables = [rule_comparison(r) for r in results.values()]
     moved = pd.concat([t for t in tables if not t.empty] or [pd.DataFrame()])

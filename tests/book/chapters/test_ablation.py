@@ -17,8 +17,9 @@ from synthetic import metrics, runs_frame  # noqa: E402
 from gtalib.book.analysis import curves as C
 from gtalib.book.analysis import style
 from gtalib.book.chapters import ablation as A
+from gtalib.book.chapters import figure_tests
 from gtalib.book.chapters import shared
-from gtalib.book.chapters.curve_features import data_order_sentence
+from gtalib.book.chapters.verdict_parts import data_order_sentence
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
@@ -378,7 +379,7 @@ def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():
     assert final.loc["mla", "one run shows it?"] == "no"  # seed sd 0.3 > 0.12
     result = SimpleNamespace(final=final, collected=SimpleNamespace(runs=runs), runs=runs,
                              final_column="val_loss", key="init")
-    moved = A.rule_comparison(result)
+    moved = figure_tests.rule_comparison(result)
     assert list(moved["variant"]) == ["MLA"] and moved.iloc[0]["spread rule"] == "within noise"
     assert moved.iloc[0]["seed spread"] == "0.640" and "spread test" in moved.iloc[0]["why"]
 

@@ -13,6 +13,7 @@ from gtalib.book.analysis import curves as C
 from gtalib.book.analysis import features as ft
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import shared
+from gtalib.book.chapters.verdict_parts import data_order_sentence
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design import seeds
@@ -109,6 +110,7 @@ def _write(run_dir, plan, ref, delta, seed_noise=0.0):
 def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noise(
         tmp_path, monkeypatch):
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    monkeypatch.setitem(seeds.JOINT, "ci", ())  # the one-order design: every pair at order 0
     plan = make_plan("ci", 4)
     assert {dict(r.train)["data_seed"] for r in plan.data_order_refs["init"]} == {1, 2}
     seed_delta = {0: 0.050, 1: 0.052, 2: 0.049, 3: 0.051}  # a clear effect over seeds
@@ -142,6 +144,56 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     assert line.endswith("with the data order's variance added, 1 of 2 verdicts change.")
 
 
+def test_a_joint_design_figure_sets_its_order_0_verdicts_and_variance_split_beside_its_own(
+        tmp_path, monkeypatch):
+    """ci reads the initialisation figure in the joint design: pair k at seed k and data order
+    k. GQA's ΔL is clear at data order 0 but swings with the order, so its joint verdict is
+    within noise while the one at order 0 agrees; MLA's effect holds at every order."""
+    monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    plan = make_plan("ci", 4)
+    assert "init" in plan.one_order_refs
+    seed_delta = {0: 0.050, 1: 0.052, 2: 0.049, 3: 0.051}
+    order_swing = {"gqa": {0: 0.0, 1: -0.20, 2: 0.20, 3: -0.18}, "mla": dict.fromkeys(range(4), 0)}
+    for ref in plan.one_order_refs["init"]:  # every pair at data order 0
+        _write(tmp_path, plan, ref, seed_delta[ref.seed])
+    for ref in plan.data_order_refs["init"]:  # the pair at seed 0 at orders 1 and 2
+        d = dict(ref.train)["data_seed"]
+        _write(tmp_path, plan, ref, seed_delta[0] + order_swing[ref.variant][d])
+    for ref in plan.figure_refs["init"]:  # the joint pairs; pair 0 is the run written above
+        if ref.seed:
+            _write(tmp_path, plan, ref, seed_delta[ref.seed] + order_swing[ref.variant][ref.seed])
+    result = A.ablation_result("init", plan, tmp_path)
+    assert result.looks == (4,)  # one look, declared with the design
+    assert result.final.loc["gqa", "verdict"] == "within noise"
+    assert result.final.loc["mla", "verdict"] == "agrees"
+    table = CF.data_order_table(result, plan, tmp_path)
+    assert CF.is_joint(table)
+    assert list(table["final verdict"]) == ["agrees", "agrees"]  # at data order 0
+    assert list(table["changed at order 0"]) == [True, False]
+    # the variance split is variance_components over every distinct pair the figure has
+    cells = {(s, 0): seed_delta[s] for s in range(4)}
+    cells.update({(0, d): seed_delta[0] + order_swing["gqa"][d] for d in (1, 2)})
+    cells.update({(k, k): seed_delta[k] + order_swing["gqa"][k] for k in (1, 2, 3)})
+    (seed, order), delta = zip(*cells), list(cells.values())
+    expected = CF.variance_components(seed, order, delta)
+    for src in CF.VARIANCE_SOURCES:
+        assert table.loc["gqa", f"share {src}"] == pytest.approx(expected.share[src], abs=1e-6)
+    assert table.loc["gqa", "share data order"] > 0.8  # the swing is the order's
+    assert table.loc["gqa", "sd over joint pairs"] == pytest.approx(expected.sd_joint, abs=1e-6)
+    words = CF.data_order_words(table, "init", plan)
+    assert words.startswith("**Data order.** Each pair of this figure read its own data order")
+    assert "differ from the joint ones for GQA" in words
+    assert data_order_sentence(table).endswith("GQA would read otherwise.")
+    printed = CF.format_data_order(table)
+    assert list(printed["verdict, each pair its own order"]) == ["within noise", "agrees"]
+    assert list(printed["verdict, data order 0"]) == ["agrees", "agrees"]
+    variance = CF.format_variance(table)
+    assert variance.loc["GQA", "data order"].startswith(f"{expected.share['data order']:.0%} [")
+    line = CF.overview_lines({"init": result}, plan, tmp_path, H)
+    assert line.endswith("each pair read its own data order; with every pair at data order 0, "
+                         "1 of 2 verdicts read otherwise.")
+
+
 def test_a_preset_without_data_order_runs_says_so(monkeypatch):
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
     plan = make_plan("ci", 2)
@@ -161,6 +213,7 @@ def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_on
     equal to what a call outside the build computes. Another entropy, plan, store or source, or
     a result read at other options, is computed, never loaded from another's entry."""
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    monkeypatch.setitem(seeds.JOINT, "ci", ())  # the one-order design: every pair at order 0
     plan, store = make_plan("ci", 4), tmp_path / "store"
     for ref in plan.figure_refs["init"]:
         _write(store, plan, ref, 0.05 + 0.002 * ref.seed, seed_noise=0.01 * ref.seed)

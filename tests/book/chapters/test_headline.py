@@ -55,16 +55,36 @@ def test_the_data_order_verdicts_fold_into_their_claims_row():
     tables = {"init": pd.DataFrame({"verdict": ["agrees"] * 2 + ["within noise"] * 7}),
               "gate": pd.DataFrame()}  # no data-order runs: left out
     orders = H.data_order_verdicts(tables)
-    assert orders == {"init": "mixed: within noise 7/9, agrees 2/9"}
+    assert orders == {"init": ("any data order", "mixed: within noise 7/9, agrees 2/9")}
     table = H.headline_table(_claims_frame(), orders)
     init = next(c.number for c in claims() if c.source == "init")
-    assert table.loc[init, "any data order"] == orders["init"]
+    assert table.loc[init, "any data order"] == orders["init"][1]
     assert (table.drop(init)["any data order"] == "").all()
+    assert (table["data order 0"] == "").all()
     md = H.headline_markdown_table(table)
     row = next(line for line in md.splitlines() if line.startswith(f"| {init} |"))
     assert row.endswith("· for any data order <strong class=\"gtalib-verdict "
                         "gtalib-verdict-mixed\">mixed</strong>: 7 within noise, 2 agree |")
     assert md.count("for any data order") == 1
+
+
+def test_a_joint_design_figure_shows_its_verdict_at_data_order_0():
+    # a figure read in the joint design: its row's verdict holds for any order already, so the
+    # row adds the verdict with every pair at data order 0 ("final verdict"), not "verdict"
+    tables = {"gate": pd.DataFrame({"verdict": ["within noise"] * 5,
+                                    "final verdict": ["agrees"] * 4 + ["within noise"],
+                                    "joint verdict": ["agrees"] * 5})}
+    orders = H.data_order_verdicts(tables)
+    assert orders == {"gate": ("data order 0", "mixed: agrees 4/5, within noise 1/5")}
+    table = H.headline_table(_claims_frame(), orders)
+    gate = next(c.number for c in claims() if c.source == "gate")
+    assert table.loc[gate, "data order 0"] == orders["gate"][1]
+    assert (table["any data order"] == "").all()
+    md = H.headline_markdown_table(table)
+    row = next(line for line in md.splitlines() if line.startswith(f"| {gate} |"))
+    assert row.endswith("· at data order 0 <strong class=\"gtalib-verdict "
+                        "gtalib-verdict-mixed\">mixed</strong>: 4 agree, 1 within noise |")
+    assert "for any data order" not in md
 
 
 @pytest.mark.parametrize("verdict, word", [

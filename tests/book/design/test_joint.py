@@ -1,0 +1,95 @@
+"""The joint data-order design (seeds.JOINT_DECLARED, seeds.JOINT, run_specs.joint_runs): pair k
+of a figure trains both arms at initialisation seed k and data order k, pair 0 is the figure's own
+run, the figure is read at one look, and its one-order pairs stay beside it."""
+
+import pytest
+
+from gtalib.book.design import seeds
+from gtalib.book.design.figures import figure_variants
+from gtalib.book.design.plan import make_plan
+from gtalib.book.design.run_specs import figure_runs, joint_runs
+
+
+def _order(ref) -> int:
+    return dict(ref.train).get("data_seed", 0)
+
+
+def test_the_declared_design_is_ten_joint_pairs_of_the_two_curve_figures():
+    # declared before any of its runs was read (issue of the joint design): 10 pairs at cpu
+    assert seeds.JOINT_DECLARED["cpu"] == {"init": 10, "gate": 10}
+    assert set(seeds.JOINT["cpu"]) <= set(seeds.JOINT_DECLARED["cpu"])
+    # the runs still to record: pairs 1-9, both arms, 9 init and 5 gating variants
+    todo = sum(len(joint_runs(k, "cpu", n)) - 2 * len(figure_variants(k, "cpu"))
+               for k, n in seeds.JOINT_DECLARED["cpu"].items())
+    assert todo == 2 * 9 * (9 + 5) == 252
+
+
+@pytest.mark.parametrize("key", ["init", "gate"])
+def test_pair_k_reads_seed_k_and_data_order_k_both_arms_alike(key):
+    refs = joint_runs(key, "cpu", 10)
+    assert len(refs) == 10 * 2 * len(figure_variants(key, "cpu"))
+    assert all(_order(r) == r.seed for r in refs)
+    own = figure_runs(key, "cpu", 10, joint=False)
+    # each joint run is the figure's own run with only the data order changed ...
+    base = {(r.variant, r.arm, r.seed): r.train for r in own}
+    for r in refs:
+        assert tuple(kv for kv in r.train if kv[0] != "data_seed") == base[(r.variant, r.arm,
+                                                                            r.seed)]
+    # ... and pair 0 is exactly the figure's own pair at seed 0 (the same refs, so the same ids)
+    assert [r for r in refs if r.seed == 0] == [r for r in own if r.seed == 0]
+    # both arms of every pair share seed and order (the pairing holds)
+    arms = {}
+    for r in refs:
+        arms.setdefault((r.variant, r.seed), set()).add((r.arm, _order(r)))
+    assert all(a == {("alt", s), ("rec", s)} for (_, s), a in arms.items())
+
+
+def test_pair_0_has_the_recorded_run_id_of_the_figure(monkeypatch):
+    plan = make_plan("cpu", 1)
+    for key in ("init", "gate"):
+        ids = {plan.spec(r).run_id for r in joint_runs(key, "cpu", 1)}
+        assert ids == {plan.spec(r).run_id for r in figure_runs(key, "cpu", 1, joint=False)
+                       if r.seed == 0}
+        later = {plan.spec(r).run_id for r in joint_runs(key, "cpu", 2)} - ids
+        assert len(later) == 2 * len(figure_variants(key, "cpu"))  # order 1 is its own run
+
+
+def test_the_ci_book_goes_through_the_joint_path():
+    assert seeds.reads_joint("init", "ci")
+    plan = make_plan("ci", 2)
+    joint = plan.figure_refs["init"]
+    assert {(r.seed, _order(r)) for r in joint} == {(0, 0), (1, 1)}
+    assert {(r.seed, _order(r)) for r in plan.one_order_refs["init"]} == {(0, 0), (1, 0)}
+    ids = {plan.spec(r).run_id for r in plan.runs}
+    assert {plan.spec(r).run_id for r in (*joint, *plan.one_order_refs["init"])} <= ids
+    assert seeds.looks_of("init", "ci", 2) == (2,)
+    # a book-wide length override reads no joint design (the runs are the figure's length)
+    assert not seeds.reads_joint("init", "ci", max_steps=5)
+    assert make_plan("ci", 2, max_steps=5).one_order_refs == {}
+
+
+def test_a_switched_figure_reads_one_look_and_more_seeds_each_at_its_own_order(monkeypatch):
+    monkeypatch.setitem(seeds.JOINT, "cpu", ("init",))
+    assert seeds.looks_of("init", "cpu", 1) == (10,)  # one look, declared with the design
+    assert seeds.looks_of("gate", "cpu", 1) == (5, 10)  # a figure not switched keeps two
+    plan = make_plan("cpu", 12)  # above the declared pairs: the extra pairs, each its own order
+    assert sorted({(r.seed, _order(r)) for r in plan.figure_refs["init"]}) == [
+        (k, k) for k in range(12)]
+    assert {_order(r) for r in plan.one_order_refs["init"]} == {0}
+    assert "gate" not in plan.one_order_refs
+
+
+def test_bad_pair_counts_are_refused():
+    with pytest.raises(ValueError, match="pairs"):
+        joint_runs("init", "cpu", -1)
+    with pytest.raises(KeyError):
+        joint_runs("nope", "cpu", 2)
+
+
+def test_a_figure_switches_only_once_every_joint_run_is_recorded():
+    from gtalib.training import records
+    plan = make_plan("cpu", 1)
+    for key in seeds.JOINT["cpu"]:
+        missing = [r for r in joint_runs(key, "cpu", seeds.JOINT_DECLARED["cpu"][key])
+                   if records.find_record(plan.spec(r)) is None]
+        assert not missing, f"{key} reads the joint design but lacks {len(missing)} records"
