@@ -520,14 +520,20 @@ def show_data_order(table: pd.DataFrame, result, plan) -> None:
     display(Markdown(data_order_words(table, result.key, plan)))
     if table.empty:
         return
-    styled = table_style(format_data_order(table, result.confidence).style)
+    printed = format_data_order(table, result.confidence)
+    styled = table_style(printed.style,
+                         prose=[c for c in printed.columns if c.startswith("verdict")])
     if not is_joint(table):
         display(styled)
         return
     variance = table_style(format_variance(table, result.confidence).style)
+    # raw HTML in Markdown gets no scroll box from the theme: each table gets its own, so
+    # that it scrolls sideways inside the column on a phone (the book's stylesheet)
+    boxed = [f'<div class="pst-scrollable-table-container">{t.to_html()}</div>'
+             for t in (styled, variance)]
     display(Markdown(
         "<details><summary>At data order 0: verdicts, and the variance of ΔL by source"
-        f"</summary>\n\n{styled.to_html()}\n\n{variance.to_html()}\n\n"
+        f"</summary>\n\n{boxed[0]}\n\n{boxed[1]}\n\n"
         f"Shares are of the summed variance estimates, each truncated at 0; "
         f"{result.confidence:.0%} intervals from 4,000 parametric-bootstrap draws."
         "\n\n</details>"))
