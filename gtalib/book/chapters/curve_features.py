@@ -42,7 +42,6 @@ from gtalib.book.analysis.style import and_join, plural, table_style
 from gtalib.book.chapters.shared import derived_file, shared_value
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name
-from gtalib.book.design.seeds import DATA_ORDERS_DECLARED
 from gtalib.training.runs import resolve_run_dir
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
@@ -370,7 +369,7 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
     """The paragraph of the data-order section: the design, the spreads and the flips."""
     refs = plan.data_order_refs.get(key, ())
     if not refs:
-        declared = DATA_ORDERS_DECLARED.get(plan.preset, {}).get(key)
+        declared = ablation(key).data_orders_declared.get(plan.preset)
         why = (f"its pair at seed 0 is declared at data orders "
                f"{and_join(list(map(str, declared)))}, and the book reads such a set only once "
                f"every run of it is recorded, which this figure's is not" if declared else

@@ -3,6 +3,7 @@ synthetic runs whose plateau escapes, ΔL and data-order effects are known: the 
 the features a figure reads and the verdict that a large data-order spread overturns."""
 
 import types
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import shared
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
-from gtalib.book.design import seeds
+from gtalib.book.design import figures
 from gtalib.book.design.plan import make_plan
 
 H = 3.0  # the corpus entropy of these tests (nats)
@@ -148,7 +149,8 @@ def test_a_preset_without_data_order_runs_says_so(monkeypatch):
     assert CF.data_order_check(types.SimpleNamespace(final=pd.DataFrame()), pd.DataFrame()).empty
     assert "no pair of it is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
     # declared but not read (the set is not all recorded): the page says which orders wait
-    monkeypatch.setitem(seeds.DATA_ORDERS_DECLARED, "ci", {"gate": (1, 2)})
+    monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
+                                                          data_orders_declared={"ci": (1, 2)}))
     words = CF.data_order_words(pd.DataFrame(), "gate", plan)
     assert "its pair at seed 0 is declared at data orders 1 and 2" in words
     assert "only once every run of it is recorded" in words
