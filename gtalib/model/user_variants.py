@@ -11,6 +11,7 @@ spec whose class has changed since (:func:`variant_class`). Its KV cache is what
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
@@ -70,8 +71,10 @@ def variant_class(path: str, source: str | None = None) -> type:
     return cls
 
 
+@functools.lru_cache(maxsize=None)
 def source_hash(cls: type) -> str:
-    """sha256 (hex) of the class's source text (:func:`inspect.getsource`).
+    """sha256 (hex) of the class's source text (:func:`inspect.getsource`), read once per class
+    object: the source of the code that runs (a module imported again makes a new class).
 
     Raises:
         ValueError: the source cannot be read (a class defined at an interactive prompt).

@@ -29,7 +29,7 @@ BIN = Path(sys.executable).parent
 SECTION = (REPO / "docs" / "interfaces.md").read_text().split("## Your own attention variant")[1]
 SECTION = SECTION.split("\n## ")[0]
 CLASS_TEXT = re.search(r"```python\n(.*?)```", SECTION, re.S).group(1)
-COMMAND = re.search(r"```bash\n(.*?)```", SECTION, re.S).group(1).strip()
+COMMAND, BOOK_COMMAND = (c.strip() for c in re.findall(r"```bash\n(.*?)```", SECTION, re.S))
 
 
 def _module(folder: Path, name: str, text: str, monkeypatch):
@@ -155,3 +155,21 @@ def test_options_it_cannot_take(nope):
         model_config("ci", nope, latent_scale=False)
     with pytest.raises(ValueError, match="variant_source applies to a user's variant"):
         ModelConfig(variant="mha", variant_source="0" * 64)
+
+
+def test_the_docs_book_command_parses_to_the_class(tmp_path, monkeypatch):
+    import shlex
+
+    from gtalib.cli import build_parser
+
+    (tmp_path / "my_attention.py").write_text(CLASS_TEXT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("my_attention", None)
+    words = shlex.split(BOOK_COMMAND)
+    assert words[:2] == ["PYTHONPATH=$PWD", "gtalib"]
+    args = build_parser().parse_args(words[2:])
+    assert args.variants == ("my_attention:NoPE",) and args.only == "init_ablation"
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([*words[2:4], "--variants", "mha"])
+    assert exit_.value.code == 2
+    sys.modules.pop("my_attention", None)

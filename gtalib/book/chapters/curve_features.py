@@ -41,7 +41,7 @@ from gtalib.book.analysis.stats import data_order_stats
 from gtalib.book.analysis.style import and_join, plural, table_style
 from gtalib.book.chapters.shared import derived_file, shared_value
 from gtalib.book.design.figures import ablation, figure_variants
-from gtalib.book.design.names import display_name
+from gtalib.book.design.names import display_name, is_user_variant
 from gtalib.training.runs import resolve_run_dir
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
@@ -172,7 +172,8 @@ def _curve_features(result, entropy: float) -> CurveFeatures | None:
         out.append(ft.convergence(C, fig.paper_convergence(variants), conf))
         out.append(ft.order(F, [fig.paper_final(v) for v in variants], conf))
     p_holm, verdicts = ft.feature_verdicts(out, conf)
-    subset = set(result.variants or variants) != set(figure_variants(result.key, result.preset))
+    paper = [v for v in result.variants if not is_user_variant(v)]  # a user's are no subset
+    subset = set(paper or variants) != set(figure_variants(result.key, result.preset))
     return CurveFeatures(result.key, window, out, p_holm, verdicts,
                          {v: fig.paper_final(v) for v in variants}, conf, subset)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, lookup
+from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, is_user_variant, lookup
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MATCHED_PARAMS_B
 from gtalib.model.config import canonical_variant
 
@@ -85,6 +85,8 @@ class Ablation:
             helps MLRA-2): their row's verdict tests the sign, as every row's does, and the
             claims page adds an equivalence test of the size
             (:func:`gtalib.book.chapters.ablation.near_zero_claim`).
+        expected_sign: the sign of ΔL the paper's claim expects (+1: its recommended arm is
+            better); a user's own variant, which has no paper value, is tested against it.
 
     The design, per preset (fixed before any run it governs; :mod:`gtalib.book.design.seeds`):
 
@@ -133,6 +135,7 @@ class Ablation:
     slowest_fall: str | None = None
     lowest_end: str | None = None
     near_zero: tuple[str, ...] = ()
+    expected_sign: int = 1
     seeds: dict = field(default_factory=dict)
     looks: dict = field(default_factory=dict)
     data_orders_declared: dict = field(default_factory=dict)
@@ -430,18 +433,26 @@ def by_preset(name: str, keys=None) -> dict[str, dict]:
 
 
 def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
-    """The variants a figure shows at ``preset``: ``variants`` if given (validated against the
-    figure's own list), the small ``ci_variants`` subset at the ``ci`` preset, else all of the
-    paper's.
+    """The variants a figure shows at ``preset``: of the paper's, those ``variants`` names
+    (validated against the figure's own list), else the small ``ci_variants`` subset at the
+    ``ci`` preset, else all; then the user's own variants that ``variants`` names by import path
+    (``module:Class``) and that can take both of the figure's arms
+    (:func:`user_variant_refusal`), in the order given.
 
     Raises:
-        KeyError: a requested variant that the paper's figure does not contain.
+        KeyError: a requested variant that the paper's figure does not contain, or an import
+            path of another form than ``module:Class``.
     """
     fig = ablation(key)
     if variants is None:
         return fig.ci_variants if preset == "ci" else fig.variants
     if isinstance(variants, str):
         variants = [v.strip() for v in variants.split(",") if v.strip()]
+    users = tuple(dict.fromkeys(canonical_variant(v) for v in variants if is_user_variant(v)))
+    users = tuple(v for v in users if user_variant_refusal(key, preset, v) is None)
+    variants = [v for v in variants if not is_user_variant(v)]
+    if not variants:
+        return (*figure_variants(key, preset), *users)
     out = []
     for v in variants:
         try:
@@ -453,7 +464,22 @@ def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
                 f"variant {v!r} is not in the {key} figure; allowed: {', '.join(fig.variants)}"
             )
         out.append(cv)
-    return tuple(out)
+    return (*out, *users)
+
+
+def user_variant_refusal(key: str, preset: str, variant: str) -> str | None:
+    """Why the user's variant ``variant`` (``module:Class``) cannot join ablation ``key`` at
+    ``preset``, in one line (its class does not import, cannot be parameter-matched, or refuses
+    one of the figure's arms, as the model layer says), or ``None`` when it can."""
+    from gtalib.model.presets import model_config
+
+    fig = ablation(key)
+    for arm in (fig.alt, fig.rec):
+        try:
+            model_config(preset, variant, **arm)
+        except (KeyError, ValueError) as exc:
+            return str(exc.args[0])
+    return None
 
 
 def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
