@@ -14,6 +14,7 @@ module               what
 ``headline``         the introduction's headline: every claim in one line, the ablations' forest plot
 ``against_records``  this build's runs against their records, and the verdicts read both ways
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
+``own_attention``    the page "Bring your own attention": the docs' class in the init figure at ci
 ``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)
 ``shared``           what one build computes once for all its pages: results, claims, derived tables
 ===================  ===============================================================================

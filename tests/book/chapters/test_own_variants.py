@@ -113,3 +113,25 @@ def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatc
     assert not [o for c in nb["cells"] for o in c.get("outputs", [])
                 if o.get("output_type") == "error"]
     sys.modules.pop("my_attention", None)
+
+
+def test_the_book_page_draws_the_docs_class_in_the_init_figure_at_ci(tmp_path):
+    """notebooks/own_attention.ipynb, executed as the book does: it shows the docs' class as
+    written, trains its ci runs and draws them beside GQA and MLA under "Your variants"."""
+    import json
+
+    from gtalib.book.chapters.own_attention import docs_class_text
+    from gtalib.book.pipeline import execute
+
+    assert docs_class_text() == CLASS_TEXT
+    params = execute.notebook_parameters("cpu", 3, tmp_path / "store")
+    (tmp_path / "out").mkdir()
+    execute.execute_notebook("own_attention", params, tmp_path / "out")
+    assert not execute.notebook_errors(tmp_path / "out")
+    nb = json.loads((tmp_path / "out" / "own_attention.ipynb").read_text())
+    text = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "class NoPE(Attention)" in text and "image/png" in text
+    assert "### Your variants" in text
+    trained = {json.loads(p.read_text())["model"]["variant"]
+               for p in (tmp_path / "store").glob("*/spec.json")}
+    assert trained == {"gqa", "mla", NOPE}
