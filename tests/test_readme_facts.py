@@ -2,8 +2,8 @@
 
 Each check reads a sentence or table row of ``README.md`` and compares its numbers with the
 tables they come from: the seed counts of the ablation figures, the main table and the scale
-ladder at the ``cpu`` preset (:data:`gtalib.book.design.seeds.FIXED`,
-:data:`gtalib.book.design.seeds.LOOKS`), the run totals of the default book
+ladder at the ``cpu`` preset (the figure specs' ``seeds`` and ``looks``,
+:mod:`gtalib.book.design.figures`), the run totals of the default book
 (:func:`gtalib.book.design.plan.make_plan` at :data:`~gtalib.book.design.seeds.DEFAULT_SEEDS`:
 its runs, its scale ladder's, their unique run ids) and of ``book/recorded/``, the core-hours
 that ``benchmarks/cluster_wall_time.py`` generates, and each notebook's ``parameters`` cell.
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gtalib.book.design import seeds
-from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.figures import ABLATIONS, by_preset
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import data_order_runs
 
@@ -86,7 +86,7 @@ def chapter_name(key: str) -> str:
 
 
 def seed_problems(text: str) -> list[str]:
-    fixed, looks = seeds.FIXED["cpu"], seeds.LOOKS["cpu"]
+    fixed, looks = by_preset("seeds")["cpu"], seeds.ablation_looks("cpu")
     problems = []
     ablation_counts = {fixed[k] for k in ABLATIONS}
     assert len(ablation_counts) == 1, "the README says one count for every ablation figure"

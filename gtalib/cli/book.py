@@ -19,6 +19,7 @@ from gtalib.cli.core import (
     folder,
     positive_float,
     positive_int,
+    variant_name,
 )
 from gtalib.training.runs import resolve_run_dir
 
@@ -83,6 +84,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--only", default=None,
                    help="comma-separated notebooks to execute; only the runs they read are "
                         "trained (default: all of " + ", ".join(notebooks()) + ")")
+    p.add_argument("--variants", type=user_variants, default=(), metavar="MODULE:CLASS,...",
+                   help="your own attention variants (subclasses of gtalib's Attention, by import "
+                        "path; docs/interfaces.md), trained and drawn beside the paper's on every "
+                        "ablation page whose arms they can take, tested apart from its claims")
     p.add_argument("--cell-timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="time limit per notebook cell (default by preset: " + ", ".join(
                        f"{k} {v} s" for k, v in CELL_TIMEOUT_S.items()) + ")")
@@ -115,6 +120,33 @@ def budget_minutes(text: str) -> float | None:
     return minutes
 
 
+def user_variants(text: str) -> tuple[str, ...]:
+    """``--variants``: comma-separated import paths (``module:Class``), each importable and an
+    ``Attention`` subclass (:func:`gtalib.cli.core.variant_name`); whether each can be
+    parameter-matched at the book's preset is checked before anything trains."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one variant as module:Class")
+    for name in names:
+        if ":" not in name:
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is not a variant of yours (module:Class); the paper's variants are "
+                f"always shown")
+        variant_name(name)
+    return names
+
+
+def _check_user_variants(preset: str, names) -> None:
+    """Refuse, in one line, a user's variant that cannot be parameter-matched at ``preset``."""
+    from gtalib.model.presets import model_config
+
+    for name in names:
+        try:
+            model_config(preset, name)
+        except (KeyError, ValueError) as exc:
+            raise CliError(f"--variants: {exc.args[0]}") from None
+
+
 def _run_cli(args) -> int:
     names = notebooks() if args.only is None else tuple(
         n.strip() for n in args.only.split(",") if n.strip())
@@ -124,6 +156,7 @@ def _run_cli(args) -> int:
     if args.predict and args.no_train:
         raise CliError("--predict: not allowed with --no-train (a build that trains nothing has "
                        "no training to predict)")
+    _check_user_variants(args.preset, args.variants)
     if args.predict:
         return _predict(args, names, batch)
     try:
@@ -132,7 +165,8 @@ def _run_cli(args) -> int:
                    accelerator=args.accelerator, cell_timeout=args.cell_timeout,
                    train_recorded=args.train_recorded, cluster=args.cluster,
                    scheduler_file=args.scheduler_file, batch=batch,
-                   budget_min=args.budget, ignore_disk_space=args.ignore_disk_space)
+                   budget_min=args.budget, ignore_disk_space=args.ignore_disk_space,
+                   variants=args.variants)
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
     except KeyboardInterrupt:  # the cluster is closed and its runs cancelled on the way out
@@ -152,7 +186,7 @@ def _predict(args, names, batch: dict) -> int:
         resolve_accelerator,
     )
 
-    plan = make_plan(args.preset, args.seeds, args.max_steps, names)
+    plan = make_plan(args.preset, args.seeds, args.max_steps, names, args.variants)
     ensure_corpus(plan)  # the run ids hash the corpus
     jobs = args.jobs or default_jobs()
     # the workers that would train are timed as they would be: all at once

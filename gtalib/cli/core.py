@@ -14,11 +14,18 @@ class CliError(Exception):
 
 
 def variant_name(name: str) -> str:
+    """An argparse ``type``: a variant's canonical name, or a user's variant by import path
+    (``module:Class``), whose class is imported and checked here, so that a bad one is refused in
+    one line before anything runs (:func:`gtalib.model.user_variants.variant_class`)."""
     from gtalib.model.config import canonical_variant
+    from gtalib.model.user_variants import is_user_variant, variant_class
 
     try:
-        return canonical_variant(name)
-    except KeyError as exc:
+        name = canonical_variant(name)
+        if is_user_variant(name):
+            variant_class(name)
+        return name
+    except (KeyError, ValueError) as exc:
         raise argparse.ArgumentTypeError(exc.args[0]) from None
 
 

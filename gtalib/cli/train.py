@@ -58,7 +58,8 @@ def _add_train(sub) -> None:
         formatter_class=DefaultsFormatter,
     )
     p.add_argument("--variant", type=variant_name, required=True,
-                   help=f"attention variant: {', '.join(VARIANTS)} (any case, '_' or '-')")
+                   help=f"attention variant: {', '.join(VARIANTS)} (any case, '_' or '-'), "
+                        f"or your own as module.path:ClassName (docs/interfaces.md)")
     p.add_argument("--preset", choices=list(TRAIN_PRESETS), default="cpu",
                    help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
                         "GPU; paper: the paper's 2.9 B recipe)")

@@ -70,6 +70,7 @@ from gtalib.model.attention.mfa import MFAttention
 from gtalib.model.attention.tpa import TPAttention
 from gtalib.model.config import LATENT_LAYOUT, ModelConfig
 from gtalib.model.gpt import GPT
+from gtalib.model.user_variants import is_user_variant
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,6 +152,8 @@ def _plan(cfg: ModelConfig, tp: int, rank: int) -> ShardPlan | str:
         return ShardPlan(heads, kv_heads=kv)
     if v == "tpa":
         return ShardPlan(heads)
+    if is_user_variant(v):
+        return ShardPlan(heads) if tp == 1 else "a user's variant has no tensor-parallel rule"
     raise KeyError(f"no tensor-parallel rule for variant {v!r}")
 
 
@@ -221,6 +224,8 @@ def shard_attention(attn: Attention, tp: int, rank: int) -> Attention:
     cfg = attn.cfg
     p = shard_plan(cfg, tp, rank)
     s = copy.deepcopy(attn)
+    if is_user_variant(cfg.variant):  # tp=1 only (shard_plan): the copy is the whole layer
+        return s
     H_loc = len(p.heads)
     if isinstance(attn, LatentAttention):
         qk = attn.d_n + attn.d_r

@@ -14,6 +14,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from gtalib.model.user_variants import check_path, is_user_variant
+
 #: Canonical variant names, in the paper's table order.
 VARIANTS: tuple[str, ...] = (
     "mha", "mqa", "gqa", "mla", "mfa", "tpa", "gla-2", "gla-4", "gta", "mlra-2", "mlra-4",
@@ -104,18 +106,23 @@ def residual_init_scale(n_layer: int) -> float:
 
 def canonical_variant(name: str) -> str:
     """Map a user-typed variant name (any case, ``_`` or ``-``: ``MLRA_4``, ``mlra4``) to its
-    canonical form (``mlra-4``).
+    canonical form (``mlra-4``); a user's own variant, named by import path
+    (``"module.path:ClassName"``, :mod:`gtalib.model.user_variants`), is kept as typed.
 
     Raises:
-        KeyError: unknown name; the message lists the allowed variants.
+        KeyError: unknown name, or an import path of another form; the message lists the
+            allowed variants.
     """
     if not isinstance(name, str):
         raise KeyError(f"variant must be a string, one of {', '.join(VARIANTS)}; got {name!r}")
+    if is_user_variant(name):
+        return check_path(name)
     key = name.strip().lower().replace("_", "-")
     if key not in VARIANTS and key[-1:].isdigit() and "-" not in key:
         key = key[:-1] + "-" + key[-1]  # "mlra4" -> "mlra-4"
     if key not in VARIANTS:
-        raise KeyError(f"unknown variant {name!r}; allowed: {', '.join(VARIANTS)}")
+        raise KeyError(f"unknown variant {name!r}; allowed: {', '.join(VARIANTS)}, or an import "
+                       f"path 'module.path:ClassName'")
     return key
 
 
@@ -125,7 +132,11 @@ class ModelConfig:
 
     Shared sizes (every variant):
         variant: canonical name from :data:`VARIANTS` (any spelling accepted by
-            :func:`canonical_variant`).
+            :func:`canonical_variant`), or a user's own variant by import path
+            (``"module.path:ClassName"``, :mod:`gtalib.model.user_variants`).
+        variant_source: for a user's variant, the sha256 of its class's source
+            (:func:`gtalib.model.user_variants.source_hash`; filled on construction, kept when
+            given, as by a stored spec); ``None`` for the built-in variants.
         n_layer, d_model, n_head, head_dim: depth, width, query heads, per-head width ``d_h``.
         vocab_size: tokens in the (tied) embedding.
         block_size: longest sequence in tokens (size of the RoPE table).
@@ -163,7 +174,9 @@ class ModelConfig:
             refused; variant sizes and ``intermediate_size`` may be ``None``), ``gate`` or
             ``latent_scale`` not a ``bool`` (``"yes"``, ``1`` refused), ``rope_theta``/``init_std``
             not a finite positive number, ``init``/``attn_impl``/``head_multiplier`` not one of
-            the allowed values, ``latent_scale=False`` on a variant without latent scales.
+            the allowed values, ``latent_scale=False`` on a variant without latent scales; for a
+            user's variant (``"module:Class"``), one line saying why its class cannot be taken
+            (:func:`gtalib.model.user_variants.variant_class`).
     """
 
     variant: str = "mha"
@@ -193,9 +206,18 @@ class ModelConfig:
     rope_theta: float = 10000.0
     init_std: float = 0.02
     attn_impl: str = "auto"
+    variant_source: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "variant", canonical_variant(self.variant))
+        if is_user_variant(self.variant):
+            if self.variant_source is None:  # a new config: import the class and hash it
+                from gtalib.model.user_variants import source_hash, variant_class
+
+                object.__setattr__(self, "variant_source", source_hash(variant_class(self.variant)))
+        elif self.variant_source is not None:
+            raise ValueError(f"variant_source applies to a user's variant ('module:Class') only; "
+                             f"variant {self.variant!r} is built in: leave it None")
         for name in ("n_layer", "d_model", "n_head", "head_dim", "vocab_size", "block_size",
                      "gqa_group", "tpa_q_rank", "tpa_rank"):
             check_int("ModelConfig", name, getattr(self, name), 1)
@@ -271,6 +293,12 @@ class ModelConfig:
                 ``n_kv_head`` on MLA/TPA, ``qk_rope_head_dim != head_dim`` on MHA/GQA/MQA/TPA).
         """
         v, hd, d = self.variant, self.head_dim, self.d_model
+        if is_user_variant(v):  # a user's class reads the sizes it needs; none is derived
+            if self.head_multiplier != 1:
+                raise ValueError(f"head_multiplier=2 (double heads, KV cache unchanged) is not "
+                                 f"defined for a user's variant {v!r}: gtalib cannot know its "
+                                 f"cache; allowed: 1")
+            return self
         if self.head_multiplier == 2 and v in ("mha", "tpa"):
             raise ValueError(
                 f"head_multiplier=2 (double heads, KV cache unchanged) is not defined for {v!r}: "

@@ -44,6 +44,10 @@ Per device under TP degree ``t`` (the heads are sharded evenly, ``t`` must divid
 - TPA (no paper rule; derived): the head factors ``A_k, A_v`` (``H R`` each) shard with the heads,
   the token factors ``B_k, B_v`` (``R d_h`` each) are shared by all heads and replicated:
   ``2 (H R / t + R d_h)`` (Table-1 setting: 6/5/4.5/4.25 d_h).
+
+A user's own variant (``"module:Class"``, :mod:`gtalib.model.user_variants`) is counted from the
+cache tensors its class declares (``cache_shapes``; the class is built on the meta device, which
+holds no values), at TP degree 1 only: gtalib has no rule for sharding it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import math
 import torch
 
 from gtalib.model.config import LATENT_LAYOUT, VARIANTS, ModelConfig, canonical_variant
+from gtalib.model.user_variants import is_user_variant
 
 #: Tensor-parallel degrees of the paper's Table 1.
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
@@ -100,12 +105,21 @@ def kv_elems_per_device(cfg: ModelConfig, tp: int) -> int:
         Elements per token per layer per device (rules and the MLRA-2 choice in the module
         docstring; MLRA paper Table 1). ``tp=1`` gives :func:`kv_elems_per_token`.
     Raises:
-        ValueError: ``tp`` not a positive integer dividing ``n_head``.
+        ValueError: ``tp`` not a positive integer dividing ``n_head``; ``tp`` other than 1 for a
+            user's variant.
     """
     c = cfg.resolved()
     if not isinstance(tp, int) or tp <= 0 or c.n_head % tp:
         raise ValueError(f"tp must be a positive integer dividing n_head={c.n_head}, got tp={tp!r}")
     v, d_h = c.variant, c.head_dim
+    if is_user_variant(v):
+        if tp != 1:
+            raise ValueError(f"tp={tp}: a user's variant {v!r} has no tensor-parallel rule; "
+                             f"allowed: tp=1")
+        from gtalib.model.attention.base import build_attention
+
+        with torch.device("meta"):
+            return build_attention(c).kv_elems_per_token()
 
     def per_device(n: int) -> int:  # shards of n that one device must hold (replicated if n < tp)
         return math.ceil(n / tp)

@@ -86,7 +86,8 @@ def match_intermediate_size(
     if reference_intermediate_size is None:
         reference_intermediate_size = default_intermediate_size(cfg.d_model)
     # Only the shared sizes carry over: the reference derives its own variant sizes.
-    ref = cfg.replace(variant=reference, gate=False, head_multiplier=1, latent_scale=True,
+    ref = cfg.replace(variant=reference, variant_source=None, gate=False, head_multiplier=1,
+                      latent_scale=True,
                       intermediate_size=reference_intermediate_size,
                       **{name: None for name in VARIANT_SIZES})
     target = count_params(ref)["total"]

@@ -25,6 +25,7 @@ held-out set, filled on eval steps only) and ``val_loss/<source>`` per data sour
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -45,6 +46,29 @@ MODEL_MATH_VERSION = 1
 #: ModelConfig fields that do not change the result beyond floating-point rounding: which
 #: attention implementation computes the same function.
 _MODEL_NON_RESULT_FIELDS = frozenset({"attn_impl"})
+
+#: The fields a run id hashes whatever their value: those of ``ModelConfig`` and ``TrainConfig``
+#: when the hash was fixed (every run recorded in ``book/recorded/`` was named by them). A field
+#: added later is hashed only where its value differs from its default (:meth:`RunSpec.hash_payload`),
+#: so an option added with a default value (RoPE on or off, say) leaves every existing run id as
+#: it was. Never add a field to these sets: that would move every id.
+ALWAYS_HASHED_MODEL_FIELDS = frozenset({
+    "variant", "n_layer", "d_model", "n_head", "head_dim", "vocab_size", "block_size",
+    "intermediate_size", "n_kv_head", "gqa_group", "kv_lora_rank", "q_lora_rank",
+    "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "tpa_q_rank", "tpa_rank", "init",
+    "gate", "latent_scale", "head_multiplier", "rope_theta", "init_std"})
+ALWAYS_HASHED_TRAIN_FIELDS = frozenset({
+    "max_steps", "batch_size", "seq_len", "micro_batch_size", "lr", "min_lr_ratio",
+    "warmup_steps", "weight_decay", "beta1", "beta2", "eps", "grad_clip", "eval_every",
+    "eval_windows", "data_seed", "precision"})
+
+
+def _hashed_fields(config, always: frozenset, left_out: frozenset) -> dict:
+    """The fields of the dataclass ``config`` that a run id hashes: those in ``always``, and any
+    other whose value differs from the field's default; never those in ``left_out``."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    return {k: v for k, v in dataclasses.asdict(config).items()
+            if k not in left_out and (k in always or v != defaults[k])}
 
 
 class RunIncompleteError(RuntimeError):
@@ -120,10 +144,13 @@ class RunSpec:
         """What the run id hashes: the *resolved* model config (so spelling a derived size out or
         leaving it to the rules gives the same id), the training config without fields that do
         not change the result (checkpoint interval, loader workers), the data identity, the seed
-        and :data:`MODEL_MATH_VERSION`."""
-        model = {k: v for k, v in self.model.resolved().to_dict().items()
-                 if k not in _MODEL_NON_RESULT_FIELDS}
-        train = {k: v for k, v in self.train.to_dict().items() if k not in NON_RESULT_FIELDS}
+        and :data:`MODEL_MATH_VERSION`. Of either config, a field outside
+        :data:`ALWAYS_HASHED_MODEL_FIELDS` / :data:`ALWAYS_HASHED_TRAIN_FIELDS` (one added after
+        the hash was fixed) is left out while it has its default value, so adding an option with
+        a default keeps every run's id."""
+        model = _hashed_fields(self.model.resolved(), ALWAYS_HASHED_MODEL_FIELDS,
+                               _MODEL_NON_RESULT_FIELDS)
+        train = _hashed_fields(self.train, ALWAYS_HASHED_TRAIN_FIELDS, NON_RESULT_FIELDS)
         return {"model": model, "train": train, "data": self.data, "seed": self.seed,
                 "model_math_version": MODEL_MATH_VERSION}
 

@@ -32,11 +32,12 @@ def effect_of(options) -> float:
 
 
 def write_store(run_dir, preset: str, seeds: int, max_steps: int = 20, eval_every: int = 5,
-                tokens_per_step: int = 128) -> list:
-    """Write a finished synthetic run for every run the book needs; returns the RunRefs."""
+                tokens_per_step: int = 128, variants=()) -> list:
+    """Write a finished synthetic run for every run the book needs (with the user's own
+    ``variants`` beside the paper's); returns the RunRefs."""
     run_dir = Path(run_dir)
     data = synthetic_identity(preset)
-    refs = make_plan(preset, seeds).runs
+    refs = make_plan(preset, seeds, variants=variants).runs
     for ref in refs:
         spec = specs.run_spec(ref, preset, max_steps, data)
         path = run_dir / spec.run_id

@@ -16,6 +16,7 @@ module               what
 ``curve_features``   the curve figures read feature by feature; the data-order and joint-design tables
 ``verdict_parts``    the verdict lead's parts from those tables (feature counts, data-order sentence)
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
+``own_attention``    the page "Bring your own attention": the docs' class in the init figure at ci
 ``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)
 ``shared``           what one build computes once for all its pages: results, claims, derived tables
 ===================  ===============================================================================

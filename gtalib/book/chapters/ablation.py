@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 from matplotlib.lines import Line2D
@@ -45,22 +44,17 @@ from gtalib.book.analysis.curves import (
     auto_smoothing,
     delta_curves,
     final_deltas,
-    final_values,
     plateau_escape,
     seed_band,
 )
-from gtalib.book.analysis.sequential import holm_level, two_look_verdicts
+from gtalib.book.analysis.final_table import final_delta_table
 from gtalib.book.analysis.stats import (
     aggregate_verdicts,
-    delta_stats,
-    family_verdicts,
     final_table_words,
     interval_columns,
     near_zero_differences,
     near_zero_test,
-    pairs_needed_at,
     verdict_text,
-    visible_text,
 )
 from gtalib.book.analysis.style import (
     MIN_BAND_SEEDS,
@@ -71,8 +65,8 @@ from gtalib.book.analysis.style import (
     table_style,
     variant_style,
 )
-from gtalib.book.design.figures import ABLATIONS, ablation
-from gtalib.book.design.names import display_name
+from gtalib.book.design.figures import ABLATIONS, ablation, user_variant_refusal
+from gtalib.book.design.names import USER_COLORS, display_name, is_user_variant
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of, reads_joint
@@ -111,6 +105,17 @@ class AblationResult:
     #: (read at the page defaults within a build), else ``None``; the values computed from it
     #: are kept beside it (:func:`gtalib.book.chapters.shared.derived_file`)
     shared: Path | None = None
+    #: the user's own variants (``module:Class``) drawn beside the paper's: those with every
+    #: run done, their ΔL curves and band, and their final table, a Holm family of its own at
+    #: one look, each tested against the figure's expected sign. They are kept out of
+    #: :attr:`complete`, :attr:`curves` and :attr:`final`, which every claim reads.
+    user_complete: list = field(default_factory=list)
+    user_curves: pd.DataFrame = field(default_factory=pd.DataFrame)
+    user_band: pd.DataFrame = field(default_factory=pd.DataFrame)
+    user_final: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: the user's variants asked for that this figure leaves out → why, in one line
+    #: (:func:`gtalib.book.design.figures.user_variant_refusal`)
+    left_out: dict = field(default_factory=dict)
     #: pair k at initialisation seed k and data order k (the joint design,
     #: :func:`gtalib.book.design.seeds.reads_joint`); else every pair at data order 0
     joint: bool = False
@@ -167,24 +172,37 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
     refs = ((plan.one_order_refs if one_order else plan.figure_refs)[key] if variants is None
             else figure_runs(key, preset, seeds, variants, max_steps, joint=joint))
     col = collect_runs(refs, plan, run_dir, train=train, source=source)
-    ok, bad = complete_variants(col)
-    runs = col.runs[col.runs["variant"].isin(ok)] if len(col.runs) else col.runs
+    done, bad = complete_variants(col)
+    users = [v for v in done if is_user_variant(v)]
+    ok = [v for v in done if v not in users]
+    every = col.runs[col.runs["variant"].isin(done)] if len(col.runs) else col.runs
     if smoothing is None:
-        logged = runs.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
+        logged = every.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
         smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
-    curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
-    band = seed_band(curves, confidence)
     looks = looks_of(key, preset, seeds, max_steps, joint=joint)
-    final = final_delta_table(runs, {v: fig.paper_final(v) for v in ok}, confidence,
-                              final_column, looks) if len(runs) else pd.DataFrame()
-    if len(final):
-        pairs = col.pairs
-        final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
-                                for v in final.index]
+
+    def part(names, expected, looks):  # curves, band and final table of some variants
+        runs = every[every["variant"].isin(names)] if len(every) else every
+        curves = delta_curves(runs if len(runs) else col.runs.iloc[:0], curve_column, smoothing)
+        final = final_delta_table(runs, expected, confidence, final_column,
+                                  looks) if len(runs) else pd.DataFrame()
+        if len(final):
+            pairs = col.pairs
+            final["pair source"] = [pair_source_summary(pairs[pairs["variant"] == v])
+                                    for v in final.index]
+        return curves, seed_band(curves, confidence), final
+
+    curves, band, final = part(ok, {v: fig.paper_final(v) for v in ok}, looks)
+    # the user's variants: one family of their own, read once, against the figure's sign
+    u_curves, u_band, u_final = part(users, dict.fromkeys(users, float(fig.expected_sign)), ())
+    if len(u_final):
+        u_final["paper ΔL (≈)"] = math.nan  # no paper value: the sign tested is the figure's
     counts = figure_seeds(key, preset, seeds, variants, max_steps)
+    asked = [v for v in ([] if variants is None else variants) if is_user_variant(v)]
+    left_out = {v: user_variant_refusal(key, preset, v) for v in asked if v not in counts}
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
                           final, curve_column, final_column, tuple(counts), counts, looks, shared,
-                          joint)
+                          users, u_curves, u_band, u_final, left_out, joint)
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:
@@ -192,86 +210,6 @@ def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str 
     computed once for the pages that read them all (the claims page's two tables)."""
     return {key: ablation_result(key, plan, run_dir, confidence=confidence, source=source)
             for key in ABLATIONS}
-
-
-def final_delta_table(
-    runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss",
-    looks: tuple = (),
-) -> pd.DataFrame:
-    """The table under each ablation figure: final ΔL per variant with CI, what the seeds could
-    resolve (:func:`delta_stats`), the seed sd of one arm, the paper's ΔL and a verdict (the
-    figure's variants are one family, read at ``looks``: one look, Holm's procedure at
-    1 − ``confidence``; two, the group-sequential rule of
-    :func:`gtalib.book.analysis.sequential.two_look_verdicts`; default one look at the pairs
-    there are).
-
-    Args:
-        runs: runs frame with ``alt`` and ``rec`` arms.
-        paper_final: variant → the paper's final ΔL (nats); its sign is the paper's claim.
-    Returns:
-        DataFrame indexed by variant with columns ``seeds, step, tokens, ΔL, ΔL sd, CI low, CI
-        high, resolvable |ΔL|, pairs to resolve, seed sd, paper ΔL (≈), p, p (Holm), verdict,
-        one run shows it?`` (nats; ``seeds`` = number of pairs n; ``ΔL sd`` = the sample
-        standard deviation of the paired ΔL; ``resolvable |ΔL|`` = the interval's half-width,
-        ``pairs to resolve`` = the pairs whose t-test would reach the level this variant's
-        verdict uses, Holm's threshold for its rank at the last look
-        (:func:`gtalib.book.analysis.stats.pairs_needed_at`); ``seed sd`` = the larger of the
-        two arms' standard deviations of the final loss over seeds). With two looks also
-        ``p (look 1)``, ``level (look 1)``, ``look 1`` (the first look's verdict: *agrees*,
-        *differs* or *continue*) and ``decided at`` (pairs; 0: not decided).
-    """
-    finals = final_values(runs, column)
-    rows, paired = [], {}
-    for variant, at in final_deltas(runs, column).groupby("variant", sort=False):
-        paired[variant] = at.sort_values("seed")["delta"].to_numpy()
-        last = at["step"].iloc[0]
-        st = delta_stats(at["delta"], confidence)
-        f = finals[finals["variant"] == variant]
-        seed_sd = float(f.groupby("arm")["value"].std(ddof=1).max())
-        expected = paper_final.get(variant, math.nan)
-        rows.append((
-            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.sd, st.low, st.high,
-            st.resolvable, st.pairs_needed, seed_sd, expected,
-        ))
-    cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
-            "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
-    table = pd.DataFrame(rows, columns=cols).set_index("variant")
-    table["p"], table["p (Holm)"], one_look = family_verdicts(
-        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
-    alpha = 1 - confidence
-    looks = tuple(looks) or (int(table["seeds"].max()),)
-    if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
-        # one look at the pairs there are (a figure not yet complete at its last look included)
-        table["verdict"] = one_look
-        looks, seq = (int(table["seeds"].max()),), None
-    else:
-        seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
-                                1 - confidence)
-        table["verdict"] = [o["verdict"] for o in seq]
-        levels = seq[0]["level"]
-        table["p (look 1)"] = [o["p"][0] for o in seq]
-        table["level (look 1)"] = levels[0]
-        table["look 1"] = [o["interim"] for o in seq]
-        table["first pairs"] = looks[0]
-        table["decided at"] = [looks[o["look"] - 1] if o["look"] else 0 for o in seq]
-    # the level each row's verdict uses: Holm's threshold for its rank among the rows still
-    # open at the last look (a row decided at the first look: at that look)
-    last = table["p"].to_numpy(float)
-    open_ = np.ones(len(table), bool) if seq is None else np.array([o["look"] != 1 for o in seq])
-    need = []
-    for i, (m, s) in enumerate(zip(table["ΔL"], table["ΔL sd"])):
-        if seq is not None and not open_[i]:
-            p1 = np.array([o["p"][0] for o in seq])
-            rank = int((p1 < p1[i]).sum())
-            need.append(pairs_needed_at(m, s, holm_level(looks, alpha, len(seq) - rank, 0)))
-            continue
-        fam = last[open_]
-        rank = int((fam < last[i]).sum())
-        need.append(pairs_needed_at(m, s, holm_level(looks, alpha, max(1, len(fam) - rank), -1)))
-    table["pairs to resolve"] = need
-    table["one run shows it?"] = [visible_text(m, s) for m, s in
-                                  zip(table["ΔL"], table["seed sd"])]
-    return table
 
 
 def near_zero_claim(result, named: str) -> tuple[str, str]:
@@ -359,11 +297,13 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
         )
     else:
         fig = ax_ours.figure
-    curves, band = result.curves, result.band
+    # the user's variants' curves beside the paper's (an empty frame would turn dtypes to object)
+    curves, band = (pd.concat([a, b]) if len(b) else a for a, b in (
+        (result.curves, result.user_curves), (result.band, result.user_band)))
     div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
     shown, banded = [], False
-    for v in result.complete:
-        color = fig_spec.colors[v]
+    for v in (*result.complete, *result.user_complete):
+        color = variant_color(fig_spec, v, result.user_complete)
         for _, g in curves[curves["variant"] == v].groupby("seed"):
             ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.7, alpha=0.4)
             shown += list(g["delta"])
@@ -382,7 +322,7 @@ def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
     ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
     ax_ours.set_title(f"ours: {result.preset} preset, {seeds_text(result.seed_counts)}, "
                       f"{result.curve_column.replace('_', ' ')}", fontsize=10)
-    if result.complete:
+    if result.complete or result.user_complete:
         handles, _ = ax_ours.get_legend_handles_labels()
         handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
                     Line2D([], [], color="0.4", lw=2.2,
@@ -485,6 +425,27 @@ def ablation_caption(result) -> str:
     )
 
 
+def variant_color(fig_spec, variant: str, users=()) -> str:
+    """The colour of ``variant`` in ``fig_spec``'s figure: the paper's, and for a user's own
+    variant one of :data:`gtalib.book.design.names.USER_COLORS` by its place in ``users``."""
+    if variant in fig_spec.colors:
+        return fig_spec.colors[variant]
+    users = list(users)
+    return USER_COLORS[(users.index(variant) if variant in users else 0) % len(USER_COLORS)]
+
+
+def user_variants_words(result) -> str:
+    """The heading paragraph of the user's own variants on an ablation page: what they are
+    tested against and that they stay out of the paper's claims."""
+    names = and_join([display_name(v) for v in result.user_complete])
+    sign = "> 0" if ablation(result.key).expected_sign > 0 else "< 0"
+    return (f"### Your variants\n\n{names}: drawn beside the paper's variants above, with the "
+            f"same runs, seeds and arms, and tested whether ΔL {sign}, the sign the paper's claim "
+            f"expects, read once at the pairs there are. They form a Holm family of their own, "
+            f"apart from the paper's variants, and no claim of the paper (its verdicts, "
+            f"\"for all nine\") counts them.")
+
+
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """The final-ΔL table as printed: paper variant names, ΔL with its CI, the smallest
     resolvable |ΔL| and the pairs that would resolve the mean, and the verdict saying what could
@@ -508,6 +469,8 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         out.insert(len(out.columns) - 1, f"at {int(final['first pairs'].iloc[0])} pairs",
                    [f"{v} (p = {p:.2g})" for v, p in zip(final["look 1"], final["p (look 1)"])])
         out = out.rename(columns={"verdict": f"verdict at {int(final['seeds'].max())} pairs"})
+    if final["paper ΔL (≈)"].isna().all():  # the user's variants: no paper value
+        out = out.drop(columns="paper ΔL (≈)")
     out.index = [display_name(v) for v in final.index]
     out.index.name = "variant"
     return out
@@ -522,7 +485,7 @@ def seeds_paragraph(result) -> str:
     read = (f"read in two looks declared beforehand, at {looks[0]} and at {looks[-1]} pairs "
             f"(methods chapter, \"A second look\")" if len(looks) == 2 else
             "read once (methods chapter, \"Statistics\")")
-    m = len(result.variants)
+    m = len([v for v in result.variants if not is_user_variant(v)])
     return (f"**Seeds.** At the `{result.preset}` preset every variant runs {n}, both arms: one "
             f"n for the whole figure, fixed before the runs, {read}, and the verdicts adjust "
             f"for testing {plural(m, 'variant')} at once.")
@@ -550,6 +513,14 @@ def show_ablation(result, orders=None, features=None) -> None:
         if "pair source" in result.final:
             display(Markdown(pair_source_lines(dict(zip(
                 map(display_name, result.final.index), result.final["pair source"])))))
+    if result.left_out:
+        display(Markdown("**Your variants left out of this figure:** " + "; ".join(
+            f"{display_name(v)}: {why}" for v, why in result.left_out.items())))
+    if result.user_complete:
+        display(Markdown(user_variants_words(result)))
+        table = format_final_table(result.user_final, result.confidence)
+        display(table_style(table.style, prose=[c for c in table.columns
+                                                if c.startswith("verdict")]))
 
 
 def show_runs(result, params=None) -> None:

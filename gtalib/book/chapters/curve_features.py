@@ -43,8 +43,7 @@ from gtalib.book.chapters.ablation import ablation_result
 from gtalib.book.chapters.shared import derived_file, shared_value
 from gtalib.book.chapters.verdict_parts import is_joint, summary_counts
 from gtalib.book.design.figures import ablation, figure_variants
-from gtalib.book.design.names import display_name
-from gtalib.book.design.seeds import DATA_ORDERS_DECLARED
+from gtalib.book.design.names import display_name, is_user_variant
 from gtalib.training.runs import resolve_run_dir
 
 #: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
@@ -175,7 +174,8 @@ def _curve_features(result, entropy: float) -> CurveFeatures | None:
         out.append(ft.convergence(C, fig.paper_convergence(variants), conf))
         out.append(ft.order(F, [fig.paper_final(v) for v in variants], conf))
     p_holm, verdicts = ft.feature_verdicts(out, conf)
-    subset = set(result.variants or variants) != set(figure_variants(result.key, result.preset))
+    paper = [v for v in result.variants if not is_user_variant(v)]  # a user's are no subset
+    subset = set(paper or variants) != set(figure_variants(result.key, result.preset))
     return CurveFeatures(result.key, window, out, p_holm, verdicts,
                          {v: fig.paper_final(v) for v in variants}, conf, subset)
 
@@ -419,7 +419,7 @@ def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
     if key in plan.one_order_refs:
         return _joint_words(table, refs)
     if not refs:
-        declared = DATA_ORDERS_DECLARED.get(plan.preset, {}).get(key)
+        declared = ablation(key).data_orders_declared.get(plan.preset)
         why = (f"its pair at seed 0 is declared at data orders "
                f"{and_join(list(map(str, declared)))}, and the book reads such a set only once "
                f"every run of it is recorded, which this figure's is not" if declared else

@@ -31,7 +31,7 @@ from gtalib.book.analysis.style import plural, set_style, style_best, table_styl
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MLRA4_GATED_AVG_PPL
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import LOOKS, seeds_of
+from gtalib.book.design.seeds import ablation_looks, seeds_of
 
 
 def source_columns(runs: pd.DataFrame) -> list[str]:
@@ -224,7 +224,7 @@ def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
     shown = paper.copy()
     shown.index = [display_name(v) for v in shown.index]
     display(style_best(shown))
-    looks = LOOKS.get(main.preset)
+    looks = ablation_looks(main.preset)
     if looks:  # the ablation figures are read twice; this table is not (methods chapter)
         display(Markdown(
             f"This table runs {seeds_of('main', main.preset)} seeds per configuration. The "

@@ -26,7 +26,7 @@ from gtalib.book.design.paper import (
     PAPER_MATCHED_PARAMS_B,
     PAPER_PARAMS_B,
 )
-from gtalib.book.design.seeds import LOOKS
+from gtalib.book.design.seeds import ablation_looks
 from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
 
@@ -120,7 +120,7 @@ def facts() -> dict[str, str]:
         "wide_n_head": f"{wide_heads}",
         "wide_head_dim": f"{wide_hd}",
         # the claims page's statistics
-        "looks": " and then ".join(f"{n}" for n in LOOKS[PRESET]),
+        "looks": " and then ".join(f"{n}" for n in ablation_looks(PRESET)),
         "max_pairs": f"{MAX_PAIRS}",
     }
 

@@ -49,11 +49,11 @@ from gtalib.book.analysis.style import (
     table_style,
     variant_style,
 )
-from gtalib.book.design.figures import ablation, figure_variants
+from gtalib.book.design.figures import ablation, figure_spec, figure_variants
 from gtalib.book.design.ladder import depth_runs, ladder, ladder_params
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import FIXED, seeds_of
+from gtalib.book.design.seeds import seeds_of
 from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
 
@@ -481,7 +481,7 @@ def seeds_words(result) -> str:
              f"on a page that adjusts across fewer tests.")
     rungs, more = [], False
     for key, variants, depth, steps in shared_rungs(result):
-        own = FIXED.get(result.preset, {}).get(key)
+        own = figure_spec(key).seeds.get(result.preset)
         more |= own is not None and own > n
         names = and_join(display_name(v) for v in variants)
         rungs.append(f"{names}, {_LADDER_DELTA[(key, 'alt')]}, at {depth} layers and "

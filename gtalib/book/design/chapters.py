@@ -76,6 +76,11 @@ def chapters() -> tuple[Chapter, ...]:
                 summary="every claim with the paper's value, ours and a verdict, stated plainly "
                         "where they differ"),
         Chapter("reproduction", "Verdicts", notebook=False),
+        Chapter("own_attention", "Your own attention", figure=True,
+                title="Bring your own attention",
+                summary="an attention class of your own, by import path, in the initialisation "
+                        "figure at the ci preset beside the paper's variants, tested apart from "
+                        "its claims"),
     )
 
 

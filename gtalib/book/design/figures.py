@@ -11,8 +11,14 @@ argues against) and ``rec`` (the one it recommends). Its loss difference is alwa
     ΔL = L(alt) − L(rec)     (positive ⇒ the paper's recommended choice is better)
 
 computed from paired runs (same data order, same seed) on the same steps. The paper's other
-reference values are :mod:`gtalib.book.design.paper`; how many seeds each figure runs is
-:mod:`gtalib.book.design.seeds`. Reads :mod:`gtalib.book.design.names` and
+reference values are :mod:`gtalib.book.design.paper`.
+
+This is the one registry of per-figure facts: every figure's spec (:class:`Ablation`, and
+:class:`Table` for the main-results table and the scale ladder's axes) holds its seed counts and
+looks per preset, its data-order designs, its spot-checked variant. No other module keeps a
+table keyed by figure name; :mod:`gtalib.book.design.seeds` applies the seed policy to these
+fields, and its ``DATA_ORDERS``, ``DATA_ORDERS_DECLARED``, ``JOINT`` and ``JOINT_DECLARED`` are
+views of them (:func:`by_preset`). Reads :mod:`gtalib.book.design.names` and
 :mod:`gtalib.book.design.paper`.
 """
 
@@ -24,13 +30,25 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, lookup
+from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, is_user_variant, lookup
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MATCHED_PARAMS_B
 from gtalib.model.config import canonical_variant
 
 # ---------------------------------------------------------------------------------------------
 # Ablation figures
 # ---------------------------------------------------------------------------------------------
+
+def check_counts(key: str, name: str, counts: dict) -> None:
+    """Refuse a value of ``counts`` (a spec's per-preset field) that is not a positive integer.
+
+    Raises:
+        ValueError: naming the figure, the field and the value.
+    """
+    for where, n in counts.items():
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"figure {key!r}: {name}[{where!r}] must be a positive integer, "
+                             f"got {n!r}")
+
 
 @dataclass(frozen=True)
 class Ablation:
@@ -67,6 +85,33 @@ class Ablation:
             helps MLRA-2): their row's verdict tests the sign, as every row's does, and the
             claims page adds an equivalence test of the size
             (:func:`gtalib.book.chapters.ablation.near_zero_claim`).
+        expected_sign: the sign of ΔL the paper's claim expects (+1: its recommended arm is
+            better); a user's own variant, which has no paper value, is tested against it.
+
+    The design, per preset (fixed before any run it governs; :mod:`gtalib.book.design.seeds`):
+
+        seeds: preset → the seed pairs every variant runs at least (the book's count when it
+            asks for more; none: the book's count).
+        looks: preset → the pair counts at which the figure is read, when it runs exactly the
+            last of them (a group-sequential design, :mod:`gtalib.book.analysis.sequential`).
+        data_orders_declared: preset → the data orders (``TrainConfig.data_seed``) at which the
+            pair at seed :data:`~gtalib.book.design.seeds.DATA_ORDER_SEED` of every variant is
+            repeated, both arms (docs/methods: "Data order").
+        data_orders: preset → the data orders the book reads: a figure's set enters only once
+            all of its runs are recorded, so that the default book reads them.
+        joint_declared: preset → ``n``: pair ``k`` (k = 0…n−1) of every variant trains both arms
+            at initialisation seed ``k`` and data order ``k`` (the joint design).
+        joint: preset → the ``n`` of :attr:`joint_declared` that the book reads (once all of
+            its runs are recorded).
+        spot_check: preset → the variant whose seed-0 pair every default book trains first
+            (:mod:`gtalib.book.design.spot_check`); a preset that declares a set but not this
+            figure's checks its first variant.
+
+    Raises:
+        ValueError: a count that is not a positive integer, data orders that are not positive
+            integers, a figure read at orders it does not declare, or a spot-checked variant the
+            figure does not show at that preset (the message names the field and the allowed
+            values).
     """
 
     key: str
@@ -90,6 +135,32 @@ class Ablation:
     slowest_fall: str | None = None
     lowest_end: str | None = None
     near_zero: tuple[str, ...] = ()
+    expected_sign: int = 1
+    seeds: dict = field(default_factory=dict)
+    looks: dict = field(default_factory=dict)
+    data_orders_declared: dict = field(default_factory=dict)
+    data_orders: dict = field(default_factory=dict)
+    joint_declared: dict = field(default_factory=dict)
+    joint: dict = field(default_factory=dict)
+    spot_check: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_counts(self.key, "seeds", self.seeds)
+        check_counts(self.key, "joint_declared", self.joint_declared)
+        check_counts(self.key, "joint", self.joint)
+        for preset, looks in self.looks.items():
+            if not (isinstance(looks, tuple) and looks and list(looks) == sorted(set(looks))):
+                raise ValueError(f"figure {self.key!r}: looks[{preset!r}] must be a tuple of "
+                                 f"increasing counts, got {looks!r}")
+            check_counts(self.key, f"looks[{preset!r}]", dict(enumerate(looks)))
+        for name in ("data_orders_declared", "data_orders"):
+            for preset, orders in getattr(self, name).items():
+                check_counts(self.key, f"{name}[{preset!r}]", dict(enumerate(orders)))
+        for preset, variant in self.spot_check.items():
+            allowed = self.ci_variants if preset == "ci" else self.variants
+            if variant not in allowed:
+                raise ValueError(f"figure {self.key!r}: spot_check[{preset!r}] = {variant!r} is "
+                                 f"not shown at {preset!r}; allowed: {', '.join(allowed)}")
 
     @property
     def heading(self) -> str:
@@ -177,6 +248,15 @@ ABLATIONS: dict[str, Ablation] = {
             ranking=("tpa", "TPA gains most from zero init (its ΔL minus the next largest)"),
             top_curve="tpa",
             slowest_fall="gta",
+            seeds={"cpu": 10},
+            looks={"cpu": (5, 10)},
+            # at ci the pair runs at two more data orders and in the joint design, so that every
+            # test build goes through both paths
+            data_orders_declared={"cpu": (1, 2, 3, 4)},
+            data_orders={"cpu": (1, 2, 3, 4), "ci": (1, 2)},
+            joint_declared={"cpu": 10, "ci": 2},
+            joint={"ci": 2},
+            spot_check={"cpu": "mha", "gpu": "mha", "ci": "gqa"},
         ),
         Ablation(
             key="gate",
@@ -211,6 +291,13 @@ ABLATIONS: dict[str, Ablation] = {
             ranking=("gqa", "GQA gains most from the gate (its ΔL minus the next largest)"),
             top_curve="gqa",
             lowest_end="mlra-4",
+            seeds={"cpu": 10},
+            looks={"cpu": (5, 10)},
+            data_orders_declared={"cpu": (1, 2, 3, 4)},
+            data_orders={"cpu": (1, 2, 3, 4)},
+            joint_declared={"cpu": 10},
+            # the cheapest of the gating figure's 1000-step pairs at cpu
+            spot_check={"cpu": "gla-2", "gpu": "gla-2", "ci": "mla"},
         ),
         Ablation(
             key="latent_scale",
@@ -229,6 +316,9 @@ ABLATIONS: dict[str, Ablation] = {
             summary="the latent scaling constants",
             claim_value="ΔL > 0 for MLA, GLA-2; ≈ 0 for MLRA-2",
             near_zero=("mlra-2",),
+            seeds={"cpu": 10},
+            looks={"cpu": (5, 10)},
+            spot_check={"cpu": "mlra-2", "gpu": "mlra-2", "ci": "gla-2"},
         ),
         Ablation(
             key="double_heads",
@@ -247,6 +337,9 @@ ABLATIONS: dict[str, Ablation] = {
             notebook="double_heads",
             summary="doubled heads",
             claim_value="ΔL > 0 for GQA, MLA, GLA-2",
+            seeds={"cpu": 10},
+            looks={"cpu": (5, 10)},
+            spot_check={"cpu": "gqa", "gpu": "gqa", "ci": "gqa"},
         ),
     )
 }
@@ -261,28 +354,105 @@ def ablation(key: str) -> Ablation:
     return lookup(ABLATIONS, key, f"unknown figure {key!r}; allowed")
 
 
+@dataclass(frozen=True)
+class Table:
+    """A figure that is no ablation: the main-results table (``"main"``) or an axis of the scale
+    ladder (``"ladder"``: depth and length; ``"ladder_width"``: width; their runs are
+    :mod:`gtalib.book.design.ladder`'s).
+
+    Attributes:
+        key: its id (``"main"``, ``"ladder"``, ``"ladder_width"``).
+        seeds: preset → seeds per configuration: the main table runs at least this many (the
+            book's count when it asks for more); a ladder axis exactly this many, the count its
+            runs were recorded at, and exists only at these presets.
+        spot_check: preset → the variant whose seed-0 run every default book trains first.
+        configs, ci_configs: the main table's configurations, ``(variant, options)``, at every
+            preset but ``ci`` and at ``ci``.
+
+    Raises:
+        ValueError: a count that is not a positive integer, or a spot-checked variant the table
+            does not show at that preset.
+    """
+
+    key: str
+    seeds: dict = field(default_factory=dict)
+    spot_check: dict = field(default_factory=dict)
+    configs: tuple = ()
+    ci_configs: tuple = ()
+
+    def __post_init__(self):
+        check_counts(self.key, "seeds", self.seeds)
+        for preset, variant in self.spot_check.items():
+            allowed = tuple(dict.fromkeys(v for v, _ in (
+                self.ci_configs if preset == "ci" else self.configs)))
+            if variant not in allowed:
+                raise ValueError(f"figure {self.key!r}: spot_check[{preset!r}] = {variant!r} is "
+                                 f"not shown at {preset!r}; allowed: {', '.join(allowed)}")
+
+
 #: The main-results table: all eleven variants at the default options (zero init, no gate,
-#: latent scale on, 1× heads), plus gated MLRA-4 (docs/paper_values.md "Main results" and gating table).
-MAIN_CONFIGS: tuple[tuple[str, dict], ...] = tuple(
-    (v, {}) for v in PAPER_MAIN_PPL.index
-) + (("mlra-4", {"gate": True}),)
-#: Main-results subset at the ``ci`` preset: configurations the ci ablations already train.
-MAIN_CI_CONFIGS: tuple[tuple[str, dict], ...] = (("gqa", {}), ("mla", {}), ("gla-2", {}))
+#: latent scale on, 1× heads), plus gated MLRA-4 (docs/paper_values.md "Main results" and gating
+#: table); at ``ci`` the configurations the ci ablations already train. 5 seeds at ``cpu``.
+MAIN = Table(
+    key="main",
+    seeds={"cpu": 5},
+    spot_check={"cpu": "mha", "gpu": "mha", "ci": "gqa"},
+    configs=tuple((v, {}) for v in PAPER_MAIN_PPL.index) + (("mlra-4", {"gate": True}),),
+    ci_configs=(("gqa", {}), ("mla", {}), ("gla-2", {})),
+)
+
+#: The tables, by key: the main table and the scale ladder's two axes (3 seeds per depth and
+#: length, 5 per width at ``cpu``; 2 each at ``ci``).
+TABLES: dict[str, Table] = {t.key: t for t in (
+    MAIN,
+    Table(key="ladder", seeds={"cpu": 3, "ci": 2}),
+    Table(key="ladder_width", seeds={"cpu": 5, "ci": 2}),
+)}
+
+
+def figure_spec(key: str) -> Ablation | Table:
+    """The spec of figure ``key``: an ablation (:data:`ABLATIONS`, read at call time) or a
+    table (:data:`TABLES`).
+
+    Raises:
+        KeyError: unknown key; the message lists the allowed keys.
+    """
+    return lookup({**ABLATIONS, **TABLES}, key, f"unknown figure {key!r}; allowed")
+
+
+def by_preset(name: str, keys=None) -> dict[str, dict]:
+    """A view of the specs' field ``name`` (a preset → value dict) turned around: preset →
+    figure key → value, for the figures ``keys`` (default: every ablation, then the tables
+    that have the field), each preset in the order the specs first name it."""
+    specs = {**ABLATIONS, **TABLES} if keys is None else {k: figure_spec(k) for k in keys}
+    out: dict[str, dict] = {}
+    for key, spec in specs.items():
+        for preset, value in getattr(spec, name, {}).items():
+            out.setdefault(preset, {})[key] = value
+    return out
 
 
 def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
-    """The variants a figure shows at ``preset``: ``variants`` if given (validated against the
-    figure's own list), the small ``ci_variants`` subset at the ``ci`` preset, else all of the
-    paper's.
+    """The variants a figure shows at ``preset``: of the paper's, those ``variants`` names
+    (validated against the figure's own list), else the small ``ci_variants`` subset at the
+    ``ci`` preset, else all; then the user's own variants that ``variants`` names by import path
+    (``module:Class``) and that can take both of the figure's arms
+    (:func:`user_variant_refusal`), in the order given.
 
     Raises:
-        KeyError: a requested variant that the paper's figure does not contain.
+        KeyError: a requested variant that the paper's figure does not contain, or an import
+            path of another form than ``module:Class``.
     """
     fig = ablation(key)
     if variants is None:
         return fig.ci_variants if preset == "ci" else fig.variants
     if isinstance(variants, str):
         variants = [v.strip() for v in variants.split(",") if v.strip()]
+    users = tuple(dict.fromkeys(canonical_variant(v) for v in variants if is_user_variant(v)))
+    users = tuple(v for v in users if user_variant_refusal(key, preset, v) is None)
+    variants = [v for v in variants if not is_user_variant(v)]
+    if not variants:
+        return (*figure_variants(key, preset), *users)
     out = []
     for v in variants:
         try:
@@ -294,12 +464,27 @@ def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
                 f"variant {v!r} is not in the {key} figure; allowed: {', '.join(fig.variants)}"
             )
         out.append(cv)
-    return tuple(out)
+    return (*out, *users)
+
+
+def user_variant_refusal(key: str, preset: str, variant: str) -> str | None:
+    """Why the user's variant ``variant`` (``module:Class``) cannot join ablation ``key`` at
+    ``preset``, in one line (its class does not import, cannot be parameter-matched, or refuses
+    one of the figure's arms, as the model layer says), or ``None`` when it can."""
+    from gtalib.model.presets import model_config
+
+    fig = ablation(key)
+    for arm in (fig.alt, fig.rec):
+        try:
+            model_config(preset, variant, **arm)
+        except (KeyError, ValueError) as exc:
+            return str(exc.args[0])
+    return None
 
 
 def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
     """Configurations of the main-results table at ``preset`` (all twelve, or the ci subset)."""
-    return MAIN_CI_CONFIGS if preset == "ci" else MAIN_CONFIGS
+    return TABLES["main"].ci_configs if preset == "ci" else TABLES["main"].configs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,12 +32,26 @@ DISPLAY = {
 
 
 
+#: Colours of a user's own variants (``module:Class``), in the order they are given: none of
+#: them is a colour of the paper's figures.
+USER_COLORS = ("black", "tab:olive", "tab:cyan", "darkgoldenrod", "indigo")
+
+
+def is_user_variant(variant) -> bool:
+    """Whether ``variant`` is a user's own, named by import path ``module:Class``
+    (:mod:`gtalib.model.user_variants`) rather than one of the paper's."""
+    return isinstance(variant, str) and ":" in variant
+
+
 def display_name(variant: str) -> str:
-    """The paper's spelling of a canonical variant name (``"mlra-4"`` → ``"MLRA-4"``).
+    """The paper's spelling of a canonical variant name (``"mlra-4"`` → ``"MLRA-4"``); a user's
+    variant (``"my_attention:NoPE"``) by its class name (``"NoPE"``).
 
     Raises:
         KeyError: unknown variant; the message lists the known ones.
     """
+    if is_user_variant(variant):
+        return variant.rpartition(":")[2]
     return lookup(DISPLAY, variant, f"unknown variant {variant!r}; known")
 
 

@@ -24,6 +24,7 @@ from gtalib.book.design import run_specs as specs
 from gtalib.book.design.chapters import notebooks as chapter_notebooks
 from gtalib.book.design.chapters import reads
 from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.names import is_user_variant
 from gtalib.book.design.ladder import ladder_runs
 from gtalib.book.design.run_specs import data_order_runs, figure_runs, main_runs, preset_tokenizer
 from gtalib.book.design.seeds import LADDER_KEYS, reads_joint
@@ -52,6 +53,10 @@ class Plan:
         one_order_refs: per ablation key read in the joint design
             (:func:`gtalib.book.design.seeds.reads_joint`), its one-order pairs (every pair at
             data order 0), read beside the joint pairs; empty for the other figures.
+        user_variants: the user's own variants (``module:Class``) drawn beside the paper's in
+            every ablation figure whose arms they can take
+            (:func:`gtalib.book.design.figures.figure_variants`); their runs are in
+            :attr:`figure_refs`.
     """
 
     preset: str
@@ -64,6 +69,7 @@ class Plan:
     notebooks: tuple[str, ...] = ()
     data_order_refs: dict = field(default_factory=dict)
     one_order_refs: dict = field(default_factory=dict)
+    user_variants: tuple = ()
     _data: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -127,7 +133,7 @@ class Plan:
         """
         if seeds == self.seeds and not isinstance(seeds, bool) and self.max_steps is None:
             return self
-        return make_plan(self.preset, seeds, None, self.notebooks)
+        return make_plan(self.preset, seeds, None, self.notebooks, self.user_variants)
 
     def of_chapter(self, notebook: str) -> "Plan":
         """The plan of one of this plan's chapters alone: the runs and the ladder it reads.
@@ -138,17 +144,24 @@ class Plan:
         if notebook not in self.notebooks:
             raise KeyError(f"notebook {notebook!r} is not in this plan; its chapters: "
                            f"{', '.join(self.notebooks)}")
-        return make_plan(self.preset, self.seeds, self.max_steps, (notebook,))
+        return make_plan(self.preset, self.seeds, self.max_steps, (notebook,), self.user_variants)
 
 
-def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
+def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None, variants=()) -> Plan:
     """Resolve ``preset`` once (see :class:`Plan`); ``notebooks``: the chapters to execute
-    (default: every notebook chapter, :func:`gtalib.book.design.chapters.notebooks`).
+    (default: every notebook chapter, :func:`gtalib.book.design.chapters.notebooks`);
+    ``variants``: the user's own variants (``module:Class``) to draw beside the paper's.
 
     Raises:
-        KeyError: unknown preset or notebook (lists the allowed ones).
+        KeyError: unknown preset or notebook (lists the allowed ones), or a variant in
+            ``variants`` that is no import path (the paper's variants are always shown).
         ValueError: ``seeds`` or ``max_steps`` not a positive integer.
     """
+    variants = tuple(dict.fromkeys(variants))
+    builtin = [v for v in variants if not is_user_variant(v)]
+    if builtin:
+        raise KeyError(f"variants {builtin} are not a user's variants (module:Class); the "
+                       f"paper's variants are always shown")
 
     if preset not in PRESETS:
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
@@ -160,7 +173,7 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
     if unknown:
         raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(allowed)}")
     notebooks = tuple(n for n in allowed if n in notebooks)  # book order, each once
-    refs = {k: tuple(figure_runs(k, preset, seeds, max_steps=max_steps))
+    refs = {k: tuple(figure_runs(k, preset, seeds, variants or None, max_steps))
             for k in ABLATIONS}
     refs["main"] = tuple(main_runs(preset, seeds, max_steps))
     read = reads(notebooks)
@@ -171,4 +184,4 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None) -> Plan:
                  if reads_joint(k, preset, max_steps)}
     return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
                 specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks),
-                {k: r for k, r in orders.items() if r}, one_order)
+                {k: r for k, r in orders.items() if r}, one_order, variants)

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from gtalib.book.design.figures import ablation, figure_variants, main_configs
 from gtalib.book.design.names import canonical_options, config_label, option_pairs
-from gtalib.book.design.seeds import (DATA_ORDER_SEED, DATA_ORDERS, figure_seeds, reads_joint,
-                                      seeds_of)
+from gtalib.book.design.seeds import DATA_ORDER_SEED, figure_seeds, reads_joint, seeds_of
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training import runs
 from gtalib.training.config import train_config
@@ -77,8 +76,8 @@ def figure_runs(key: str, preset: str, seeds: int, variants=None, max_steps=None
 def data_order_runs(key: str, preset: str, orders=None, max_steps=None) -> list[RunRef]:
     """The data-order runs of ablation figure ``key``: both arms of each variant at the
     initialisation seed :data:`~gtalib.book.design.seeds.DATA_ORDER_SEED` and each data order of
-    ``orders`` (default :data:`~gtalib.book.design.seeds.DATA_ORDERS` of ``preset``; none where
-    it declares none, or when the book overrides the length, since they are recorded at the
+    ``orders`` (default the figure's :attr:`~gtalib.book.design.figures.Ablation.data_orders` at
+    ``preset``; none where it has none, or when the book overrides the length, since they are recorded at the
     figure's own length). Each is the figure's own run with ``data_seed`` set.
 
     Raises:
@@ -86,7 +85,7 @@ def data_order_runs(key: str, preset: str, orders=None, max_steps=None) -> list[
     """
     fig = ablation(key)
     if orders is None:
-        orders = DATA_ORDERS.get(preset, {}).get(key, ())
+        orders = fig.data_orders.get(preset, ())
     if max_steps is not None:
         return []
     base = dict(fig.train.get(preset, ()))
@@ -101,7 +100,7 @@ def data_order_runs(key: str, preset: str, orders=None, max_steps=None) -> list[
 
 def joint_runs(key: str, preset: str, pairs: int, variants=None) -> list[RunRef]:
     """The joint-design runs of ablation figure ``key``
-    (:data:`~gtalib.book.design.seeds.JOINT_DECLARED`): both arms of each variant (default the
+    (:attr:`~gtalib.book.design.figures.Ablation.joint_declared`): both arms of each variant (default the
     figure's at ``preset``) for pairs ``k = 0…pairs−1``, pair ``k`` at initialisation seed ``k``
     and data order ``k`` at the figure's own training length; pair 0 is the figure's own run at
     seed 0, data order 0.

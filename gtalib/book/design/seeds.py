@@ -1,5 +1,6 @@
-"""The book's seed policy: how many seeds each figure and table runs at each preset
-(:data:`FIXED`) and at which pair counts the ablation figures are read (:data:`LOOKS`).
+"""The book's seed policy: how many seeds each figure and table runs at each preset and at
+which pair counts the ablation figures are read, from the fields ``seeds`` and ``looks`` of each
+figure's spec (:mod:`gtalib.book.design.figures`, the one registry of per-figure facts).
 
 Every count is fixed before the runs it governs and is the same for every variant of a figure and
 for both arms of its ΔL pairs (a pair is one seed). A figure never gets more seeds because one of
@@ -18,7 +19,7 @@ Everything that needs a seed count reads it here: the runs each figure enumerate
 
 from __future__ import annotations
 
-from gtalib.book.design.figures import ABLATIONS, figure_variants
+from gtalib.book.design.figures import ABLATIONS, TABLES, by_preset, figure_spec, figure_variants
 from gtalib.book.design.names import and_join
 
 #: Seeds per configuration when the book is asked for none (``gtalib book --seeds``).
@@ -27,72 +28,46 @@ DEFAULT_SEEDS = 3
 #: The scale ladder's axes: counts of recorded runs, shown as recorded whatever the book asks.
 LADDER_KEYS = ("ladder", "ladder_width")
 
-#: Per preset, the seeds each figure runs (ablation key, ``"main"`` for the main-results table,
-#: :data:`LADDER_KEYS` for the scale ladder's depth/length axes and its width axis). An ablation
-#: figure or the main table runs the larger of this and the book's count; a ladder axis runs
-#: exactly this. At ``cpu`` the ablation figures run 10 pairs, read in two looks
-#: (:data:`LOOKS`); the main table 5; the ladder 3 per depth and length, 5 per width. A figure
-#: is raised to its second look's count only once all of its new runs are recorded, so that the
-#: default book reads them instead of training them.
-FIXED: dict[str, dict[str, int]] = {
-    "cpu": {"init": 10, "gate": 10, "latent_scale": 10, "double_heads": 10, "main": 5,
-            "ladder": 3, "ladder_width": 5},
-    "ci": {"ladder": 2, "ladder_width": 2},
-}
-
-
-#: Per preset, the pair counts at which the ablation figures are read: at ``cpu`` a first look
-#: at 5 pairs and a second at 10 (a group-sequential design,
-#: :mod:`gtalib.book.analysis.sequential`). The book's ablation figures were read at 5 pairs
-#: first; the second look was declared, for every variant of all four figures whatever its
-#: verdict, before any of seeds 5–9 was read. A figure read at any other count has one look.
-LOOKS: dict[str, tuple[int, ...]] = {"cpu": (5, 10)}
-
-
-#: The initialisation seed of the pair that the data-order design repeats (:data:`DATA_ORDERS`).
+#: The initialisation seed of the pair that the data-order design repeats
+#: (:attr:`~gtalib.book.design.figures.Ablation.data_orders`).
 DATA_ORDER_SEED = 0
 
+# Views of the figure specs' design fields (gtalib.book.design.figures; the specs are the one
+# place they are kept), preset -> figure key -> value, as of import; the book's own code reads
+# the specs, so that a figure added at run time is seen.
+
 #: Per preset, the curve figures whose pair at :data:`DATA_ORDER_SEED` is repeated at other data
-#: orders (``TrainConfig.data_seed``; the figures' other runs read data order 0), both arms of
-#: every variant: the spread of ΔL over data orders, set beside the spread over initialisation
-#: seeds (docs/methods: "Data order"). Fixed before any of these runs was read. A figure enters
-#: this table only once all of its data-order runs are recorded, so that the default book reads
-#: them; :data:`DATA_ORDERS_DECLARED` holds the whole declared design, recorded or not.
-#: At ``ci`` the initialisation figure's pair runs at two more data orders, so that every
-#: test build goes through the whole data-order path.
-DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = {"cpu": {"init": (1, 2, 3, 4),
-                                                               "gate": (1, 2, 3, 4)},
-                                                       "ci": {"init": (1, 2)}}
+#: orders and read by the book (:attr:`Ablation.data_orders
+#: <gtalib.book.design.figures.Ablation.data_orders>`).
+DATA_ORDERS: dict[str, dict[str, tuple[int, ...]]] = by_preset("data_orders")
 
-#: The whole data-order design, declared before its first run: data orders 1–4 of the pair at
-#: :data:`DATA_ORDER_SEED` of every variant of the initialisation and gating figures.
-DATA_ORDERS_DECLARED: dict[str, dict[str, tuple[int, ...]]] = {
-    "cpu": {"init": (1, 2, 3, 4), "gate": (1, 2, 3, 4)}}
-
+#: The whole data-order design, declared before its first run (:attr:`Ablation.data_orders_declared
+#: <gtalib.book.design.figures.Ablation.data_orders_declared>`).
+DATA_ORDERS_DECLARED: dict[str, dict[str, tuple[int, ...]]] = by_preset("data_orders_declared")
 
 #: The joint design (declared 2026-12-05, before any of its new runs was read): per preset, the
 #: curve figures whose pair ``k`` (k = 0…n−1) trains both arms at initialisation seed ``k`` *and*
-#: data order ``k``, so that the data order's variance averages down with the number of pairs as
-#: the seed's does (Bouthillier et al. 2021, *Accounting for Variance in Machine Learning
-#: Benchmarks*, MLSys; the MultiBERTs, Sellam et al. 2022, vary both in every checkpoint). Both
-#: arms of a pair share seed and order, so the pairing holds; pair 0 is the figure's pair at
-#: seed 0 and data order 0. Read at one look, at ``n`` pairs. At ``ci`` the initialisation
-#: figure's pairs run at distinct orders too, so every test build goes through this path.
-JOINT_DECLARED: dict[str, dict[str, int]] = {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
+#: data order ``k`` (:attr:`Ablation.joint_declared
+#: <gtalib.book.design.figures.Ablation.joint_declared>`; Bouthillier et al. 2021, *Accounting
+#: for Variance in Machine Learning Benchmarks*, MLSys; the MultiBERTs, Sellam et al. 2022).
+JOINT_DECLARED: dict[str, dict[str, int]] = by_preset("joint_declared")
 
-#: Per preset, the figures of :data:`JOINT_DECLARED` that the book reads in the joint design
-#: (their :attr:`~gtalib.book.design.plan.Plan.figure_refs` are
+#: The figures of :data:`JOINT_DECLARED` that the book reads in the joint design
+#: (:attr:`Ablation.joint <gtalib.book.design.figures.Ablation.joint>`): every preset of the
+#: declared design, with the figures already switched. Their
+#: :attr:`~gtalib.book.design.plan.Plan.figure_refs` are
 #: :func:`~gtalib.book.design.run_specs.joint_runs`, read at one look; their one-order pairs and
-#: data-order repeats stay read beside them, at data order 0). A figure switches only once every
-#: one of its joint runs is recorded, so the default book never trains them.
-JOINT: dict[str, tuple[str, ...]] = {"cpu": (), "ci": ("init",)}
+#: data-order repeats stay read beside them. A figure switches only once every one of its joint
+#: runs is recorded, so the default book never trains them.
+JOINT: dict[str, dict[str, int]] = {p: by_preset("joint").get(p, {})
+                                    for p in {**JOINT_DECLARED, **by_preset("joint")}}
 
 
 def reads_joint(key: str, preset: str, max_steps=None) -> bool:
-    """Whether figure ``key`` is read in the joint design at ``preset`` (:data:`JOINT`); never
-    under a book-wide length override, since the joint runs are recorded at the figure's own
-    length."""
-    return max_steps is None and key in JOINT.get(preset, ())
+    """Whether figure ``key`` is read in the joint design at ``preset`` (its spec's
+    :attr:`~gtalib.book.design.figures.Ablation.joint`); never under a book-wide length
+    override, since the joint runs are recorded at the figure's own length."""
+    return max_steps is None and key in ABLATIONS and preset in ABLATIONS[key].joint
 
 
 def _check_count(name: str, n) -> None:
@@ -100,46 +75,26 @@ def _check_count(name: str, n) -> None:
         raise ValueError(f"{name} must be a positive integer, got {n!r}")
 
 
-def check_table(table: dict) -> None:
-    """Check a table shaped like :data:`FIXED`.
-
-    Raises:
-        KeyError: a figure key that is none of the ablations, ``"main"`` or :data:`LADDER_KEYS`.
-        ValueError: a count that is not a positive integer.
-    """
-    allowed = (*ABLATIONS, "main", *LADDER_KEYS)
-    for preset, counts in table.items():
-        for key, n in counts.items():
-            if key not in allowed:
-                raise KeyError(f"seed table: unknown figure {key!r} at {preset!r}; allowed: "
-                               f"{', '.join(allowed)}")
-            _check_count(f"seed table [{preset!r}][{key!r}]", n)
-
-
-check_table(FIXED)
-
-
 def seeds_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None) -> int:
     """The seeds figure ``key`` runs at ``preset`` when the book asks for ``seeds``.
 
-    An ablation figure or ``"main"``: the larger of ``seeds`` and :data:`FIXED`'s count, which is
-    the figure's design at the preset's own length, so a book-wide ``max_steps`` override falls
-    back to ``seeds``. A ladder axis (:data:`LADDER_KEYS`): its recorded count.
+    An ablation figure or ``"main"``: the larger of ``seeds`` and its spec's ``seeds`` count,
+    which is the figure's design at the preset's own length, so a book-wide ``max_steps``
+    override falls back to ``seeds``. A ladder axis (:data:`LADDER_KEYS`): its recorded count.
 
     Raises:
         ValueError: ``seeds`` not a positive integer.
         KeyError: unknown figure key, or a ladder key at a preset without a ladder.
     """
     if key in LADDER_KEYS:
-        counts = FIXED.get(preset, {})
-        if key not in counts:
-            have = [p for p, c in FIXED.items() if key in c]
-            raise KeyError(f"preset {preset!r} has no scale ladder; allowed: {', '.join(have)}")
-        return counts[key]
+        counts = TABLES[key].seeds
+        if preset not in counts:
+            raise KeyError(f"preset {preset!r} has no scale ladder; allowed: {', '.join(counts)}")
+        return counts[preset]
     _check_count("seeds", seeds)
     if key not in ABLATIONS and key != "main":
         raise KeyError(f"unknown figure {key!r}; allowed: {', '.join([*ABLATIONS, 'main'])}")
-    return max(seeds, FIXED.get(preset, {}).get(key, 0)) if max_steps is None else seeds
+    return max(seeds, figure_spec(key).seeds.get(preset, 0)) if max_steps is None else seeds
 
 
 def counts_words(preset: str, seeds: int, max_steps=None) -> str | None:
@@ -175,8 +130,8 @@ def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None,
              joint: bool | None = None) -> tuple[int, ...]:
     """The pair counts at which figure ``key`` is read: one look at the count it runs
     (:func:`seeds_of`) in the joint design (``joint``; default :func:`reads_joint`, declared
-    with one look), else :data:`LOOKS` of ``preset`` for an ablation figure that runs exactly
-    its last look's count, else one look.
+    with one look), else its spec's ``looks`` at ``preset`` for an ablation figure that runs
+    exactly its last look's count, else one look at the count it runs.
 
     Raises:
         as :func:`seeds_of`.
@@ -184,8 +139,16 @@ def looks_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None,
     n = seeds_of(key, preset, seeds, max_steps)
     if joint is None:
         joint = reads_joint(key, preset, max_steps)
-    looks = () if joint else LOOKS.get(preset, ())
-    return looks if key in ABLATIONS and looks and looks[-1] == n else (n,)
+    looks = ABLATIONS[key].looks.get(preset, ()) if key in ABLATIONS and not joint else ()
+    return looks if looks and looks[-1] == n else (n,)
+
+
+def ablation_looks(preset: str) -> tuple[int, ...]:
+    """The looks the ablation figures share at ``preset`` (their specs' ``looks``), which the
+    methods chapter and the pages describe as one design; ``()`` where they declare none or
+    differ."""
+    looks = {a.looks.get(preset, ()) for a in ABLATIONS.values()}
+    return looks.pop() if len(looks) == 1 else ()
 
 
 def figure_seeds(key: str, preset: str, seeds: int, variants=None, max_steps=None

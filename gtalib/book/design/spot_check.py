@@ -3,12 +3,12 @@ reader's machine, so that each figure and table is checked against its records.
 
 The default book cannot re-train its 472 recorded runs within its hour (44.5 core-hours), so it
 reads most of them from ``book/recorded/``. Which ones it re-trains must not depend on the
-calibration's noise nor on what a kept run store already holds: the set below is declared per
-preset, before any run, one variant per figure and table at seed :data:`SPOT_CHECK_SEED`, both
-arms of its ΔL pair (one task: both arms train on one worker). At ``cpu`` it is sized to fit the
-60-minute budget on the slowest CPU seen (recorded costs × :data:`SLOWEST_FACTOR`; a test holds
-it there). Because a task holds every run of
-one variant, seed and length (:func:`gtalib.book.pipeline.budget.group_key`), a spot-checked
+calibration's noise nor on what a kept run store already holds: the set is declared per
+preset in each figure's spec (``spot_check``, :mod:`gtalib.book.design.figures`), before any
+run, one variant per figure and table at seed :data:`SPOT_CHECK_SEED`, both arms of its ΔL pair
+(one task: both arms train on one worker). At ``cpu`` it is sized to fit the 60-minute budget on
+the slowest CPU seen (recorded costs × :data:`SLOWEST_FACTOR`; a test holds it there). Because a
+task holds every run of one variant, seed and length (:func:`gtalib.book.pipeline.budget.group_key`), a spot-checked
 variant brings its other seed-0 runs of the same length along (GQA's initialisation pair and
 main-table run with its double-heads pair).
 
@@ -21,7 +21,7 @@ more variants of every figure rather than more seeds of the first. Reads
 
 from __future__ import annotations
 
-from gtalib.book.design.figures import ABLATIONS, figure_variants, main_configs
+from gtalib.book.design.figures import ABLATIONS, figure_spec, figure_variants, main_configs
 from gtalib.book.design.run_specs import run_identity
 
 #: The seed of every spot-checked run (seed 0 exists at every seed count).
@@ -31,21 +31,13 @@ SPOT_CHECK_SEED = 0
 #: ``benchmarks/book_wall_time.md``): the set at ``cpu`` must fit the budget at this factor.
 SLOWEST_FACTOR = 2.01
 
-#: Per preset, the variant of each figure (ablation key) and of the main table (``"main"``)
-#: whose seed-0 runs every default book trains first. At ``cpu``: MHA's initialisation pair
-#: (also its main-table run), GLA-2's gating pair (the cheapest of the gating figure's 1000-step
-#: pairs), MLRA-2's latent-scaling pair (also its main-table run) and GQA's double-heads pair
-#: (with its initialisation pair and main-table run): 34.7 recorded core-minutes. A figure a
-#: preset's entry does not name (one added later, say) is checked at its first variant
-#: (:func:`spot_check_variants`).
-SPOT_CHECK: dict[str, dict[str, str]] = {
-    "cpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
-            "main": "mha"},
-    "gpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
-            "main": "mha"},
-    "ci": {"init": "gqa", "gate": "mla", "latent_scale": "gla-2", "double_heads": "gqa",
-           "main": "gqa"},
-}
+#: Which variant of a figure or table is spot-checked at a preset is its spec's ``spot_check``
+#: (:mod:`gtalib.book.design.figures`). At ``cpu``: MHA's initialisation pair (also its
+#: main-table run), GLA-2's gating pair (the cheapest of the gating figure's 1000-step pairs),
+#: MLRA-2's latent-scaling pair (also its main-table run) and GQA's double-heads pair (with its
+#: initialisation pair and main-table run): 34.7 recorded core-minutes. A preset declares a set
+#: where any figure names a variant there; a figure that names none (one added later, say) is
+#: then checked at its first variant (:func:`spot_check_variants`).
 
 
 def figure_keys() -> tuple[str, ...]:
@@ -75,32 +67,13 @@ def spot_check_words(preset: str) -> str | None:
 
 
 def spot_check_variants(preset: str) -> dict[str, str]:
-    """Figure key → the variant spot-checked at ``preset``: :data:`SPOT_CHECK`'s, else the
-    figure's first variant; empty for a preset without a declared set."""
-    if preset not in SPOT_CHECK:
+    """Figure key → the variant spot-checked at ``preset``: the spec's ``spot_check``, else the
+    figure's first variant; empty for a preset where no figure declares one."""
+    specs = {k: figure_spec(k) for k in figure_keys()}
+    if not any(preset in spec.spot_check for spec in specs.values()):
         return {}
-    return {k: SPOT_CHECK[preset].get(k) or shown_variants(k, preset)[0] for k in figure_keys()}
-
-
-def check_spot_checks(table: dict) -> None:
-    """Check a table shaped like :data:`SPOT_CHECK`.
-
-    Raises:
-        KeyError: a figure key that is none of :func:`figure_keys`, or a variant its figure
-            does not show at that preset (the message lists the allowed ones).
-    """
-    for preset, chosen in table.items():
-        for key, variant in chosen.items():
-            if key not in figure_keys():
-                raise KeyError(f"spot-check table [{preset!r}]: unknown figure {key!r}; "
-                               f"allowed: {', '.join(figure_keys())}")
-            allowed = shown_variants(key, preset)
-            if variant not in allowed:
-                raise KeyError(f"spot-check table [{preset!r}][{key!r}]: {variant!r} is not "
-                               f"shown at {preset!r}; allowed: {', '.join(allowed)}")
-
-
-check_spot_checks(SPOT_CHECK)
+    return {k: spec.spot_check.get(preset) or shown_variants(k, preset)[0]
+            for k, spec in specs.items()}
 
 
 def spot_check_refs(plan) -> tuple:

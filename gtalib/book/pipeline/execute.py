@@ -28,11 +28,15 @@ from gtalib.training.machine import machine_label
 # 3. notebooks
 
 
-def notebook_parameters(preset: str, seeds: int, run_dir=None, max_steps=None) -> dict:
+def notebook_parameters(preset: str, seeds: int, run_dir=None, max_steps=None,
+                        variants=()) -> dict:
     """The parameters injected into every notebook (names of their ``parameters`` cells).
-    ``run_dir=None`` means the default store, which the notebook resolves itself."""
+    ``run_dir=None`` means the default store, which the notebook resolves itself; ``variants``:
+    the user's own variants (``module:Class``), drawn beside the paper's on the ablation pages
+    (their ``variants`` parameter; ``None`` when there are none)."""
     return {"preset": preset, "seeds": seeds, "max_steps": max_steps,
-            "run_dir": None if run_dir is None else str(run_dir), "train": False}
+            "run_dir": None if run_dir is None else str(run_dir), "train": False,
+            "variants": ",".join(variants) or None}
 
 
 #: Seconds a notebook cell may run, by preset (the job trains first, so a cell only reads runs

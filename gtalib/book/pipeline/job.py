@@ -331,7 +331,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                train_recorded: bool = False, log=print, cluster: str | None = None,
                scheduler_file=None, batch: dict | None = None,
                budget_min: float | None = DEFAULT_BUDGET_MIN,
-               ignore_disk_space: bool = False) -> dict:
+               ignore_disk_space: bool = False, variants=()) -> dict:
     """The main job (module docstring). Returns a timing summary (seconds per phase).
 
     Args:
@@ -355,6 +355,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             from its bundle (the pages say so).
         ignore_disk_space: train even where the run store's file system has less space free
             than the runs are predicted to need (:func:`check_disk_space`).
+        variants: the user's own variants (``module:Class``), trained and drawn beside the
+            paper's on every ablation page whose arms they can take, apart from its claims
+            (:func:`gtalib.book.design.plan.make_plan`).
 
     Raises:
         StoreFullError: the run store has less space free than the runs need (unless
@@ -381,7 +384,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         raise ValueError("train_recorded (--train-recorded) trains runs, train=False (--no-train) "
                          "trains none: give one of them")
     jobs = jobs or default_jobs()
-    plan = make_plan(preset, seeds, max_steps, notebooks)
+    plan = make_plan(preset, seeds, max_steps, notebooks, variants)
     raised = counts_words(preset, seeds, max_steps)
     if seeds != DEFAULT_SEEDS and raised:  # the pages say it too (NotebookParams.seed_notice)
         log(f"seeds: --seeds {seeds}; at {preset} {raised}: each count was fixed before the "
@@ -428,7 +431,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     t0 = time.perf_counter()
     # run_dir=None: the notebooks resolve the store from $GTALIB_RUN_DIR, set for their kernels,
     # so no path of this machine is written into the executed notebooks
-    params = notebook_parameters(preset, seeds, None, max_steps)
+    params = notebook_parameters(preset, seeds, None, max_steps, plan.user_variants)
     book_dir = Path(book_dir)
     nb_dir = book_dir / "generated"
     with tempfile.TemporaryDirectory(prefix="gtalib-results-") as shared, _environment(

@@ -36,7 +36,7 @@ from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import preset_tokenizer
-from gtalib.book.design.seeds import LOOKS, counts_words, seed_counts, seeds_of
+from gtalib.book.design.seeds import ablation_looks, counts_words, seed_counts, seeds_of
 from gtalib.book.pipeline.paths import BOOK_DIR
 from gtalib.model.presets import PRESETS
 from gtalib.training import records
@@ -132,7 +132,7 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
         parts = [f"{and_join(names)} {'run' if len(names) > 1 else 'runs'} {k}, so "
                  f"{'their' if len(names) > 1 else 'its'} interval's {factor(k)}"
                  for k, names in sorted(by_n.items(), reverse=True)]
-        looks = LOOKS.get(preset)
+        looks = ablation_looks(preset)
         lead = (f"This build asks for {plural(seeds, 'seed')} per configuration (`--seeds`); at "
                 f"the `{preset}` preset " + "; ".join(parts) + ", every variant and both arms "
                 "alike, the counts fixed before the runs." + (
@@ -163,13 +163,13 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
 def methods_summary_markdown(preset: str = "cpu", seeds: int = 3) -> str:
     """The methods chapter's opening summary, one screen: this build's model and training
     length (:data:`gtalib.model.presets.PRESETS`), its seed counts and looks
-    (:func:`gtalib.book.design.seeds.seeds_of`, :data:`gtalib.book.design.seeds.LOOKS`), and
+    (:func:`gtalib.book.design.seeds.seeds_of`, :func:`gtalib.book.design.seeds.ablation_looks`), and
     the verdict rule with its levels (:func:`gtalib.book.analysis.sequential.nominal_levels`)."""
     p, t = PRESETS[preset], train_config(preset)
     own = [f"{a.heading.lower()} {train_config(preset, **dict(a.train[preset])).max_steps:,}"
            for a in ABLATIONS.values() if preset in a.train]
     n_fig = {seeds_of(k, preset, seeds) for k in ABLATIONS}
-    looks = LOOKS.get(preset, ())
+    looks = ablation_looks(preset)
     read = (f", read at {looks[0]} and at {looks[-1]} pairs (two looks declared beforehand, "
             f"nominal levels {' and '.join(f'{x:.4f}' for x in nominal_levels(looks))})"
             if len(looks) == 2 else "")

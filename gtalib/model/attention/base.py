@@ -14,10 +14,15 @@ Conventions shared by all variants (``gtalib/model/attention/*.py``):
   :meth:`Attention.project_out`) so every variant gates the same way.
 - :meth:`Attention.init_weights` implements ``init="zero"|"normal"|"scaled"``; variants with special inits
   (TPA) override :meth:`Attention.init_special`.
+- A variant may declare its cache instead of writing :meth:`Attention.new_cache`: the per-token
+  shapes of its tensors in :attr:`Attention.cache_shapes`, from which the base class allocates
+  the cache and counts it (:meth:`Attention.kv_elems_per_token`). A user's own variant, named by
+  import path (:mod:`gtalib.model.user_variants`), does so.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -25,6 +30,7 @@ from torch import nn
 
 from gtalib.model.config import ModelConfig, canonical_variant, residual_init_scale
 from gtalib.model.layers import RMSNorm
+from gtalib.model.user_variants import is_user_variant, variant_class
 
 REGISTRY: dict[str, type["Attention"]] = {}
 
@@ -45,16 +51,24 @@ def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> "Attention":
 
     ``cfg`` is resolved first (:meth:`ModelConfig.resolved`), so unresolved configs work too.
 
+    A user's variant (``"module:Class"``) is built from its class, which must still have the
+    source the config recorded (``cfg.variant_source``).
+
     Raises:
         KeyError: unknown variant, or a known variant whose module is not registered (message lists
             the registered names).
-        ValueError: a size or option that the variant cannot take (names the parameter).
+        ValueError: a size or option that the variant cannot take (names the parameter); a user's
+            class that cannot be imported or has changed since the config was made.
     """
     cfg = cfg.resolved()
     name = canonical_variant(cfg.variant)
-    if name not in REGISTRY:
+    if is_user_variant(name):
+        cls = variant_class(name, cfg.variant_source)
+    elif name in REGISTRY:
+        cls = REGISTRY[name]
+    else:
         raise KeyError(f"variant {name!r} has no registered module; registered: {sorted(REGISTRY)}")
-    module = REGISTRY[name](cfg, layer_idx)
+    module = cls(cfg, layer_idx)
     if module.o_proj.weight.device.type != "meta":  # meta tensors hold no values
         module.init_weights()
     return module
@@ -63,11 +77,15 @@ def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> "Attention":
 class Attention(nn.Module):
     """Base class of every variant (see the module docstring for the forward/cache contract).
 
-    Subclasses implement ``forward(x, cache=None)``, ``new_cache(batch_size, max_len, device,
-    dtype)`` and ``kv_elems_per_token()``, and call :meth:`init_output` in ``__init__``.
+    Subclasses implement ``forward(x, cache=None)`` and either set :attr:`cache_shapes` or
+    implement ``new_cache(batch_size, max_len, device, dtype)`` and ``kv_elems_per_token()``,
+    and call :meth:`init_output` in ``__init__``.
 
     Attributes:
         cfg: the resolved :class:`ModelConfig`.
+        cache_shapes: cache tensor name → its shape per token (after the batch and position
+            axes), e.g. ``{"k": (H, d), "v": (H, d)}``; empty for a variant that writes
+            :meth:`new_cache` itself.
         o_proj: ``W_O``, ``n_head·d_v → d_model``, no bias.
         g_proj: ``W_g``, ``d_model → n_head·d_v`` when ``cfg.gate`` (else ``None``).
     """
@@ -147,9 +165,37 @@ class Attention(nn.Module):
         return buf[:, :end]
 
     def new_cache(self, batch_size: int, max_len: int, device=None, dtype=None) -> dict:
-        """Preallocated cache tensors for ``max_len`` positions plus ``"len": 0``."""
-        raise NotImplementedError
+        """Preallocated cache tensors for ``max_len`` positions plus ``"len": 0``: here, a zeroed
+        ``(batch_size, max_len, *shape)`` tensor per entry of :attr:`cache_shapes`.
+
+        Raises:
+            NotImplementedError: the class declares no cache tensors.
+        """
+        return {**{name: torch.zeros((batch_size, max_len, *shape), device=device, dtype=dtype)
+                   for name, shape in self.declared_cache().items()}, "len": 0}
 
     def kv_elems_per_token(self) -> int:
-        """Analytic cache elements per token for this layer (what :meth:`new_cache` stores)."""
-        raise NotImplementedError
+        """Cache elements per token for this layer (what :meth:`new_cache` stores): here, the sum
+        over :attr:`cache_shapes` of each shape's product.
+
+        Raises:
+            NotImplementedError: the class declares no cache tensors.
+        """
+        return sum(math.prod(shape) for shape in self.declared_cache().values())
+
+    def declared_cache(self) -> dict:
+        """:attr:`cache_shapes`, checked: names to tuples of positive ints.
+
+        Raises:
+            NotImplementedError: empty (the class neither declares nor allocates its cache).
+            ValueError: a shape that is not a tuple of positive ints.
+        """
+        shapes = getattr(self, "cache_shapes", None) or {}
+        if not shapes:
+            raise NotImplementedError(f"{type(self).__name__} declares no cache tensors: set "
+                                      f"self.cache_shapes = {{name: per-token shape}} in __init__")
+        for name, shape in shapes.items():
+            if not (isinstance(shape, tuple) and all(isinstance(n, int) and n > 0 for n in shape)):
+                raise ValueError(f"{type(self).__name__}.cache_shapes[{name!r}] must be a tuple of "
+                                 f"positive ints, got {shape!r}")
+        return dict(shapes)

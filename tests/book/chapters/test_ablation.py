@@ -336,12 +336,15 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     """A figure that runs more seeds than the book (the seed table) draws and tables every
     variant with all of them, and the title, caption, verdict line and methods text name the
     count."""
+    from dataclasses import replace
+
     import synthetic
 
-    from gtalib.book.design import seeds as seed_policy
+    from gtalib.book.design import figures
     from gtalib.book.pipeline import snippets
 
-    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
+                        seeds={"cpu": 10, "ci": 4}))
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path, "ci", 3)  # the plan at 3 seeds already asks for the gate's 4
     r = A.ablation_result("gate", make_plan("ci", 3), tmp_path)

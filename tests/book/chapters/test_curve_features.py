@@ -3,6 +3,7 @@ synthetic runs whose plateau escapes, ΔL and data-order effects are known: the 
 the features a figure reads and the verdict that a large data-order spread overturns."""
 
 import types
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from gtalib.book.chapters import shared
 from gtalib.book.chapters.verdict_parts import data_order_sentence
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
-from gtalib.book.design import seeds
+from gtalib.book.design import figures
 from gtalib.book.design.plan import make_plan
 
 H = 3.0  # the corpus entropy of these tests (nats)
@@ -110,7 +111,8 @@ def _write(run_dir, plan, ref, delta, seed_noise=0.0):
 def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noise(
         tmp_path, monkeypatch):
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
-    monkeypatch.setitem(seeds.JOINT, "ci", ())  # the one-order design: every pair at order 0
+    # the one-order design: every pair at order 0
+    monkeypatch.setitem(figures.ABLATIONS, "init", replace(figures.ABLATIONS["init"], joint={}))
     plan = make_plan("ci", 4)
     assert {dict(r.train)["data_seed"] for r in plan.data_order_refs["init"]} == {1, 2}
     seed_delta = {0: 0.050, 1: 0.052, 2: 0.049, 3: 0.051}  # a clear effect over seeds
@@ -200,7 +202,8 @@ def test_a_preset_without_data_order_runs_says_so(monkeypatch):
     assert CF.data_order_check(types.SimpleNamespace(final=pd.DataFrame()), pd.DataFrame()).empty
     assert "no pair of it is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
     # declared but not read (the set is not all recorded): the page says which orders wait
-    monkeypatch.setitem(seeds.DATA_ORDERS_DECLARED, "ci", {"gate": (1, 2)})
+    monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
+                                                          data_orders_declared={"ci": (1, 2)}))
     words = CF.data_order_words(pd.DataFrame(), "gate", plan)
     assert "its pair at seed 0 is declared at data orders 1 and 2" in words
     assert "only once every run of it is recorded" in words
@@ -213,7 +216,8 @@ def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_on
     equal to what a call outside the build computes. Another entropy, plan, store or source, or
     a result read at other options, is computed, never loaded from another's entry."""
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
-    monkeypatch.setitem(seeds.JOINT, "ci", ())  # the one-order design: every pair at order 0
+    # the one-order design: every pair at order 0
+    monkeypatch.setitem(figures.ABLATIONS, "init", replace(figures.ABLATIONS["init"], joint={}))
     plan, store = make_plan("ci", 4), tmp_path / "store"
     for ref in plan.figure_refs["init"]:
         _write(store, plan, ref, 0.05 + 0.002 * ref.seed, seed_noise=0.01 * ref.seed)

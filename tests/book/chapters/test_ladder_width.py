@@ -5,6 +5,7 @@ and the page's text when runs are missing."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from scipy import stats
 from gtalib.book.chapters import ladder_width as W
 from gtalib.book.design import ladder as ladders
 from gtalib.book.design import run_specs as specs
+from gtalib.book.design import figures
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.design.ladder import ladder, ladder_runs
 from gtalib.book.design.plan import make_plan
@@ -65,8 +67,8 @@ def test_the_width_axis_design_is_checked():
     with pytest.raises(ValueError, match="widths"):
         ladders.Ladder(depths=(2,), base_steps=10, width_variants=("gqa", "mla"),
                        widths=((128, 4, 32),), width_named="mla")
-    with pytest.raises(ValueError, match=r"seed table \['ci'\]\['ladder_width'\] must be a pos"):
-        seed_policy.check_table({"ci": {"ladder_width": 0}})
+    with pytest.raises(ValueError, match=r"figure 'ladder_width': seeds\['ci'\] must be a pos"):
+        replace(figures.TABLES["ladder_width"], seeds={"ci": 0})
     # every preset with a ladder has a seed count for each of its axes
     for name in ladders.LADDERS:
         assert all(seed_policy.seeds_of(k, name) >= 1 for k in seed_policy.LADDER_KEYS)
@@ -290,11 +292,11 @@ def test_the_width_section_resolves_its_runs_at_the_preset_s_own_lengths(monkeyp
     With a ci ladder whose token axis has the preset's 20 steps, where the main table plans the
     most seeds, a book at 50 steps collects the same run ids as the preset's own plan, the main
     table's 20-step runs among them."""
-    from dataclasses import replace
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     monkeypatch.setitem(ladders.LADDERS, "ci", replace(ladder("ci"), token_factors=(1, 2, 3)))
-    monkeypatch.setitem(seed_policy.FIXED["ci"], "main", 4)  # the most seeds there: its runs
+    monkeypatch.setitem(figures.TABLES, "main", replace(figures.TABLES["main"],
+                                                        seeds={"cpu": 5, "ci": 4}))  # the most seeds there: its runs
 
     class Collected(Exception):
         pass
@@ -384,11 +386,11 @@ def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkey
     (4 seeds; the ladder's 2 are among them), 30 = the ladder's (2 seeds). Each gap is over its
     point's seeds, the change 10 → 30 over seeds 0 and 1; a missing run leaves MLA out of 20."""
     import shutil
-    from dataclasses import replace
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     monkeypatch.setitem(ladders.LADDERS, "ci", replace(ladder("ci"), token_factors=(1, 2, 3)))
-    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
+                        seeds={"cpu": 10, "ci": 4}))
     gaps = {10: lambda s: 0.1 + 0.002 * s, 20: lambda s: 0.05 + 0.01 * s,
             30: lambda s: 0.02 + 0.005 * s * s}
 

@@ -11,7 +11,9 @@ import synthetic
 from gtalib.book.design import chapters, figures
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.seeds import seeds_of
+from gtalib.book.design.run_specs import data_order_runs
+from gtalib.book.design.seeds import looks_of, seeds_of
+from gtalib.book.design.spot_check import spot_check_refs, spot_check_variants
 from gtalib.book.pipeline import execute
 from gtalib.book.pipeline.paths import NOTEBOOK_DIR
 from gtalib.book.pipeline.snippets import intro_markdown
@@ -26,7 +28,9 @@ _figures.ABLATIONS["rope_width"] = _figures.Ablation(
     convention="ΔL = L(d_r 8) − L(d_r 16)", colors={"mla": "tab:green", "gla-2": "tab:purple"},
     claim="A RoPE part of 16 beats one of 8 for MLA and GLA-2.", ci_variants=("mla", "gla-2"),
     notebook="rope_width", summary="the width of the RoPE key", claim_value="ΔL > 0 for both",
-    ranking=("mla", "MLA gains most from the wider RoPE part"))
+    ranking=("mla", "MLA gains most from the wider RoPE part"),
+    seeds={"cpu": 12}, looks={"cpu": (6, 12)}, spot_check={"ci": "gla-2"},
+    data_orders_declared={"cpu": (1, 2)})
 '''
 
 
@@ -58,6 +62,12 @@ def test_a_new_figure_appears_everywhere_the_book_lists_chapters(rope_figure):
     only = make_plan("ci", 2, notebooks=("rope_width",))
     assert set(only.runs) == set(refs) and only.ladder_refs == ()
     assert seeds_of("rope_width", "ci", 2) == 2
+    # its design, from the same spec: seeds and looks, the spot-check, the data orders
+    assert seeds_of("rope_width", "cpu", 3) == 12 and looks_of("rope_width", "cpu", 3) == (6, 12)
+    assert spot_check_variants("ci")["rope_width"] == "gla-2"
+    assert spot_check_variants("cpu")["rope_width"] == "mla"  # none named there: its first
+    assert {r.variant for r in spot_check_refs(plan)} >= {"gla-2"}
+    assert data_order_runs("rope_width", "cpu") == []  # declared, not yet read
     # its claim and ranking on the claims page
     claim = next(c for c in figures.claims() if c.source == "rope_width")
     assert claim.text == rope_figure.claim and claim.number == len(figures.claims()) - 2

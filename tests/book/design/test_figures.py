@@ -1,20 +1,23 @@
 """Figure definitions: paper values, colours and the run sets behind each figure."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from gtalib.book.design import figures
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.design.figures import (
     ABLATIONS,
     GATE_CPU_STEPS,
     ablation,
+    by_preset,
     figure_variants,
 )
 from gtalib.book.design.names import canonical_options
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_SOURCES
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import figure_runs
+from gtalib.book.design.run_specs import data_order_runs, figure_runs, joint_runs
 from gtalib.book.design.seeds import figure_seeds, seeds_of
 
 
@@ -120,7 +123,8 @@ def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
 
     for key, n in (("init", 10), ("latent_scale", 10), ("double_heads", 10), ("gate", 10)):
         assert figure_seeds(key, "cpu", 3) == dict.fromkeys(figure_variants(key, "cpu"), n)
-    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
+                        seeds={"cpu": 10, "ci": 4}))
     assert figure_seeds("gate", "ci", 2) == {"gqa": 4, "mla": 4}
     assert figure_seeds("gate", "ci", 5) == {"gqa": 5, "mla": 5}  # never fewer than the book's
     assert figure_seeds("gate", "ci", 2, max_steps=7) == {"gqa": 2, "mla": 2}
@@ -131,10 +135,10 @@ def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
     assert set(make_plan("ci", 2).figure_refs["gate"]) == set(refs)
     assert figure_seeds("init", "ci", 3) == {"gqa": 3, "mla": 3}  # ci: the book's count
     for bad in (0, True, {"mla": 4}):
-        with pytest.raises(ValueError, match=r"seed table \['ci'\]\['gate'\] must be a positive "):
-            seed_policy.check_table({"ci": {"gate": bad}})
+        with pytest.raises(ValueError, match=r"figure 'gate': seeds\['ci'\] must be a positive "):
+            replace(figures.ABLATIONS["gate"], seeds={"ci": bad})
     with pytest.raises(KeyError, match="unknown figure 'rope'.*allowed: init, gate"):
-        seed_policy.check_table({"ci": {"rope": 2}})
+        seed_policy.seeds_of("rope", "ci")
 
 
 def test_the_ablation_figures_are_read_in_the_declared_looks():
@@ -191,3 +195,52 @@ def test_the_papers_curve_features_read_from_its_knots():
     assert init.paper_convergence(["mha"]) == 0
     assert (init.top_curve, init.slowest_fall, init.lowest_end) == ("tpa", "gta", None)
     assert (gate.top_curve, gate.slowest_fall, gate.lowest_end) == ("gqa", None, "mlra-4")
+
+
+def test_the_design_is_one_field_of_each_figure_s_spec_and_the_views_show_it():
+    """The values declared before the runs (seed counts, looks, data orders, the joint design,
+    the spot-check set), read back through the seed policy and the views by preset that other
+    code imports from gtalib.book.design.seeds."""
+    assert by_preset("seeds") == {
+        "cpu": {"init": 10, "gate": 10, "latent_scale": 10, "double_heads": 10, "main": 5,
+                "ladder": 3, "ladder_width": 5},
+        "ci": {"ladder": 2, "ladder_width": 2}}
+    assert by_preset("looks") == {"cpu": dict.fromkeys(ABLATIONS, (5, 10))}
+    assert seed_policy.ablation_looks("cpu") == (5, 10) and seed_policy.ablation_looks("ci") == ()
+    assert seed_policy.DATA_ORDERS == {"cpu": {"init": (1, 2, 3, 4), "gate": (1, 2, 3, 4)},
+                                       "ci": {"init": (1, 2)}}
+    assert seed_policy.DATA_ORDERS_DECLARED == {"cpu": {"init": (1, 2, 3, 4),
+                                                        "gate": (1, 2, 3, 4)}}
+    assert seed_policy.JOINT_DECLARED == {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
+    assert seed_policy.JOINT == {"cpu": {}, "ci": {"init": 2}}
+    assert by_preset("spot_check", (*ABLATIONS, "main")) == {
+        "cpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
+                "main": "mha"},
+        "gpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
+                "main": "mha"},
+        "ci": {"init": "gqa", "gate": "mla", "latent_scale": "gla-2", "double_heads": "gqa",
+               "main": "gqa"}}
+    # the runs follow the spec, not the view: a figure's changed field changes its runs
+    assert len(data_order_runs("init", "ci")) == 2 * 2 * 2 and data_order_runs("gate", "ci") == []
+    joint = figures.ABLATIONS["init"].joint["ci"]
+    assert len(joint_runs("init", "ci", joint)) == 2 * 2 * joint
+
+
+def test_no_design_module_keeps_a_table_keyed_by_figure_name():
+    """No module-level table of the design modules but figures.py has figure keys as its keys
+    (a dict whose keys are all figure keys, at any depth of a module-level assignment)."""
+    import ast
+    from pathlib import Path
+
+    import gtalib.book.design as design
+
+    keys = {*ABLATIONS, *figures.TABLES}
+    for path in Path(design.__file__).parent.glob("*.py"):
+        if path.name == "figures.py":
+            continue
+        tables = [n.value for n in ast.parse(path.read_text()).body
+                  if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
+        for node in (d for t in tables for d in ast.walk(t) if isinstance(d, ast.Dict)):
+            named = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+            assert not (named and set(named) <= keys), \
+                f"{path.name}: a table keyed by figure name {named}"

@@ -2,9 +2,11 @@
 of a figure trains both arms at initialisation seed k and data order k, pair 0 is the figure's own
 run, the figure is read at one look, and its one-order pairs stay beside it."""
 
+from dataclasses import replace
+
 import pytest
 
-from gtalib.book.design import seeds
+from gtalib.book.design import figures, seeds
 from gtalib.book.design.figures import figure_variants
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import figure_runs, joint_runs
@@ -69,7 +71,8 @@ def test_the_ci_book_goes_through_the_joint_path():
 
 
 def test_a_switched_figure_reads_one_look_and_more_seeds_each_at_its_own_order(monkeypatch):
-    monkeypatch.setitem(seeds.JOINT, "cpu", ("init",))
+    init = figures.ABLATIONS["init"]
+    monkeypatch.setitem(figures.ABLATIONS, "init", replace(init, joint={**init.joint, "cpu": 10}))
     assert seeds.looks_of("init", "cpu", 1) == (10,)  # one look, declared with the design
     assert seeds.looks_of("gate", "cpu", 1) == (5, 10)  # a figure not switched keeps two
     plan = make_plan("cpu", 12)  # above the declared pairs: the extra pairs, each its own order

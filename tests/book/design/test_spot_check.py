@@ -1,18 +1,23 @@
 """The spot-check set (:mod:`gtalib.book.design.spot_check`): declared per preset, spread over
 every figure and table, first in the job's training order."""
 
+from dataclasses import replace
+
 import pytest
 
+from gtalib.book.design import figures
 from gtalib.book.design import spot_check as S
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import run_identity
 
 
-@pytest.mark.parametrize("preset", sorted(S.SPOT_CHECK))
+@pytest.mark.parametrize("preset", ["cpu", "gpu", "ci"])
 def test_the_set_holds_both_arms_at_seed_0_of_its_variant_of_every_figure(preset):
     plan = make_plan(preset, 3)
     refs = S.spot_check_refs(plan)
-    for key, variant in S.SPOT_CHECK[preset].items():
+    chosen = S.spot_check_variants(preset)
+    assert set(chosen) == {*figures.ABLATIONS, "main"}
+    for key, variant in chosen.items():
         expected = {run_identity(r) for r in plan.figure_refs[key]
                     if r.variant == variant and r.seed == 0}
         assert len(expected) == (1 if key == "main" else 2), key  # both arms of an ablation
@@ -48,13 +53,12 @@ def test_the_training_order_is_the_set_then_seed_0_in_rounds_then_the_rest():
     assert all(r.seed > 0 or run_identity(r) in others for r in order[len(seed0):])
 
 
-def test_a_table_naming_a_variant_its_figure_does_not_show_is_refused():
-    good = dict(S.SPOT_CHECK["cpu"])
-    with pytest.raises(KeyError, match=r"'mha' is not shown at 'cpu'; allowed: gqa, mla"):
-        S.check_spot_checks({"cpu": {**good, "gate": "mha"}})
-    S.check_spot_checks({"cpu": {k: v for k, v in good.items() if k != "double_heads"}})
-    with pytest.raises(KeyError, match="unknown figure 'rope'"):
-        S.check_spot_checks({"cpu": {**good, "rope": "mha"}})
+def test_a_spec_naming_a_variant_its_figure_does_not_show_is_refused():
+    with pytest.raises(ValueError, match=r"figure 'gate': spot_check\['ci'\] = 'mha' is not shown at "
+                                         r"'ci'; allowed: gqa, mla"):
+        replace(figures.ABLATIONS["gate"], spot_check={"ci": "mha"})
+    with pytest.raises(ValueError, match=r"figure 'main': spot_check\['ci'\] = 'tpa' is not shown"):
+        replace(figures.TABLES["main"], spot_check={"ci": "tpa"})
 
 
 def test_the_words_name_each_figure_s_variant():
@@ -64,10 +68,11 @@ def test_the_words_name_each_figure_s_variant():
     assert S.spot_check_words("paper") is None
 
 
-def test_a_figure_the_table_does_not_name_is_checked_at_its_first_variant(monkeypatch):
-    monkeypatch.setitem(S.SPOT_CHECK, "cpu", {k: v for k, v in S.SPOT_CHECK["cpu"].items()
-                                              if k != "double_heads"})
-    assert S.spot_check_variants("cpu")["double_heads"] == "gqa"  # the figure's first
+def test_a_figure_that_names_none_is_checked_at_its_first_variant(monkeypatch):
+    assert S.spot_check_variants("cpu")["gate"] == "gla-2"  # as declared
+    monkeypatch.setitem(figures.ABLATIONS, "gate",
+                        replace(figures.ABLATIONS["gate"], spot_check={}))
+    assert S.spot_check_variants("cpu")["gate"] == "gqa"  # the figure's first
     assert S.spot_check_variants("paper") == {}
 
 

@@ -3,12 +3,14 @@ with the parameter, the value and what is allowed; every notebook calls it first
 
 import ast
 from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from gtalib.book.design import chapters as registry
+from gtalib.book.design import figures
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.pipeline import execute as notebooks
 from gtalib.book.pipeline.parameters import (
@@ -107,7 +109,8 @@ def test_the_parameters_table_says_what_the_preset_makes_of_the_books_seeds(monk
         "3 (the book's count; at cpu the ablation figures run 10, the main table 5)")
     assert notebook_params(preset="cpu", seeds=3, max_steps=20).shown()["seeds"] == 3
     assert notebook_params(preset="cpu", seeds=11).shown()["seeds"] == 11  # above every count
-    monkeypatch.setitem(seed_policy.FIXED, "ci", {**seed_policy.FIXED["ci"], "gate": 4})
+    monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
+                        seeds={"cpu": 10, "ci": 4}))
     assert notebook_params(preset="ci", seeds=3).shown()["seeds"] == (
         "3 (the book's count; at ci the gating figure runs 4; the initialisation, latent-scaling "
         "and double-heads figures and the main table 3)")

@@ -1,0 +1,137 @@
+"""A user's own attention variant on the ablation pages (docs/interfaces.md, "Your own attention
+variant"): drawn beside the paper's variants, tested in a family of its own, kept out of the
+paper's verdicts and claims."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import synthetic  # noqa: E402
+
+from gtalib.book.chapters import ablation as A  # noqa: E402
+from gtalib.book.design import run_specs as specs  # noqa: E402
+from gtalib.book.design.figures import figure_variants, user_variant_refusal  # noqa: E402
+from gtalib.book.design.plan import make_plan  # noqa: E402
+from gtalib.book.pipeline.parameters import notebook_params  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+DOCS = (REPO / "docs" / "interfaces.md").read_text().split("## Your own attention variant")[1]
+CLASS_TEXT = re.search(r"```python\n(.*?)```", DOCS, re.S).group(1)
+NOPE = "my_attention:NoPE"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """The docs' class importable as ``my_attention``, and a synthetic ci store with its runs."""
+    (tmp_path / "my_attention.py").write_text(CLASS_TEXT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("my_attention", None)
+    importlib.invalidate_caches()
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path / "store", "ci", 3, variants=(NOPE,))
+    yield tmp_path / "store"
+    sys.modules.pop("my_attention", None)
+
+
+def test_it_joins_the_figures_whose_arms_it_takes(store):
+    assert figure_variants("init", "ci", [NOPE]) == ("gqa", "mla", NOPE)
+    assert figure_variants("gate", "cpu", ["mla", NOPE]) == ("mla", NOPE)
+    # latent scales and double heads are options its config refuses: it stays out, saying why
+    assert figure_variants("latent_scale", "ci", [NOPE]) == ("mla", "gla-2")
+    assert "latent_scale=False only applies" in user_variant_refusal("latent_scale", "ci", NOPE)
+    assert "head_multiplier=2" in user_variant_refusal("double_heads", "ci", NOPE)
+    assert notebook_params("init", preset="ci", variants=NOPE).variants == ["gqa", "mla", NOPE]
+    plan = make_plan("ci", 3, variants=(NOPE,))
+    assert {(r.arm, r.seed) for r in plan.figure_refs["init"] if r.variant == NOPE} == {
+        (a, s) for a in ("alt", "rec") for s in range(3)}
+    assert not any(r.variant == NOPE for r in plan.figure_refs["latent_scale"])
+    with pytest.raises(KeyError, match="not a user's variants"):
+        make_plan("ci", 3, variants=("mha",))
+
+
+def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(store):
+    plan = make_plan("ci", 3, variants=(NOPE,))
+    mine = A.ablation_result("init", plan, store, variants=[NOPE])
+    paper = A.ablation_result("init", make_plan("ci", 3), store)
+    # the paper's variants: the same table, the same Holm family, as without the user's
+    assert list(mine.final.index) == list(paper.final.index) == ["gqa", "mla"]
+    cols = ["ΔL", "CI low", "CI high", "p", "p (Holm)", "verdict"]
+    pd.testing.assert_frame_equal(mine.final[cols], paper.final[cols])
+    assert mine.complete == paper.complete == ["gqa", "mla"]
+    assert set(mine.curves["variant"]) == {"gqa", "mla"}
+    # the user's: its own table, ΔL = the synthetic store's init effect (normal − zero), 0.05
+    assert mine.user_complete == [NOPE] and list(mine.user_final.index) == [NOPE]
+    row = mine.user_final.loc[NOPE]
+    assert row["seeds"] == 3 and row["ΔL"] == pytest.approx(synthetic.EFFECT["init"])
+    assert row["p (Holm)"] == row["p"]  # a family of one
+    assert set(mine.user_curves["variant"]) == {NOPE}
+    shown = A.format_final_table(mine.user_final, mine.confidence)
+    assert list(shown.index) == ["NoPE"] and "paper ΔL (≈)" not in shown.columns
+    words = A.user_variants_words(mine)
+    assert words.startswith("### Your variants") and "NoPE" in words
+    assert "Holm family of their own" in words and "for all nine" in words
+    fig = A.plot_ablation(mine)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert {"GQA", "MLA", "NoPE"} <= set(labels)
+    assert A.variant_color(A.ablation(mine.key), NOPE, mine.user_complete) == "black"
+
+
+def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatch):
+    """``gtalib book --variants my_attention:NoPE --only init_ablation`` at ci, into a copy of
+    book/ and a temporary store: its runs train with the paper's, and the executed page draws
+    it and tables it under "Your variants", apart from the paper's verdicts."""
+    import json
+    import shutil
+
+    from gtalib.book.pipeline.job import build_book
+
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "my_attention.py").write_text(CLASS_TEXT)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "mod"))  # the workers and kernels too
+    monkeypatch.syspath_prepend(str(tmp_path / "mod"))
+    sys.modules.pop("my_attention", None)
+    dst = tmp_path / "book"
+    shutil.copytree(REPO / "book", dst, ignore=shutil.ignore_patterns("_build", "generated"))
+    build_book("ci", seeds=2, jobs=1, threads=1, run_dir=tmp_path / "store",
+               notebooks=("init_ablation",), html=False, book_dir=dst, budget_min=None,
+               variants=(NOPE,), log=lambda *a: None)
+    trained = [json.loads(p.read_text())["model"] for p in (tmp_path / "store").glob("*/spec.json")]
+    mine = [m for m in trained if m["variant"] == NOPE]
+    assert len(mine) == 4 and {m["init"] for m in mine} == {"zero", "normal"}  # 2 seeds × 2 arms
+    nb = json.loads((dst / "generated" / "init_ablation.ipynb").read_text())
+    text = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "### Your variants" in text and "NoPE" in text
+    assert not [o for c in nb["cells"] for o in c.get("outputs", [])
+                if o.get("output_type") == "error"]
+    sys.modules.pop("my_attention", None)
+
+
+def test_the_book_page_draws_the_docs_class_in_the_init_figure_at_ci(tmp_path):
+    """notebooks/own_attention.ipynb, executed as the book does: it shows the docs' class as
+    written, trains its ci runs and draws them beside GQA and MLA under "Your variants"."""
+    import json
+
+    from gtalib.book.chapters.own_attention import docs_class_text
+    from gtalib.book.pipeline import execute
+
+    assert docs_class_text() == CLASS_TEXT
+    params = execute.notebook_parameters("cpu", 3, tmp_path / "store")
+    (tmp_path / "out").mkdir()
+    execute.execute_notebook("own_attention", params, tmp_path / "out")
+    assert not execute.notebook_errors(tmp_path / "out")
+    nb = json.loads((tmp_path / "out" / "own_attention.ipynb").read_text())
+    text = json.dumps([c.get("outputs", []) for c in nb["cells"]])
+    assert "class NoPE(Attention)" in text and "image/png" in text
+    assert "### Your variants" in text
+    trained = {json.loads(p.read_text())["model"]["variant"]
+               for p in (tmp_path / "store").glob("*/spec.json")}
+    assert trained == {"gqa", "mla", NOPE}
