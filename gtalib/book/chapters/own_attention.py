@@ -8,6 +8,8 @@ tabled by the ablation page's own functions.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import sys
 import tempfile
@@ -57,9 +59,11 @@ def docs_variant() -> str:
 def own_attention_result(run_dir, confidence: float = 0.95):
     """The initialisation figure at :data:`PRESET` with the docs' class beside the paper's
     variants (:func:`gtalib.book.chapters.ablation.ablation_result`), its missing runs trained
-    first."""
+    first (their "training ..." lines are not printed: the page's provenance names the runs
+    trained here)."""
     variant = docs_variant()
     plan = make_plan(PRESET, SEEDS, variants=(variant,))
     plan.data(build=True)
-    return ablation_result(FIGURE, plan, run_dir, variants=[variant], train=True,
-                           confidence=confidence)
+    with contextlib.redirect_stdout(io.StringIO()):
+        return ablation_result(FIGURE, plan, run_dir, variants=[variant], train=True,
+                               confidence=confidence)
