@@ -7,7 +7,7 @@ import math
 import sys
 
 from gtalib.book.design.chapters import notebooks
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
+from gtalib.book.design.seeds import DEFAULT_SEEDS, MAX_SEEDS, counts_words
 from gtalib.book.pipeline.execute import CELL_TIMEOUT_S
 from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN, build_book
 from gtalib.book.pipeline.paths import BookError
@@ -17,6 +17,7 @@ from gtalib.cli.core import (
     add_cluster_args,
     batch_options,
     folder,
+    int_at_least,
     positive_float,
     positive_int,
 )
@@ -60,8 +61,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=positive_int, default=DEFAULT_SEEDS,
-                   help=f"seeds per configuration (default {DEFAULT_SEEDS}; a preset may run "
+    p.add_argument("--seeds", default=DEFAULT_SEEDS,
+                   type=int_at_least(1, f"a positive integer up to {MAX_SEEDS}", MAX_SEEDS),
+                   help=f"seeds per configuration, 1 to {MAX_SEEDS} (default {DEFAULT_SEEDS}; "
+                        "a preset may run "
                         f"more, at cpu {counts_words('cpu', DEFAULT_SEEDS)})")
     p.add_argument("--max-steps", type=positive_int, default=None, help="override the preset's steps")
     p.add_argument("--threads", type=positive_int, default=None,

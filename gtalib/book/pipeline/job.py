@@ -45,7 +45,7 @@ from gtalib.book.chapters.against_records import against_records, summary_lines
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.figures import ABLATIONS
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
+from gtalib.book.design.seeds import DEFAULT_SEEDS, check_seeds, counts_words
 from gtalib.book.design.spot_check import training_tiers
 from gtalib.book.pipeline import budget
 from gtalib.book.pipeline.execute import (
@@ -372,6 +372,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             flag = "--" + name.replace("_", "-")
             raise ValueError(f"{name} ({flag}) must be a positive integer"
                              f"{' or None' if optional else ''}, got {value!r}")
+    check_seeds(seeds)
     if budget_min is not None and not budget_min > 0:
         raise ValueError(f"budget_min (--budget) must be a positive number of minutes or None "
                          f"(none), got {budget_min!r}")
