@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 
 from gtalib.book.design.chapters import notebooks
 from gtalib.book.design.seeds import DEFAULT_SEEDS, MAX_SEEDS, counts_words
@@ -155,6 +156,7 @@ def _predict(args, names, batch: dict) -> int:
         resolve_accelerator,
     )
 
+    started = time.perf_counter()  # the job would count from here too
     plan = make_plan(args.preset, args.seeds, args.max_steps, names)
     ensure_corpus(plan)  # the run ids hash the corpus
     jobs = args.jobs or default_jobs()
@@ -164,7 +166,8 @@ def _predict(args, names, batch: dict) -> int:
                       accelerator) as (c, where):
         run_dir = resolve_run_dir(args.run_dir)
         _, _, choice = runs_to_train(plan, run_dir, jobs, args.threads, args.budget,
-                                     args.train_recorded, where, client=c, list_runs=True)
+                                     args.train_recorded, where, client=c, list_runs=True,
+                                     started=started)
     check_disk_space(choice, run_dir, ignore=True, going_on="the job would refuse to start "
                                                            "(--ignore-disk-space starts anyway)")
     return 0
