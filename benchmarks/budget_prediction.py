@@ -59,6 +59,9 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
         "runs_trained": s["runs_trained"], "runs_read": s["runs_read"],
         "predicted_train_s": round(s["predicted_train_s"], 1), "train_s": round(s["train_s"], 1),
         "predicted_total_s": round(s["predicted_total_s"], 1), "total_s": round(s["total_s"], 1),
+        # per configuration family: the job's last lines (gtalib.book.pipeline.budget.family_times)
+        "families": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in f.items()}
+                     for f in s.get("families", [])],
     }
 
 
@@ -89,6 +92,19 @@ def markdown(rows: list[dict]) -> str:
             f"{r['predicted_total_s']:.0f} → {r['total_s']:.0f} | "
             f"{r['total_s'] / r['predicted_total_s']:.2f} | {r['load_before'][0]} / "
             f"{r['load_after'][0]} |")
+    lines += ["", "## Per configuration family", "",
+              "The same builds, each family's runs (one calibration each: "
+              "`gtalib.book.pipeline.budget.family`) on one worker: the sum of their predicted "
+              "seconds against the sum of their measured wall times (their cards), as the job's "
+              "last lines print them. Rows recorded before the per-family calibration have none.",
+              "", "| date (UTC) | CPU | commit | preset | family | runs | predicted → measured (s) "
+              "| ratio |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for f in r.get("families", []):
+            lines.append(
+                f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
+                f"{r['preset']} | {f['family']} | {f['runs']} | {f['predicted_s']:.0f} → "
+                f"{f['measured_s']:.0f} | {f['measured_s'] / f['predicted_s']:.2f} |")
     lines += ["", f"Versions: torch {rows[-1]['torch']}, Lightning {rows[-1]['lightning']}. The "
               "default book's own predictions from fresh clones, beside the measured times: "
               "`benchmarks/book_wall_time.md`.", ""]

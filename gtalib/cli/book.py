@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 
 from gtalib.book.design.chapters import notebooks
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
+from gtalib.book.design.seeds import DEFAULT_SEEDS, MAX_SEEDS, counts_words
 from gtalib.book.pipeline.execute import CELL_TIMEOUT_S
 from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN, build_book
 from gtalib.book.pipeline.paths import BookError
@@ -17,6 +18,7 @@ from gtalib.cli.core import (
     add_cluster_args,
     batch_options,
     folder,
+    int_at_least,
     positive_float,
     positive_int,
     variant_name,
@@ -61,8 +63,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
-    p.add_argument("--seeds", type=positive_int, default=DEFAULT_SEEDS,
-                   help=f"seeds per configuration (default {DEFAULT_SEEDS}; a preset may run "
+    p.add_argument("--seeds", default=DEFAULT_SEEDS,
+                   type=int_at_least(1, f"a positive integer up to {MAX_SEEDS}", MAX_SEEDS),
+                   help=f"seeds per configuration, 1 to {MAX_SEEDS} (default {DEFAULT_SEEDS}; "
+                        "a preset may run "
                         f"more, at cpu {counts_words('cpu', DEFAULT_SEEDS)})")
     p.add_argument("--max-steps", type=positive_int, default=None, help="override the preset's steps")
     p.add_argument("--threads", type=positive_int, default=None,
@@ -186,6 +190,7 @@ def _predict(args, names, batch: dict) -> int:
         resolve_accelerator,
     )
 
+    started = time.perf_counter()  # the job would count from here too
     plan = make_plan(args.preset, args.seeds, args.max_steps, names, args.variants)
     ensure_corpus(plan)  # the run ids hash the corpus
     jobs = args.jobs or default_jobs()
@@ -195,7 +200,8 @@ def _predict(args, names, batch: dict) -> int:
                       accelerator) as (c, where):
         run_dir = resolve_run_dir(args.run_dir)
         _, _, choice = runs_to_train(plan, run_dir, jobs, args.threads, args.budget,
-                                     args.train_recorded, where, client=c, list_runs=True)
+                                     args.train_recorded, where, client=c, list_runs=True,
+                                     started=started)
     check_disk_space(choice, run_dir, ignore=True, going_on="the job would refuse to start "
                                                            "(--ignore-disk-space starts anyway)")
     return 0

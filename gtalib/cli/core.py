@@ -29,16 +29,17 @@ def variant_name(name: str) -> str:
         raise argparse.ArgumentTypeError(exc.args[0]) from None
 
 
-def int_at_least(minimum: int, what: str):
-    """An argparse ``type``: the text as an ``int`` >= ``minimum``, else an error saying ``what``
-    was expected and what was given (argparse prefixes the flag)."""
+def int_at_least(minimum: int, what: str, maximum: int | None = None):
+    """An argparse ``type``: the text as an ``int`` >= ``minimum`` (and <= ``maximum`` when
+    given), else an error saying ``what`` was expected and what was given (argparse prefixes the
+    flag)."""
 
     def parse(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if v < minimum:
+        if v < minimum or (maximum is not None and v > maximum):
             raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
         return v
 
@@ -116,11 +117,22 @@ BATCH_FLAGS = (("--batch-cores", positive_int, 1, "cores per batch job"),
 
 
 def cluster_address(text: str) -> str:
-    """``--cluster``: ``tcp://HOST:PORT`` or a batch system of
-    :data:`gtalib.book.pipeline.schedule.BATCH_SYSTEMS`, checked before anything runs."""
+    """``--cluster``: ``tcp://HOST:PORT`` (PORT 1–65535, or none: Dask's 8786) or a batch system
+    of :data:`gtalib.book.pipeline.schedule.BATCH_SYSTEMS`, checked before anything runs."""
+    if text.startswith("tcp://") and len(text) > len("tcp://"):
+        from urllib.parse import urlsplit
+
+        try:  # a port past 65535 would otherwise fail only after Dask's 30 s connect timeout
+            port = urlsplit(text).port
+        except ValueError:
+            port = 0
+        if port is None or 1 <= port <= 65535:
+            return text
+        raise argparse.ArgumentTypeError(
+            f"expected tcp://HOST:PORT with a PORT from 1 to 65535, got {text!r}")
     from gtalib.book.pipeline.schedule import BATCH_SYSTEMS  # torch and Dask: only when given
 
-    if text in BATCH_SYSTEMS or (text.startswith("tcp://") and len(text) > len("tcp://")):
+    if text in BATCH_SYSTEMS:
         return text
     raise argparse.ArgumentTypeError(
         f"expected tcp://HOST:PORT or one of {', '.join(BATCH_SYSTEMS)}, got {text!r}")

@@ -96,6 +96,45 @@ def _cli_list(args) -> int:
     return 0
 
 
+def check_cost_line(record_dir, n_runs: int, jobs: int | None) -> str:
+    """What re-training every record of ``record_dir`` costs, as recorded
+    (:func:`gtalib.training.record_costs.cost_table`: core-seconds, each run's wall time × its
+    threads), in core-hours and in hours on ``jobs`` one-thread workers (default: the embedded
+    cluster's size)."""
+    from gtalib.book.pipeline.schedule import default_jobs
+    from gtalib.training.record_costs import cost_table
+
+    table = cost_table(record_dir)
+    core_h = float(table["core_s_total"].sum()) / 3600
+    workers = jobs or default_jobs()
+    return (f"record check: re-training all {n_runs} recorded run(s) of {len(table)} "
+            f"configuration(s) in {record_dir}: {'at least ' if table['lower_bound'].any() else ''}"
+            f"{core_h:,.1f} core-hours as recorded, ≈ {core_h / workers:,.1f} h on {workers} "
+            "one-thread worker(s) at the recorded pace (give run ids to check fewer)")
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """SIGTERM (``kill``, a batch system's stop) ends the command as Ctrl-C does: by an exception
+    in the main thread, so that the temporary work store is deleted on the way out (Python's
+    default SIGTERM kills the process at once, leaving it behind). Exit status 143."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _cli_check(args) -> int:
     record_dir = _record_dir(args)
     if any(not rid.strip() or "/" in rid for rid in args.run_ids):
@@ -108,10 +147,12 @@ def _cli_check(args) -> int:
     if missing:
         raise ValueError(f"no recorded run {', '.join(missing)} in {record_dir} "
                          f"(see `gtalib record list`)")
+    if not args.run_ids:  # every record: say what that costs before it starts
+        print(check_cost_line(record_dir, len(folders), args.jobs), flush=True)
     counts = dict.fromkeys(OUTCOMES, 0)
     work_dir = (contextlib.nullcontext(str(Path(args.keep).resolve())) if args.keep else
                 tempfile.TemporaryDirectory(prefix="gtalib-check-"))
-    with work_dir as work:
+    with _sigterm_exits(), work_dir as work:
         # every record re-trained at once on the cluster (each with its card's thread count),
         # then each compared with the run found finished in the work store
         by_threads = defaultdict(list)

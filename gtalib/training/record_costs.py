@@ -12,12 +12,26 @@ from pathlib import Path
 from gtalib.training import runs as store
 from gtalib.training.records import list_records, load_record_info, record_machine_kind
 
+def cpu_kind_label(model_name, family, model) -> str:
+    """A CPU kind as the cost table names it: ``"AMD EPYC (family 26, model 2)"``."""
+    return f"{model_name} (family {family}, model {model})"
+
+
+def this_cpu() -> str:
+    """This machine's CPU kind, named as :func:`cost_table` names a record's
+    (:func:`gtalib.training.machine.cpu_info`)."""
+    from gtalib.training.machine import cpu_info
+
+    cpu = cpu_info()
+    return cpu_kind_label(cpu["model_name"], cpu["family"], cpu["model"])
+
+
 def _cpu_of(folder: Path) -> str:
     """``"AMD EPYC (family 26, model 2)"`` from the bundle's machine kind, else the recording
     machine's CPU name with ``", kind unknown"``."""
     kind = record_machine_kind(folder)
     if kind:
-        return f"{kind['cpu_model_name']} (family {kind['cpu_family']}, model {kind['cpu_model']})"
+        return cpu_kind_label(kind["cpu_model_name"], kind["cpu_family"], kind["cpu_model"])
     return f"{load_record_info(folder)['machine']['cpu']}, kind unknown"
 
 
@@ -45,7 +59,9 @@ def cost_table(record_dir=None):
     last-process time, a lower bound, flagged by ``lower_bound``), ``core_s_total``,
     ``train_s_median`` (the optimizer steps' own seconds per run, the card's ``train_wall_s``,
     median over the runs not resumed), ``cpu``
-    (the machine kind that trained it, :func:`record_machine_kind`) and ``result_bytes`` (what
+    (the machine kind that trained it, :func:`record_machine_kind`), ``by_cpu`` (per CPU kind
+    that trained runs of it not resumed: ``{"runs", "core_s", "train_s"}``, the count and the
+    medians, so that a cost can be scaled from the kind it was measured on) and ``result_bytes`` (what
     such a run keeps in a run store, the largest of its bundles: :func:`_result_bytes`). Sorted by
     ``core_s_total``, largest first.
     Returns a :class:`pandas.DataFrame`.
@@ -68,7 +84,7 @@ def cost_table(record_dir=None):
                      "cpu": _cpu_of(folder), "result_bytes": _result_bytes(folder)})
     cols = ["key", "run", "n_layer", "d_model", "steps", "tokens", "seeds", "runs", "core_s_median",
             "core_s_min", "core_s_max", "resumed", "core_s_total", "lower_bound", "train_s_median",
-            "cpu", "result_bytes"]
+            "cpu", "by_cpu", "result_bytes"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -80,6 +96,12 @@ def cost_table(record_dir=None):
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
         train_s_median=("train_s", "median"),
         cpu=("cpu", lambda c: "; ".join(sorted(set(c)))), result_bytes=("result_bytes", "max"))
+    timed = df[~df["resumed"]].groupby(["key", "cpu"], sort=False)
+    by_cpu = {}
+    for (key, cpu), g in timed:
+        by_cpu.setdefault(key, {})[cpu] = {"runs": len(g), "core_s": float(g["core_s"].median()),
+                                           "train_s": float(g["train_s"].median())}
+    out["by_cpu"] = [by_cpu.get(k, {}) for k in out.index]
     measured = df.groupby("key", sort=False)["core_s"].sum()
     out["lower_bound"] = out["core_s_median"].isna()  # every run of it resumed
     last_start = df.groupby("key", sort=False)["last_start_core_s"].sum()

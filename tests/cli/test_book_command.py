@@ -131,3 +131,43 @@ def test_an_empty_only_is_a_one_line_error():
     assert out.returncode == 2
     assert out.stderr.strip().startswith("gtalib book: error: --only: name at least one notebook")
     assert "Traceback" not in out.stderr
+
+
+def test_a_seed_count_past_the_maximum_or_a_port_out_of_range_is_refused_at_once(capsys):
+    """``--seeds 1000000000`` and ``tcp://host:99999`` are one argparse line and exit 2, before
+    any plan is enumerated or any connection tried (Dask alone waits 30 s on the bad port)."""
+    import time
+
+    import pytest
+
+    from gtalib.book.design import seeds
+
+    from gtalib.book.design.figures import by_preset
+
+    assert seeds.MAX_SEEDS == 10 * max(n for c in by_preset("seeds").values() for n in c.values())
+    for argv, message in (
+            (["--seeds", "1000000000"],
+             f"argument --seeds: expected a positive integer up to {seeds.MAX_SEEDS}, got 1000000000"),
+            (["--seeds", str(seeds.MAX_SEEDS + 1)], "argument --seeds: expected a positive integer up to"),
+            (["--cluster", "tcp://host:99999"],
+             "argument --cluster: expected tcp://HOST:PORT with a PORT from 1 to 65535, got "
+             "'tcp://host:99999'"),
+            (["--cluster", "tcp://host:0"], "argument --cluster: expected tcp://HOST:PORT with"),
+            (["--cluster", "tcp://host:x"], "argument --cluster: expected tcp://HOST:PORT with")):
+        t0 = time.perf_counter()
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["book", *argv, "--predict"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"gtalib book: error: {message}"), err
+        assert time.perf_counter() - t0 < 5
+    parse = cli.build_parser().parse_args
+    assert parse(["book", "--seeds", str(seeds.MAX_SEEDS)]).seeds == seeds.MAX_SEEDS
+    for ok in ("tcp://h:65535", "tcp://h:1", "tcp://h"):  # no port: Dask's default
+        assert parse(["book", "--cluster", ok]).cluster == ok
+    # the library refuses it too, naming the flag
+    from gtalib.book.pipeline.job import build_book
+
+    with pytest.raises(ValueError, match=r"seeds \(--seeds\) must be an integer from 1 to 100, "
+                                         r"got 1000000000"):
+        build_book("ci", 10**9, train=False, html=False)

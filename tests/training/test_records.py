@@ -565,3 +565,41 @@ def test_every_measured_real_change_leaves_the_envelope_in_its_early_window():
     for (name, rid), g in changes.groupby(["change", "run_id"]):
         early = g[g["step"] <= env.early_steps]
         assert (early["train_delta"].abs() > env.early_tol).any(), (name, rid)
+
+
+def test_record_check_of_every_record_says_its_cost_first_and_sigterm_leaves_no_work_folder(
+        finished_run, tmp_path, capsys, monkeypatch):
+    """Without a run id, the first line is what it will re-train and the recorded core-hours
+    (the cost table's total, in closed form); a SIGTERM while it trains ends it with status 143
+    and deletes its temporary work store."""
+    import os
+    import signal
+    import tempfile
+
+    from gtalib.cli import main
+    from gtalib.cli import record as record_cli
+    from gtalib.training.record_costs import cost_table
+
+    _, spec, path = finished_run
+    record_dir = tmp_path / "rec"
+    records.record_run(path, record_dir)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    seen = {}
+
+    def killed(specs, work, *a, **k):
+        seen["work"] = work
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the command")
+
+    monkeypatch.setattr(record_cli, "train_all", killed)
+    with pytest.raises(SystemExit) as exc:
+        main(["record", "check", "--record-dir", str(record_dir), "--jobs", "2"])
+    assert exc.value.code == 128 + signal.SIGTERM
+    core_h = float(cost_table(record_dir)["core_s_total"].sum()) / 3600
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"record check: re-training all 1 recorded run(s) of 1 configuration(s) in {record_dir}: "
+        f"{core_h:,.1f} core-hours as recorded, ≈ {core_h / 2:,.1f} h on 2 one-thread worker(s) "
+        "at the recorded pace (give run ids to check fewer)")
+    assert seen["work"].startswith(str(tmp_path / "tmp")) and list((tmp_path / "tmp").iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

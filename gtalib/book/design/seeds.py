@@ -24,6 +24,11 @@ from gtalib.book.design.names import and_join
 
 #: Seeds per configuration when the book is asked for none (``gtalib book --seeds``).
 DEFAULT_SEEDS = 3
+#: The most seeds per configuration a book may ask for (``gtalib book --seeds``): ten times the
+#: largest count any figure or table is declared at (the specs' ``seeds``). At ``cpu`` that is ten times the
+#: 472-run default book, hundreds of core-hours; a larger count would only spend minutes
+#: enumerating runs that no budget trains.
+MAX_SEEDS = 100
 
 #: The scale ladder's axes: counts of recorded runs, shown as recorded whatever the book asks.
 LADDER_KEYS = ("ladder", "ladder_width")
@@ -75,6 +80,18 @@ def _check_count(name: str, n) -> None:
         raise ValueError(f"{name} must be a positive integer, got {n!r}")
 
 
+def check_seeds(seeds) -> None:
+    """Refuse a book's seed count outside 1…:data:`MAX_SEEDS`.
+
+    Raises:
+        ValueError: ``seeds`` not an integer from 1 to :data:`MAX_SEEDS` (the message names
+            ``--seeds`` and the allowed range).
+    """
+    if (not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_SEEDS):
+        raise ValueError(f"seeds (--seeds) must be an integer from 1 to {MAX_SEEDS}, "
+                         f"got {seeds!r}")
+
+
 def seeds_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None) -> int:
     """The seeds figure ``key`` runs at ``preset`` when the book asks for ``seeds``.
 
@@ -83,7 +100,7 @@ def seeds_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None) 
     override falls back to ``seeds``. A ladder axis (:data:`LADDER_KEYS`): its recorded count.
 
     Raises:
-        ValueError: ``seeds`` not a positive integer.
+        ValueError: ``seeds`` not an integer from 1 to :data:`MAX_SEEDS`.
         KeyError: unknown figure key, or a ladder key at a preset without a ladder.
     """
     if key in LADDER_KEYS:
@@ -91,7 +108,7 @@ def seeds_of(key: str, preset: str, seeds: int = DEFAULT_SEEDS, max_steps=None) 
         if preset not in counts:
             raise KeyError(f"preset {preset!r} has no scale ladder; allowed: {', '.join(counts)}")
         return counts[preset]
-    _check_count("seeds", seeds)
+    check_seeds(seeds)
     if key not in ABLATIONS and key != "main":
         raise KeyError(f"unknown figure {key!r}; allowed: {', '.join([*ABLATIONS, 'main'])}")
     return max(seeds, figure_spec(key).seeds.get(preset, 0)) if max_steps is None else seeds

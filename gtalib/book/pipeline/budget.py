@@ -1,11 +1,18 @@
 """What the book's runs will cost on *this* machine, and which of them fit a time budget.
 
-A run's expected cost is its configuration's recorded core-seconds (the median over its bundles in
-``book/recorded/``: :func:`gtalib.training.record_costs.cost_table`, ``docs/recorded_runs.md``)
-scaled to this machine, or, for a configuration never recorded, its training FLOPs at the rate
-measured here. Both come from one short timed calibration (:func:`calibrate`): a few optimizer
-steps of the preset's MHA model, one thread, on random tokens, whose seconds per step are compared
-with the same configuration's recorded seconds per step.
+A run's expected cost is its configuration's recorded core-seconds (``book/recorded/``:
+:func:`gtalib.training.record_costs.cost_table`, ``docs/recorded_runs.md``) scaled to this
+machine, or, for a configuration never recorded, its training FLOPs at the rate measured here.
+The scale comes from short timed calibrations (:func:`calibrate`), one per configuration family
+(:func:`family`: depth, width and training length) among the runs to train: a few optimizer steps
+of one run of the family (the preset's MHA for the reference family, else the first run of the
+family in the job's order), one thread, on random tokens, whose seconds per step are compared
+with the same configuration's recorded seconds per step *on each CPU kind that recorded it*. A
+run is then scaled from the cost recorded on a CPU kind that recorded both it and its family's
+calibration run (this machine's kind when it has one, else the kind with the most runs of it),
+so that neither a family's own pace nor the machine and load a record was made on bleeds into
+another's prediction: one factor for every configuration missed the 1,000-step gating runs by
+1.28–1.44× on three CPU kinds (``benchmarks/budget_prediction.md``).
 
 The wall time of a set of tasks on ``W`` workers is the makespan of the greedy schedule that
 starts the spot-check tasks first and, within each class, the longest first (Graham 1969,
@@ -23,10 +30,11 @@ models (:mod:`gtalib.model`); trains nothing.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -41,8 +49,11 @@ from gtalib.training.runs import RunSpec
 
 #: The rest of the job besides training, in seconds on the machine the README's wall time was
 #: measured on (benchmarks/book_wall_time.md, default book: corpus 10.0 s, notebooks 45.0 s,
-#: MathJax and HTML 3.3 s), scaled like the runs.
-REST_S = 58.3
+#: MathJax and HTML 3.3 s), scaled like the runs: before training (the corpus, unless the job
+#: measured what it spent before it chose: :func:`choose`'s ``elapsed_s``) and after it.
+BEFORE_TRAIN_S = 10.0
+AFTER_TRAIN_S = 48.3
+REST_S = BEFORE_TRAIN_S + AFTER_TRAIN_S
 #: Share of the budget that the predicted wall time may fill: the rest absorbs the prediction's
 #: error (measured in benchmarks/budget_prediction.md).
 BUDGET_FILL = 0.9
@@ -56,6 +67,18 @@ START_S = 5.0
 #: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones.
 CALIBRATION_STEPS = 4
 WARMUP_STEPS = 1
+#: A calibration step predicted longer than this (seconds, from its FLOPs at the recorded
+#: throughput, :func:`recorded_flops_per_s`) is not timed: the ``paper`` preset's 2.9 B-parameter
+#: step would take hours on a CPU. Its runs are then costed from FLOPs alone
+#: (:func:`flops_calibration`).
+MAX_TIMED_STEP_S = 10.0
+#: What a GPU would need, for runs too large for a CPU (:func:`gpu_words`): an H100 SXM's dense
+#: bf16 peak (989 TFLOP/s, NVIDIA's data sheet) at 40 % of it, a utilisation assumed, not
+#: measured; and 16 bytes per parameter for fp32 master weights, their gradients and AdamW's two
+#: moments (bf16 copies and activations come on top).
+GPU_PEAK_FLOPS = 989e12
+GPU_UTILISATION = 0.4
+TRAIN_BYTES_PER_PARAM = 16
 
 
 def group_key(spec) -> tuple:
@@ -72,11 +95,42 @@ def groups(specs) -> list[list]:
     return list(by.values())
 
 
+def family(spec) -> tuple:
+    """A run's configuration family, ``(n_layer, d_model, max_steps)``: the runs one calibration
+    scales (:func:`calibrate`); at ``cpu`` the 250-step runs and the 1,000-step gating runs."""
+    return (spec.model.n_layer, spec.model.d_model, spec.train.max_steps)
+
+
+def family_words(fam: tuple) -> str:
+    """A family (:func:`family`) in words: ``"1,000-step runs (8 layers, d_model 128)"``."""
+    n_layer, d_model, steps = fam
+    return f"{steps:,}-step runs ({n_layer} layers, d_model {d_model})"
+
+
 def training_flops(spec) -> float:
     """Training FLOPs of a run, ``6 · parameters · tokens`` (Kaplan et al. 2020, "Scaling Laws
     for Neural Language Models", Sec. 2.1)."""
 
     return 6.0 * count_params(spec.model)["total"] * spec.train.max_steps * spec.train.tokens_per_step
+
+
+@dataclass(frozen=True)
+class FamilyCalibration:
+    """One configuration family's calibration (:func:`calibrate`).
+
+    Attributes:
+        run: the timed run's configuration in words (:meth:`RunSpec.describe`, less its seed).
+        seconds_per_step: its optimizer step here (seconds; median over the workers).
+        recorded: CPU kind (:func:`gtalib.training.record_costs.cost_table`'s names) → the same
+            configuration's recorded seconds per step there (median; empty: never recorded).
+        flops_per_s: training FLOPs per second of it here (:func:`training_flops` of one step
+            over ``seconds_per_step``).
+    """
+
+    run: str
+    seconds_per_step: float
+    recorded: dict
+    flops_per_s: float
 
 
 @dataclass(frozen=True)
@@ -93,6 +147,10 @@ class Calibration:
         threads: torch threads of the calibration (those of one run).
         workers: the workers it was timed on at once (their median), or 0: in the job's own
             process.
+        families: :func:`family` → :class:`FamilyCalibration`, of the reference run and of one
+            run per other family to train (empty: every run scaled by :attr:`factor`).
+        cpu: this machine's CPU kind (:func:`gtalib.training.record_costs.this_cpu`).
+        timed: ``False`` for :func:`flops_calibration`, which times nothing.
     """
 
     seconds_per_step: float
@@ -100,6 +158,9 @@ class Calibration:
     flops_per_s: float
     threads: int = 1
     workers: int = 0
+    families: dict = field(default_factory=dict)
+    cpu: str | None = None
+    timed: bool = True
 
     @property
     def factor(self) -> float:
@@ -113,6 +174,31 @@ def reference_spec(plan):
     """The calibration's run: the preset's MHA at its default options, seed 0."""
 
     return plan.spec(RunRef("mha", "main", (), 0))
+
+
+def _row(costs, spec):
+    """``costs``'s row of ``spec``'s configuration (empty when it has none)."""
+    return costs[costs["key"] == record_costs.config_key(spec)]
+
+
+def _by_cpu(row) -> dict:
+    """CPU kind → ``{"runs", "core_s", "train_s"}`` of a cost-table row (empty without one)."""
+    return dict(row["by_cpu"].iloc[0]) if len(row) and "by_cpu" in row else {}
+
+
+def calibration_specs(plan, todo=(), costs=None) -> list:
+    """The runs :func:`calibrate` times: the reference (:func:`reference_spec`), then one run of
+    every other family (:func:`family`) among ``todo`` (RunSpecs, in the job's order): its first
+    run whose configuration is recorded, else its first run."""
+    ref = reference_spec(plan)
+    chosen = {family(ref): ref}
+    for s in todo:
+        fam = family(s)
+        known = costs is not None and len(_row(costs, s))
+        if fam not in chosen or (known and not len(_row(costs, chosen[fam]))
+                                 and chosen[fam] is not ref):
+            chosen[fam] = s
+    return list(chosen.values())
 
 
 def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
@@ -156,42 +242,120 @@ def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS
 
 
 def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
-              measured: dict | None = None) -> Calibration:
-    """This machine's :class:`Calibration`: :func:`time_steps` of :func:`reference_spec`'s run,
-    compared with the recorded seconds per step of that configuration (``costs``:
-    :func:`gtalib.training.record_costs.cost_table`, read when ``None``). ``measured``: seconds per
-    step already timed on the workers (worker → seconds, from
-    :func:`gtalib.book.pipeline.schedule.calibrate_workers`, all at once, so that they contend as the
-    runs will); their median is used, else the step is timed here, in this process.
+              measured: dict | None = None, todo=(),
+              family_measured: dict | None = None) -> Calibration:
+    """This machine's :class:`Calibration`: :func:`time_steps` of every run of
+    :func:`calibration_specs` (the reference, and one run per other family of ``todo``), each
+    compared with the recorded seconds per step of its configuration, overall (the median over
+    its bundles, for the reference's :attr:`Calibration.factor`) and per CPU kind (for
+    :func:`expected_seconds`); ``costs``: :func:`gtalib.training.record_costs.cost_table`, read
+    when ``None``. ``measured``: the reference's seconds per step already timed on the workers
+    (worker → seconds, from :func:`gtalib.book.pipeline.schedule.calibrate_workers`, all at once,
+    so that they contend as the runs will), ``family_measured`` the same per family; their
+    median is used, else the step is timed here, in this process.
 
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
     """
 
-    spec = reference_spec(plan)
-    if measured:
-        per_step, where = float(pd.Series(list(measured.values())).median()), len(measured)
-    else:
-        per_step, where = time_steps(spec.to_dict(), threads, steps), 0
+    def per_step_of(spec, timed) -> float:
+        if timed:
+            return float(pd.Series(list(timed.values())).median())
+        return time_steps(spec.to_dict(), threads, steps)
+
     costs = record_costs.cost_table() if costs is None else costs
-    row = costs[costs["key"] == record_costs.config_key(spec)]
+    families = {}
+    for spec in calibration_specs(plan, todo, costs):
+        fam, n = family(spec), spec.train.max_steps
+        per = per_step_of(spec, measured if fam == family(reference_spec(plan))
+                          else (family_measured or {}).get(fam))
+        recorded = {cpu: d["train_s"] / n for cpu, d in _by_cpu(_row(costs, spec)).items()
+                    if d["train_s"] > 0}
+        families[fam] = FamilyCalibration(spec.describe().replace(f" seed={spec.seed}", ""),
+                                          per, recorded, training_flops(spec) / n / per)
+    spec = reference_spec(plan)
+    ref = families[family(spec)]
+    row = _row(costs, spec)
     recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
                 if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
-    return Calibration(per_step, recorded, training_flops(spec) / spec.train.max_steps / per_step,
-                       threads, where)
+    return Calibration(ref.seconds_per_step, recorded, ref.flops_per_s, threads,
+                       len(measured) if measured else 0, families, record_costs.this_cpu())
+
+
+def recorded_flops_per_s(costs) -> float:
+    """The training throughput of the recorded runs, FLOPs per second of one thread: the median
+    over the recorded configurations of :func:`training_flops` over their median core-seconds
+    (``costs``: :func:`gtalib.training.record_costs.cost_table`, whose ``key`` is the spec).
+
+    Raises:
+        ValueError: ``costs`` has no timed configuration.
+    """
+    rates = [training_flops(RunSpec.from_dict({**json.loads(r.key), "seed": 0})) / r.core_s_median
+             for r in costs.itertuples() if r.core_s_median > 0]
+    if not rates:
+        raise ValueError("no recorded run with a measured time: nothing to derive a throughput from")
+    return float(pd.Series(rates).median())
+
+
+def timed_step_s(spec, costs) -> float:
+    """One optimizer step of ``spec``'s run at the recorded throughput (seconds): what timing it
+    would cost before :data:`MAX_TIMED_STEP_S` stops it."""
+    return training_flops(spec) / spec.train.max_steps / recorded_flops_per_s(costs)
+
+
+def flops_calibration(plan, costs, threads: int = 1) -> Calibration:
+    """A :class:`Calibration` that times nothing: the reference run's step from its FLOPs at
+    :func:`recorded_flops_per_s`, so every run is costed from its FLOPs (no model is built), for
+    a preset whose step is too large to time (:data:`MAX_TIMED_STEP_S`)."""
+    rate = recorded_flops_per_s(costs)
+    spec = reference_spec(plan)
+    return Calibration(training_flops(spec) / spec.train.max_steps / rate, None, rate, threads, 0,
+                       {}, record_costs.this_cpu(), timed=False)
+
+
+def gpu_words(specs) -> str:
+    """What the runs ``specs`` (RunSpecs) would need on GPUs, in words: their training FLOPs,
+    GPU-hours at :data:`GPU_UTILISATION` of :data:`GPU_PEAK_FLOPS`, and the largest run's
+    memory for weights, gradients and optimizer state (:data:`TRAIN_BYTES_PER_PARAM`)."""
+    specs = list(specs)
+    if not specs:
+        return "gpu: nothing to train"
+    flops = sum(training_flops(s) for s in specs)
+    hours = flops / (GPU_PEAK_FLOPS * GPU_UTILISATION) / 3600
+    params = max(count_params(s.model)["total"] for s in specs)
+    return (f"gpu: {len(specs)} run(s), {flops:.3g} FLOPs (6 · parameters · tokens): ≈ "
+            f"{hours:,.0f} GPU-hours on H100s at {GPU_UTILISATION:.0%} of their "
+            f"{GPU_PEAK_FLOPS / 1e12:.0f} TFLOP/s bf16 peak (assumed), and per run ≥ "
+            f"{params * TRAIN_BYTES_PER_PARAM / 1e9:.0f} GB of GPU memory for its "
+            f"{params / 1e9:.2f} B parameters' weights, gradients and AdamW state, before "
+            "activations")
 
 
 def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]:
-    """``(seconds, basis)``: a run's expected wall time on one worker here, from its
-    configuration's recorded core-seconds (median) × :attr:`Calibration.factor` (``basis``
-    ``"recorded"``), else its FLOPs at :attr:`Calibration.flops_per_s` plus
-    :data:`RUN_SETUP_S` (``"FLOPs"``)."""
+    """``(seconds, basis)``: a run's expected wall time on one worker here.
 
-    row = costs[costs["key"] == record_costs.config_key(spec)]
+    With a calibration of its family (:attr:`Calibration.families`) recorded on a CPU kind that
+    also recorded the run's configuration: that configuration's recorded core-seconds there
+    (median) × the family's seconds per step here over its recorded seconds per step there,
+    this machine's kind first, else the kind with the most runs of it (``basis``
+    ``"recorded"``). Otherwise its recorded core-seconds (median over every kind) ×
+    :attr:`Calibration.factor` (``"recorded"``), and for a configuration never recorded its
+    FLOPs at its family's rate (else the reference's) plus :data:`RUN_SETUP_S` (``"FLOPs"``)."""
+
+    row = _row(costs, spec)
+    threads = calibration.threads
+    fam = calibration.families.get(family(spec))
     if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
-        threads = calibration.threads
+        by = _by_cpu(row)
+        common = [k for k in by if fam is not None and k in fam.recorded]
+        if common:
+            kind = (calibration.cpu if calibration.cpu in common
+                    else max(common, key=lambda k: (by[k]["runs"], k)))
+            return (by[kind]["core_s"] / threads * fam.seconds_per_step / fam.recorded[kind],
+                    "recorded")
         return float(row["core_s_median"].iloc[0]) / threads * calibration.factor, "recorded"
-    return training_flops(spec) / calibration.flops_per_s + RUN_SETUP_S, "FLOPs"
+    rate = fam.flops_per_s if fam is not None else calibration.flops_per_s
+    return training_flops(spec) / rate + RUN_SETUP_S, "FLOPs"
 
 
 def start_order(tasks, cost, first=frozenset()) -> list:
@@ -227,14 +391,17 @@ class Choice:
         train: the tasks (lists of RunSpecs) to train here, in the order offered.
         read: the runs read from records instead (RunSpecs).
         seconds: run id → expected seconds here. basis: run id → ``"recorded"`` or ``"FLOPs"``.
-        train_wall_s: predicted wall seconds of training ``train`` on ``workers``.
-        job_wall_s: ``train_wall_s`` plus the rest of the job (:data:`REST_S`, scaled).
+        train_wall_s: predicted wall seconds of training ``train`` on ``workers``
+            (:data:`START_S` included).
+        job_wall_s: the whole job: what comes before training (the seconds spent already, or
+            :data:`BEFORE_TRAIN_S` scaled), ``train_wall_s`` and ``after_s``.
         budget_s: the budget in seconds (``None``: none).
         workers: workers the prediction assumes.
         first: the run ids among the candidates that belong to the spot-check set (trained
             first, :func:`start_order`).
         store_bytes: the bytes training ``train`` needs in the run store
             (:func:`store_bytes`).
+        after_s: the job after training (:data:`AFTER_TRAIN_S`, scaled).
     """
 
     train: list
@@ -247,6 +414,7 @@ class Choice:
     workers: int
     first: frozenset = frozenset()
     store_bytes: int = 0
+    after_s: float = 0.0
 
     @property
     def over_budget(self) -> bool:
@@ -255,16 +423,20 @@ class Choice:
 
 
 def choose(todo, recorded, calibration: Calibration, costs, workers: int,
-           budget_s: float | None, first=frozenset(), tier=None) -> Choice:
+           budget_s: float | None, first=frozenset(), tier=None,
+           elapsed_s: float | None = None) -> Choice:
     """Which of the runs ``todo`` (RunSpecs not in the local store) to train here.
 
     A task (:func:`groups`) with a run that ``recorded`` (run id → bool) says has no record must
-    be trained; the others are added in ``todo``'s order while the predicted job wall time
-    (:func:`makespan` of the tasks in :func:`start_order`, ``first`` being the spot-check run
-    ids, plus :data:`REST_S` × factor) stays within :data:`BUDGET_FILL` × ``budget_s``; a task
-    that does not fit is skipped for the smaller ones after it, but no task of a later ``tier``
-    (run id → tier number, a task's its smallest; default one tier) is added once one of an
-    earlier tier was skipped. ``budget_s=None`` trains every task.
+    be trained; the others are added in ``todo``'s order while training, on the schedule the
+    deadline will follow (:func:`late_tasks` at pace 1: :func:`makespan` of the tasks in
+    :func:`start_order`, ``first`` being the spot-check run ids), starting :data:`START_S` after
+    the job's ``elapsed_s`` seconds so far (its corpus, cluster and calibration; ``None``:
+    :data:`BEFORE_TRAIN_S` × factor, a prediction made before the job), ends by
+    :func:`train_deadline_s`; a task that does not fit is skipped for the smaller ones after
+    it, but no task of a later ``tier`` (run id → tier number, a task's its smallest; default
+    one tier) is added once one of an earlier tier was skipped. ``budget_s=None`` trains every
+    task.
 
     Raises:
         ValueError: ``workers`` < 1, or ``budget_s`` not positive.
@@ -276,7 +448,8 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
         seconds[s.run_id], basis[s.run_id] = expected_seconds(s, calibration, costs)
     first = frozenset(first) & {s.run_id for s in todo}
     tasks = groups(todo)
-    rest = REST_S * calibration.factor
+    after = AFTER_TRAIN_S * calibration.factor
+    before = BEFORE_TRAIN_S * calibration.factor if elapsed_s is None else elapsed_s
 
     def wall(chosen) -> float:  # training's wall seconds, tasks started as the scheduler will
         ordered = start_order([tasks[i] for i in chosen], seconds, first)
@@ -286,7 +459,7 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     if budget_s is None:
         chosen = set(range(len(tasks)))
     else:
-        limit = BUDGET_FILL * budget_s - rest - START_S
+        limit = BUDGET_FILL * budget_s - after - before - START_S
         skipped = math.inf  # the earliest tier of a task that did not fit
         for i, g in enumerate(tasks):
             t = min((tier or {}).get(s.run_id, 0) for s in g)
@@ -299,8 +472,9 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     train = [tasks[i] for i in sorted(chosen)]
     read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
     train_s = wall(chosen) + START_S if chosen else 0.0
-    return Choice(train, read, seconds, basis, train_s, train_s + rest, budget_s, workers, first,
-                  store_bytes([s for g in train for s in g], costs, workers))
+    return Choice(train, read, seconds, basis, train_s, before + train_s + after, budget_s,
+                  workers, first, store_bytes([s for g in train for s in g], costs, workers),
+                  after)
 
 
 def store_bytes(specs, costs, workers: int) -> int:
@@ -321,13 +495,14 @@ def store_bytes(specs, costs, workers: int) -> int:
 
 def train_deadline_s(choice: Choice) -> float | None:
     """Seconds after the job's start by which its training must end so that the job stays
-    within :data:`BUDGET_FILL` of its budget: the filled budget minus the rest of the job
-    (:data:`REST_S`, scaled, as :func:`choose` counted it); ``None`` without a budget. The job
-    drops the tasks that the measured pace says would end later (:func:`late_tasks`), so a
-    prediction that was low for this machine costs runs read from records, not the budget."""
+    within :data:`BUDGET_FILL` of its budget: the filled budget minus the job after training
+    (:attr:`Choice.after_s`), the very limit :func:`choose` filled, so that at the predicted pace
+    (× 1.00) nothing it chose is dropped; ``None`` without a budget. The job drops the tasks
+    that the measured pace says would end later (:func:`late_tasks`), so a prediction that was
+    low for this machine costs runs read from records, not the budget."""
     if choice.budget_s is None:
         return None
-    return BUDGET_FILL * choice.budget_s - (choice.job_wall_s - choice.train_wall_s)
+    return BUDGET_FILL * choice.budget_s - choice.after_s
 
 
 def late_tasks(pending, cost, running_ends, workers: int, now: float, deadline: float,
@@ -360,6 +535,10 @@ def late_tasks(pending, cost, running_ends, workers: int, now: float, deadline: 
 
 
 def _minutes(seconds: float) -> str:
+    if seconds >= 2 * 365 * 86400:
+        return f"{seconds / (365.25 * 86400):,.0f} years"
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:,.0f} days"
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
@@ -374,6 +553,10 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
               f"costs × {calibration.factor:.2f}" if calibration.recorded_seconds_per_step
               else " (no record of it: costs from FLOPs at "
                    f"{calibration.flops_per_s / 1e9:.1f} GFLOP/s)"))
+    if not calibration.timed:
+        cal = (f"none timed: one step of the reference run would take "
+               f"{_minutes(calibration.seconds_per_step)} here at the recorded runs' throughput "
+               f"({calibration.flops_per_s / 1e9:.1f} GFLOP/s per thread): costs from FLOPs")
     lines = [f"calibration: {cal}",
              f"prediction on {where} ({choice.workers} worker(s)): training {n_train} run(s) "
              f"≈ {_minutes(choice.train_wall_s)}, the whole job ≈ {_minutes(choice.job_wall_s)}"]
@@ -390,4 +573,39 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
                      "not fit are read from records"
                      + (" (the runs without a record alone are predicted past it)"
                         if choice.over_budget else ""))
+    for fam, fc in calibration.families.items():
+        mine = calibration.cpu in fc.recorded
+        rec = fc.recorded.get(calibration.cpu) if mine else (
+            min(fc.recorded.values()) if fc.recorded else None)
+        lines.append(f"  {family_words(fam)}: {fc.seconds_per_step:.3f} s per step of {fc.run}"
+                     + ("" if rec is None else
+                        f" against {rec:.3f} s recorded on "
+                        + ("this CPU kind" if mine else
+                           f"{len(fc.recorded)} other CPU kind(s) (fastest shown)")))
     return "\n".join(lines)
+
+
+def family_times(specs, predicted: dict, measured: dict) -> list[dict]:
+    """Predicted against measured seconds per configuration family (:func:`family`), for the
+    job's last lines and ``benchmarks/budget_prediction.md``: one dict per family of the runs
+    ``specs`` (RunSpecs) that ``measured`` (run id → wall seconds, from their cards) holds, in
+    order of first appearance: ``family`` (words), ``runs``, ``predicted_s`` (sum of
+    ``predicted``, run id → seconds) and ``measured_s``."""
+    out = {}
+    for s in specs:
+        if s.run_id not in measured or s.run_id not in predicted:
+            continue
+        row = out.setdefault(family(s), {"family": family_words(family(s)), "runs": 0,
+                                         "predicted_s": 0.0, "measured_s": 0.0})
+        row["runs"] += 1
+        row["predicted_s"] += float(predicted[s.run_id])
+        row["measured_s"] += float(measured[s.run_id])
+    return list(out.values())
+
+
+def family_lines(rows: list[dict]) -> list[str]:
+    """The job's lines for :func:`family_times`: runs, predicted and measured one-worker
+    seconds and their ratio (measured / predicted) per family."""
+    return [f"prediction: {r['family']}: {r['runs']} run(s), predicted "
+            f"{_minutes(r['predicted_s'])}, measured {_minutes(r['measured_s'])} "
+            f"(× {r['measured_s'] / r['predicted_s']:.2f})" for r in rows if r["predicted_s"] > 0]

@@ -45,7 +45,7 @@ from gtalib.book.chapters.against_records import against_records, summary_lines
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.figures import ABLATIONS
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words
+from gtalib.book.design.seeds import DEFAULT_SEEDS, check_seeds, counts_words
 from gtalib.book.design.spot_check import training_tiers
 from gtalib.book.pipeline import budget
 from gtalib.book.pipeline.execute import (
@@ -94,16 +94,20 @@ def ensure_corpus(plan: Plan, log=print) -> None:
 
 def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
                   budget_min: float | None = DEFAULT_BUDGET_MIN, train_recorded: bool = False,
-                  where: str | None = None, log=print, client=None, list_runs: bool = False):
+                  where: str | None = None, log=print, client=None, list_runs: bool = False,
+                  started: float | None = None):
     """The runs the job trains and their expected seconds: ``(specs, seconds, choice)``.
 
     Every run of the plan (and of its ladder with ``train_recorded``) that the local store lacks
     is a candidate, offered in :func:`gtalib.book.design.spot_check.training_tiers` (the
     spot-check set, seed 0 of the other variants, the other seeds); :func:`gtalib.book.pipeline.budget.choose` keeps those without a
     record and adds the others while the predicted job fits ``budget_min`` (``None``, or
-    ``train_recorded``: all). The calibration runs on every worker of ``client`` at once
-    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process; ``workers``
-    is then the number that answered. Prints the calibration, the prediction and what is read
+    ``train_recorded``: all), counting the seconds since ``started`` (the job's
+    ``time.perf_counter()`` at its start; ``None``: a prediction made before the job). The
+    calibration (one run per configuration family to train,
+    :func:`gtalib.book.pipeline.budget.calibration_specs`) runs on every worker of ``client`` at
+    once (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process;
+    ``workers`` is then the number that answered. Prints the calibration, the prediction and what is read
     from records; with ``list_runs`` also the runs it would train, by figure
     (:func:`runs_by_figure`).
     """
@@ -115,15 +119,24 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     todo = list({s.run_id: s for _, s in labelled
                  if not is_done(run_path(s, run_dir))}.values())
     costs = record_costs.cost_table()
-    measured = calibrate_workers(client, budget.reference_spec(plan), threads or 1) if client else {}
-    cal = budget.calibrate(plan, costs, threads or 1, measured=measured)
+    ref = budget.reference_spec(plan)
+    step_s = budget.timed_step_s(ref, costs)
+    if step_s > budget.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
+        cal, measured = budget.flops_calibration(plan, costs, threads or 1), {}
+    else:
+        timed = {budget.family(s): calibrate_workers(client, s, threads or 1) if client else {}
+                 for s in budget.calibration_specs(plan, todo, costs)}
+        measured = timed.pop(budget.family(ref))
+        cal = budget.calibrate(plan, costs, threads or 1, measured=measured, todo=todo,
+                               family_measured=timed)
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
         workers = len(measured)
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
     tier = {plan.spec(r).run_id: i for i, t in enumerate(tiers) for r in t}
     choice = budget.choose(todo, recorded, cal, costs, workers,
                            None if train_recorded or budget_min is None else budget_min * 60,
-                           {rid for rid, i in tier.items() if i == 0}, tier)
+                           {rid for rid, i in tier.items() if i == 0}, tier,
+                           None if started is None else time.perf_counter() - started)
     here = f"this machine ({machine_label(cpus=False)})"
     where = here if where is None or where.startswith("embedded") else (
         f"{where}, workers as fast as measured" if measured
@@ -132,6 +145,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
         if not train_recorded else f"runs: {len(label)} with the ladder's, "
                                    f"{len(label) - len(todo)} in {run_dir}")
     log(budget.describe(choice, cal, where))
+    if not cal.timed:
+        log(budget.gpu_words([s for g in choice.train for s in g]))
     specs = [(label[s.run_id], s) for g in choice.train for s in g]
     if list_runs:
         log(runs_by_figure(plan, specs, choice.first))
@@ -375,6 +390,7 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             flag = "--" + name.replace("_", "-")
             raise ValueError(f"{name} ({flag}) must be a positive integer"
                              f"{' or None' if optional else ''}, got {value!r}")
+    check_seeds(seeds)
     if budget_min is not None and not budget_min > 0:
         raise ValueError(f"budget_min (--budget) must be a positive number of minutes or None "
                          f"(none), got {budget_min!r}")
@@ -402,7 +418,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         accelerator = resolve_accelerator(accelerator, cluster, scheduler_file)
         with open_cluster(cluster, scheduler_file, jobs, batch, accelerator) as (client, where):
             specs, seconds, choice = runs_to_train(plan, run_dir, jobs, threads, budget_min,
-                                                   train_recorded, where, log, client)
+                                                   train_recorded, where, log, client,
+                                                   started=t_all)
             check_disk_space(choice, run_dir, ignore_disk_space, log)
             deadline = budget.train_deadline_s(choice)
             # the runs the deadline may leave to their records
@@ -413,12 +430,14 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                 deadline=None if deadline is None else t_all + deadline, optional=optional,
                 first=choice.first)]
         trained = [s for _, s in specs if is_done(run_path(s, run_dir))]
+        families = budget.family_times(trained, seconds, {
+            s.run_id: runs.load_card(run_path(s, run_dir))["wall_time_s"] for s in trained})
         dropped = sum(s.run_id in optional and not is_done(run_path(s, run_dir)) for _, s in specs)
         predicted = {"predicted_train_s": choice.train_wall_s,
                      "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
                      "runs_trained": len(trained),
                      # what the budget left to the records, and what the deadline then dropped
-                     "runs_read": len(choice.read) + dropped}
+                     "runs_read": len(choice.read) + dropped, "families": families}
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
@@ -470,6 +489,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         times["html_s"] = time.perf_counter() - t0
     times["total_s"] = time.perf_counter() - t_all
     log("times: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in times.items()))
+    for line in budget.family_lines(predicted.get("families", [])):
+        log(line)
     for line in summary_lines(against):  # last: a run outside its envelope is not missed
         log(line)
     summary.update(times)

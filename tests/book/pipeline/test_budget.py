@@ -149,10 +149,40 @@ def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci
     cal = budget.Calibration(1.5, 1.0, 1e9)  # this machine 1.5x the records
     costs = _costs([(s, 100.0) for s in todo])
     c = budget.choose(todo, {s.run_id: True for s in todo}, cal, costs, 2, budget_s=600)
+    # the corpus comes before training, inside the time the deadline counts from the job's start
     assert budget.train_deadline_s(c) == pytest.approx(
-        budget.BUDGET_FILL * 600 - budget.REST_S * 1.5)
+        budget.BUDGET_FILL * 600 - budget.AFTER_TRAIN_S * 1.5)
+    assert c.job_wall_s == pytest.approx(budget.BEFORE_TRAIN_S * 1.5 + c.train_wall_s
+                                         + budget.AFTER_TRAIN_S * 1.5)
     assert budget.train_deadline_s(budget.choose(todo, {s.run_id: True for s in todo}, cal, costs,
                                                  2, None)) is None
+
+
+def test_at_the_predicted_pace_the_deadline_drops_nothing_the_prediction_fitted(ci_specs):
+    """One schedule: the tasks :func:`choose` fits, started when it says training starts
+    (``elapsed_s`` + START_S after the job's start) in :func:`start_order`, all optional, end by
+    :func:`train_deadline_s` at pace 1.00 on every budget; and it fills that limit, so a deadline
+    that counted the time before training twice (the corpus in both the job's clock and the
+    rest of the job, the drop "× 1.00 of the prediction") drops runs at some budget."""
+    _, todo = ci_specs
+    cal = budget.Calibration(1.0, 1.0, 1e9)
+    costs = _costs([(s, 20.0 + 7.0 * i) for i, s in enumerate(todo)])
+    recorded = {s.run_id: True for s in todo}
+    first = {todo[-1].run_id}
+    dropped_if_counted_twice = 0
+    for budget_s in range(150, 1200, 37):
+        for elapsed in (3.0, 40.0):
+            c = budget.choose(todo, recorded, cal, costs, 2, budget_s, first, elapsed_s=elapsed)
+            tasks = budget.start_order(c.train, c.seconds, c.first)
+            cost = {i: sum(c.seconds[s.run_id] for s in g) for i, g in enumerate(tasks)}
+            pending = [(i, True) for i in range(len(tasks))]
+            deadline = budget.train_deadline_s(c)
+            start = elapsed + budget.START_S
+            assert budget.late_tasks(pending, cost, [], 2, start, deadline) == [], budget_s
+            assert start + c.train_wall_s - budget.START_S <= deadline + 1e-9
+            dropped_if_counted_twice += bool(budget.late_tasks(
+                pending, cost, [], 2, start, deadline - budget.BEFORE_TRAIN_S))
+    assert dropped_if_counted_twice > 0
 
 
 def test_start_order_puts_the_spot_check_first_then_the_longest():
@@ -226,3 +256,77 @@ def test_a_later_tier_waits_until_every_task_of_the_earlier_ones_fits(ci_specs, 
     assert [g for g in c.train] == [small, small_2]  # the other seed's task waits
     c = budget.choose(offered, recorded, cal, costs, 1, fits + 1)  # one tier: it fills in
     assert [g for g in c.train] == [small, small_2, other_seed]
+
+
+def test_the_paper_preset_is_costed_from_flops_without_building_its_model(monkeypatch):
+    """A paper-size step would take days to time on a CPU: the calibration times nothing,
+    every run is its FLOPs at the recorded runs' throughput, and the GPU line is 6·N·D over
+    40 % of an H100's peak, in closed form."""
+    from gtalib.model.params import count_params
+
+    def no_model(*_a, **_k):
+        raise AssertionError("a model was built or timed")
+
+    monkeypatch.setattr(budget, "time_steps", no_model)
+    monkeypatch.setattr(budget, "GPT", no_model)
+    costs = record_costs.cost_table()
+    rate = budget.recorded_flops_per_s(costs)
+    # the recorded cpu reference itself: its FLOPs over its recorded core-seconds is of that order
+    cpu_ref = budget.reference_spec(make_plan("cpu", 3))
+    row = costs[costs["key"] == record_costs.config_key(cpu_ref)].iloc[0]
+    assert 0.3 < rate / (budget.training_flops(cpu_ref) / row["core_s_median"]) < 3
+    plan = make_plan("paper", 1, notebooks=["init_ablation"])
+    plan.data(build=True)  # the run ids hash the GPT-2-tokenised corpus (seconds; no model)
+    ref = budget.reference_spec(plan)
+    assert budget.timed_step_s(ref, costs) > budget.MAX_TIMED_STEP_S
+    cal = budget.flops_calibration(plan, costs)
+    assert not cal.timed and cal.flops_per_s == pytest.approx(rate)
+    sec, basis = budget.expected_seconds(ref, cal, costs)
+    assert basis == "FLOPs" and sec == pytest.approx(budget.training_flops(ref) / rate
+                                                     + budget.RUN_SETUP_S)
+    n = count_params(ref.model)["total"]
+    hours = 6 * n * ref.train.max_steps * ref.train.tokens_per_step / (989e12 * 0.4) / 3600
+    words = budget.gpu_words([ref])
+    assert f"≈ {hours:,.0f} GPU-hours" in words
+    assert f"≥ {n * 16 / 1e9:.0f} GB of GPU memory" in words
+    assert "calibration: none timed" in budget.describe(
+        budget.choose([ref], {ref.run_id: False}, cal, costs, 1, 3600), cal, "here")
+
+
+def test_each_family_is_scaled_from_a_cpu_kind_that_recorded_it(ci_specs):
+    """A 1,000-step configuration recorded only on kind B is scaled by its family's calibration
+    against B, whatever the reference family's factor: the prediction is recorded cost on B ×
+    this machine's step over B's step, in closed form."""
+    _, todo = ci_specs
+    a, b = todo[0], next(s for s in todo if budget.family(s) == budget.family(todo[0])
+                         and record_costs.config_key(s) != record_costs.config_key(todo[0]))
+    by_a = {"A": {"runs": 3, "core_s": 100.0, "train_s": 100.0},
+            "B": {"runs": 1, "core_s": 50.0, "train_s": 50.0}}
+    by_b = {"B": {"runs": 2, "core_s": 80.0, "train_s": 80.0}}
+    costs = pd.DataFrame([{"key": record_costs.config_key(s), "core_s_median": m,
+                           "train_s_median": m, "by_cpu": by}
+                          for s, m, by in ((a, 90.0, by_a), (b, 80.0, by_b))])
+    n = a.train.max_steps
+    fam = budget.FamilyCalibration("x", 0.3, {"A": 100.0 / n, "B": 50.0 / n}, 1e9)
+    cal = budget.Calibration(9.0, 1.0, 1e9, families={budget.family(a): fam}, cpu="A")
+    # a on this machine's own kind A: 100 s × 0.3 / (100/n)
+    assert budget.expected_seconds(a, cal, costs)[0] == pytest.approx(100.0 * 0.3 * n / 100.0)
+    # b only on B: 80 s × 0.3 / (50/n), not 80 s × the reference factor 9
+    assert budget.expected_seconds(b, cal, costs)[0] == pytest.approx(80.0 * 0.3 * n / 50.0)
+    # without a family calibration: the overall median × factor, as before
+    plain = budget.Calibration(9.0, 1.0, 1e9)
+    assert budget.expected_seconds(b, plain, costs)[0] == pytest.approx(80.0 * 9.0)
+
+
+def test_family_times_sum_predicted_and_measured_per_family(ci_specs):
+    _, todo = ci_specs
+    fams = {}
+    for s in todo:
+        fams.setdefault(budget.family(s), []).append(s)
+    predicted = {s.run_id: 10.0 for s in todo}
+    measured = {s.run_id: 12.0 for s in todo[::2]}
+    rows = budget.family_times(todo, predicted, measured)
+    assert sum(r["runs"] for r in rows) == len(measured)
+    for r in rows:
+        assert r["measured_s"] == pytest.approx(1.2 * r["predicted_s"])
+    assert all("(× 1.20)" in line for line in budget.family_lines(rows))

@@ -18,6 +18,7 @@ from gtalib.book.design.chapters import (
     notebooks,
     toc_yaml,
 )
+from gtalib.book.design import seeds
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.seeds import DEFAULT_SEEDS
 from gtalib.book.pipeline import job as book
@@ -247,13 +248,15 @@ def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch):
         {s.run_id for _, s in specs}) or [])
     plan = make_plan("ci", 2)
     init = {plan.spec(r).run_id for r in (*plan.figure_refs["init"],
+                                          *plan.one_order_refs["init"],
                                           *plan.data_order_refs["init"])}
     for only, expected in ((("init_ablation",), init), (("kv_cache",), set())):
         trained.clear()
         book.build_book("ci", 2, run_dir=tmp_path / "empty", notebooks=only, html=False,
                         book_dir=tmp_path / "book", budget_min=None, log=lambda _: None)
         assert trained == [expected]
-    assert len(init) == 8 + 8  # 2 variants x 2 arms x (2 seeds + 2 more data orders of seed 0)
+    # 2 variants x 2 arms x (2 joint pairs + 1 more one-order pair + 2 more data orders of seed 0)
+    assert len(init) == 8 + 4 + 8
 
 
 def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monkeypatch):
@@ -285,7 +288,9 @@ def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monk
     book.build_book("ci", 2, run_dir=tmp_path / "store", train=False, html=False,
                     book_dir=tmp_path / "book", log=lambda _: None)
     assert seen["files"] == sorted(ablation.ABLATIONS)  # one result per figure, before the pages
-    assert len(collected) == len(ablation.ABLATIONS)  # and the snippets computed none again
+    # and the snippets computed none again (a joint-design figure also reads its one-order pairs)
+    joint = sum(seeds.reads_joint(key, "ci") for key in ablation.ABLATIONS)
+    assert joint and len(collected) == len(ablation.ABLATIONS) + joint
     assert not Path(seen["folder"]).exists() and shared.ENV_SHARED_RESULTS not in os.environ
 
 
