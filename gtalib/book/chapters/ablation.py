@@ -1,6 +1,9 @@
 """The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
-paired ΔL curves, their band over seeds and the final-ΔL table with its verdicts, and the page's
-figure, caption, tables and sentences.
+paired ΔL curves, their band over seeds, the tidy table of pairs (:func:`pair_table`), its
+verdicts (:func:`pair_verdicts`) and the final-ΔL table, and the page's caption, tables and
+sentences. The figure itself is drawn by the notebooks' own plotting cell (tagged
+``ablation-figure``, the same in the four notebooks), which reads :attr:`AblationResult.curves`
+and :attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
 
 Reads :mod:`gtalib.book.design.figures` (the ablation, its runs, the paper's curves and colours),
 :mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs, pairs, notices),
@@ -25,12 +28,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -66,9 +66,7 @@ from gtalib.book.analysis.stats import (
 from gtalib.book.analysis.style import (
     MIN_BAND_SEEDS,
     and_join,
-    curve_limits,
     plural,
-    set_style,
     table_style,
     variant_style,
 )
@@ -181,6 +179,61 @@ def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str 
             for key in ABLATIONS}
 
 
+def pair_table(result) -> pd.DataFrame:
+    """The figure's pairs, tidy: one row per pair, ``[variant, seed, data order, ΔL]`` (ΔL in
+    nats: the unsmoothed final-step ΔL of :attr:`AblationResult.final_column`,
+    :func:`gtalib.book.analysis.curves.final_deltas`), the complete variants in the figure's
+    order. The figure's pairs share one data order, 0 (the default ``data_seed`` of
+    :class:`gtalib.training.config.TrainConfig`); the data-order runs are read apart
+    (:mod:`gtalib.book.chapters.curve_features`)."""
+    runs = result.runs[result.runs["variant"].isin(result.complete)] if len(result.runs) else (
+        result.runs)
+    d = final_deltas(runs, result.final_column) if len(runs) else pd.DataFrame(
+        columns=["variant", "seed", "delta"])
+    return pd.DataFrame({"variant": d["variant"], "seed": d["seed"], "data order": 0,
+                         "ΔL": d["delta"]}).reset_index(drop=True)
+
+
+def pair_verdicts(pairs: pd.DataFrame, paper: dict, looks: tuple = (),
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """The verdicts of a figure from its pairs (:func:`pair_table`): its variants are one family
+    of paired t-tests of the paper's sign, read at ``looks`` (one look: Holm's procedure at
+    1 − ``confidence``, :func:`gtalib.book.analysis.stats.family_verdicts`; two looks, every
+    variant having the last look's pairs: the group-sequential rule of
+    :func:`gtalib.book.analysis.sequential.two_look_verdicts`; default one look at the pairs
+    there are).
+
+    Args:
+        pairs: ``[variant, seed, ΔL]`` rows (nats), one per pair.
+        paper: variant → the paper's final ΔL (nats); its sign is the claim.
+    Returns:
+        DataFrame indexed by variant (in ``pairs`` order): ``pairs, ΔL`` (mean), ``p``, ``p
+        (Holm)``, ``verdict`` (*agrees*, *differs* or *within noise*); with two looks also ``p
+        (look 1)``, ``level (look 1)``, ``look 1`` (*agrees*, *differs* or *continue*), ``first
+        pairs`` and ``decided at`` (pairs; 0: not decided).
+    """
+    paired = {v: g.sort_values("seed")["ΔL"].to_numpy(float)
+              for v, g in pairs.groupby("variant", sort=False)}
+    stats = [delta_stats(d, confidence) for d in paired.values()]
+    expected = [paper.get(v, math.nan) for v in paired]
+    out = pd.DataFrame({"pairs": [st.n for st in stats], "ΔL": [st.mean for st in stats]},
+                       index=pd.Index(list(paired), name="variant"))
+    out["p"], out["p (Holm)"], one_look = family_verdicts(
+        out["ΔL"], [st.sd for st in stats], out["pairs"], expected, confidence)
+    looks = tuple(looks) or (int(out["pairs"].max()) if len(out) else 0,)
+    if len(looks) == 1 or (out["pairs"] < looks[-1]).any():
+        out["verdict"] = one_look  # a figure not yet complete at its last look included
+        return out
+    seq = two_look_verdicts(list(paired.values()), expected, looks, 1 - confidence)
+    out["verdict"] = [o["verdict"] for o in seq]
+    out["p (look 1)"] = [o["p"][0] for o in seq]
+    out["level (look 1)"] = seq[0]["level"][0]
+    out["look 1"] = [o["interim"] for o in seq]
+    out["first pairs"] = looks[0]
+    out["decided at"] = [looks[o["look"] - 1] if o["look"] else 0 for o in seq]
+    return out
+
+
 def final_delta_table(
     runs: pd.DataFrame, paper_final: dict, confidence: float = 0.95, column: str = "val_loss",
     looks: tuple = (),
@@ -208,49 +261,36 @@ def final_delta_table(
         *differs* or *continue*) and ``decided at`` (pairs; 0: not decided).
     """
     finals = final_values(runs, column)
-    rows, paired = [], {}
-    for variant, at in final_deltas(runs, column).groupby("variant", sort=False):
-        paired[variant] = at.sort_values("seed")["delta"].to_numpy()
-        last = at["step"].iloc[0]
+    deltas = final_deltas(runs, column)
+    rows = []
+    for variant, at in deltas.groupby("variant", sort=False):
         st = delta_stats(at["delta"], confidence)
         f = finals[finals["variant"] == variant]
         seed_sd = float(f.groupby("arm")["value"].std(ddof=1).max())
-        expected = paper_final.get(variant, math.nan)
         rows.append((
-            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.sd, st.low, st.high,
-            st.resolvable, st.pairs_needed, seed_sd, expected,
+            variant, st.n, int(at["step"].iloc[0]), int(at["tokens"].iloc[0]), st.mean, st.sd,
+            st.low, st.high, st.resolvable, st.pairs_needed, seed_sd,
+            paper_final.get(variant, math.nan),
         ))
     cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
             "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
     table = pd.DataFrame(rows, columns=cols).set_index("variant")
-    table["p"], table["p (Holm)"], one_look = family_verdicts(
-        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+    pairs = deltas.assign(**{"data order": 0}).rename(columns={"delta": "ΔL"})
+    judged = pair_verdicts(pairs, paper_final, looks, confidence)
+    table = table.join(judged.drop(columns=["pairs", "ΔL"]))
     alpha = 1 - confidence
-    looks = tuple(looks) or (int(table["seeds"].max()),)
-    if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
-        # one look at the pairs there are (a figure not yet complete at its last look included)
-        table["verdict"] = one_look
-        looks, seq = (int(table["seeds"].max()),), None
-    else:
-        seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
-                                1 - confidence)
-        table["verdict"] = [o["verdict"] for o in seq]
-        levels = seq[0]["level"]
-        table["p (look 1)"] = [o["p"][0] for o in seq]
-        table["level (look 1)"] = levels[0]
-        table["look 1"] = [o["interim"] for o in seq]
-        table["first pairs"] = looks[0]
-        table["decided at"] = [looks[o["look"] - 1] if o["look"] else 0 for o in seq]
+    two_looks = "decided at" in table
+    looks = (tuple(looks) if two_looks else ()) or (int(table["seeds"].max()),)
     # the level each row's verdict uses: Holm's threshold for its rank among the rows still
     # open at the last look (a row decided at the first look: at that look)
     last = table["p"].to_numpy(float)
-    open_ = np.ones(len(table), bool) if seq is None else np.array([o["look"] != 1 for o in seq])
+    open_ = (table["decided at"] != looks[0]).to_numpy() if two_looks else np.ones(len(table), bool)
     need = []
     for i, (m, s) in enumerate(zip(table["ΔL"], table["ΔL sd"])):
-        if seq is not None and not open_[i]:
-            p1 = np.array([o["p"][0] for o in seq])
+        if not open_[i]:
+            p1 = table["p (look 1)"].to_numpy(float)
             rank = int((p1 < p1[i]).sum())
-            need.append(pairs_needed_at(m, s, holm_level(looks, alpha, len(seq) - rank, 0)))
+            need.append(pairs_needed_at(m, s, holm_level(looks, alpha, len(table) - rank, 0)))
             continue
         fam = last[open_]
         rank = int((fam < last[i]).sum())
@@ -357,65 +397,6 @@ def drawn_text(counts: dict, confidence: float) -> str:
         band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
                 f"seeds; the y-range follows the curves, the shading is cut at the frame")
     return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
-
-
-def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
-    """The ablation figure of an :class:`gtalib.book.chapters.ablation.AblationResult` (see module
-    docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
-    of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
-    curves (seeds and means, with a margin), never by the interval, which is clipped to it.
-
-    Returns:
-        the matplotlib figure (two axes: ours, paper).
-    """
-
-    set_style()
-    fig_spec = ablation(result.key)
-    if ax_ours is None:
-        # stacked, not side by side: the book's text column is narrow
-        fig, (ax_ours, ax_paper) = plt.subplots(
-            2, 1, figsize=(10, 7.5), gridspec_kw={"height_ratios": [3, 2]}
-        )
-    else:
-        fig = ax_ours.figure
-    curves, band = result.curves, result.band
-    div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
-    shown, banded = [], False
-    for v in result.complete:
-        color = fig_spec.colors[v]
-        for _, g in curves[curves["variant"] == v].groupby("seed"):
-            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.7, alpha=0.4)
-            shown += list(g["delta"])
-        b = band[band["variant"] == v]
-        x = b["tokens"] / div
-        marker, _ = variant_style(fig_spec, v)
-        ax_ours.plot(x, b["mean"], color=color, lw=2.2, marker=marker, ms=5,
-                     markevery=max(1, len(b) // 8), label=display_name(v))
-        shown += list(b["mean"])
-        if len(b) and b["n"].min() >= MIN_BAND_SEEDS:
-            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.08, lw=0)
-            banded = True
-    ax_ours.set_ylim(*curve_limits(shown))  # the band is clipped to the curves' range
-    ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
-    ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
-    ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
-    ax_ours.set_title(f"ours: {result.preset} preset, {seeds_text(result.seed_counts)}, "
-                      f"{result.curve_column.replace('_', ' ')}", fontsize=10)
-    if result.complete:
-        handles, _ = ax_ours.get_legend_handles_labels()
-        handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
-                    Line2D([], [], color="0.4", lw=2.2,
-                           label=f"mean over {seeds_text(result.seed_counts)}")]
-        if banded:
-            handles.append(Patch(color="0.4", alpha=0.2, lw=0,
-                                 label=f"{result.confidence:.0%} t-interval of the mean"))
-        _outside_legend(ax_ours, handles=handles)
-    else:
-        ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
-                     va="center", transform=ax_ours.transAxes, color="crimson")
-    plot_paper_reference(fig_spec, ax_paper, result.variants or None)
-    fig.tight_layout()
-    return fig
 
 
 def plot_paper_reference(fig_spec, ax, variants=None) -> None:
@@ -543,28 +524,35 @@ def seeds_paragraph(result) -> str:
             f"for testing {plural(m, 'variant')} at once.")
 
 
-def show_ablation(result, orders=None, features=None) -> None:
-    """Display what an ablation page opens on: the incomplete-runs notice (if any), the figure,
-    the verdict right under it (:func:`verdict_lead`, ``orders`` and ``features`` as there), the
-    caption and the
-    final-ΔL table with its pair sources. The parameters, seed policy and provenance follow
-    (:func:`show_runs`)."""
-
+def show_missing(result) -> None:
+    """Display the notice of the runs an ablation page lacks (above its figure), if any."""
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
-    plot_ablation(result)
-    plt.show()
+
+
+def show_verdicts(result, verdicts: pd.DataFrame, orders=None, features=None) -> None:
+    """Display what follows an ablation figure: the verdict (:func:`verdict_lead`, ``orders``
+    and ``features`` as there), the caption and the final-ΔL table with its pair sources.
+    ``verdicts``: the page's :func:`pair_verdicts` of :func:`pair_table`, which the table's
+    verdicts must be (the page shows that call).
+
+    Raises:
+        ValueError: ``verdicts`` are not the table's (computed from other pairs or another rule).
+    """
+    final = result.final
+    if list(verdicts.get("verdict", [])) != list(final.get("verdict", [])):
+        raise ValueError("the verdicts given are not those of the result's final table")
     display(Markdown(verdict_lead(result, orders, features)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
-        table = format_final_table(result.final, result.confidence)
-        verdicts = [c for c in table.columns if c.startswith(("verdict", "at "))]  # the looks'
-        display(table_style(table.style, prose=verdicts))
-        if "pair source" in result.final:
+        table = format_final_table(final, result.confidence)
+        verdict_cols = [c for c in table.columns if c.startswith(("verdict", "at "))]
+        display(table_style(table.style, prose=verdict_cols))
+        if "pair source" in final:
             display(Markdown(pair_source_lines(dict(zip(
-                map(display_name, result.final.index), result.final["pair source"])))))
+                map(display_name, final.index), final["pair source"])))))
 
 
 def show_runs(result, params=None) -> None:
