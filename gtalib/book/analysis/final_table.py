@@ -6,6 +6,8 @@ its interval, what the pairs could resolve, and a verdict, the variants read as 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -17,6 +19,46 @@ from gtalib.book.analysis.stats import (
     pairs_needed_at,
     visible_text,
 )
+
+
+def pair_verdicts(pairs: pd.DataFrame, paper: dict, looks: tuple = (),
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """The verdicts of a figure from its pairs (:func:`gtalib.book.chapters.ablation.pair_table`): its variants are one family
+    of paired t-tests of the paper's sign, read at ``looks`` (one look: Holm's procedure at
+    1 − ``confidence``, :func:`gtalib.book.analysis.stats.family_verdicts`; two looks, every
+    variant having the last look's pairs: the group-sequential rule of
+    :func:`gtalib.book.analysis.sequential.two_look_verdicts`; default one look at the pairs
+    there are).
+
+    Args:
+        pairs: ``[variant, seed, ΔL]`` rows (nats), one per pair.
+        paper: variant → the paper's final ΔL (nats); its sign is the claim.
+    Returns:
+        DataFrame indexed by variant (in ``pairs`` order): ``pairs, ΔL`` (mean), ``p``, ``p
+        (Holm)``, ``verdict`` (*agrees*, *differs* or *within noise*); with two looks also ``p
+        (look 1)``, ``level (look 1)``, ``look 1`` (*agrees*, *differs* or *continue*), ``first
+        pairs`` and ``decided at`` (pairs; 0: not decided).
+    """
+    paired = {v: g.sort_values("seed")["ΔL"].to_numpy(float)
+              for v, g in pairs.groupby("variant", sort=False)}
+    stats = [delta_stats(d, confidence) for d in paired.values()]
+    expected = [paper.get(v, math.nan) for v in paired]
+    out = pd.DataFrame({"pairs": [st.n for st in stats], "ΔL": [st.mean for st in stats]},
+                       index=pd.Index(list(paired), name="variant"))
+    out["p"], out["p (Holm)"], one_look = family_verdicts(
+        out["ΔL"], [st.sd for st in stats], out["pairs"], expected, confidence)
+    looks = tuple(looks) or (int(out["pairs"].max()) if len(out) else 0,)
+    if len(looks) == 1 or (out["pairs"] < looks[-1]).any():
+        out["verdict"] = one_look  # a figure not yet complete at its last look included
+        return out
+    seq = two_look_verdicts(list(paired.values()), expected, looks, 1 - confidence)
+    out["verdict"] = [o["verdict"] for o in seq]
+    out["p (look 1)"] = [o["p"][0] for o in seq]
+    out["level (look 1)"] = seq[0]["level"][0]
+    out["look 1"] = [o["interim"] for o in seq]
+    out["first pairs"] = looks[0]
+    out["decided at"] = [looks[o["look"] - 1] if o["look"] else 0 for o in seq]
+    return out
 
 
 def final_delta_table(
@@ -46,49 +88,36 @@ def final_delta_table(
         *differs* or *continue*) and ``decided at`` (pairs; 0: not decided).
     """
     finals = final_values(runs, column)
-    rows, paired = [], {}
-    for variant, at in final_deltas(runs, column).groupby("variant", sort=False):
-        paired[variant] = at.sort_values("seed")["delta"].to_numpy()
-        last = at["step"].iloc[0]
+    deltas = final_deltas(runs, column)
+    rows = []
+    for variant, at in deltas.groupby("variant", sort=False):
         st = delta_stats(at["delta"], confidence)
         f = finals[finals["variant"] == variant]
         seed_sd = float(f.groupby("arm")["value"].std(ddof=1).max())
-        expected = paper_final.get(variant, float("nan"))
         rows.append((
-            variant, st.n, int(last), int(at["tokens"].iloc[0]), st.mean, st.sd, st.low, st.high,
-            st.resolvable, st.pairs_needed, seed_sd, expected,
+            variant, st.n, int(at["step"].iloc[0]), int(at["tokens"].iloc[0]), st.mean, st.sd,
+            st.low, st.high, st.resolvable, st.pairs_needed, seed_sd,
+            paper_final.get(variant, math.nan),
         ))
     cols = ["variant", "seeds", "step", "tokens", "ΔL", "ΔL sd", "CI low", "CI high",
             "resolvable |ΔL|", "pairs to resolve", "seed sd", "paper ΔL (≈)"]
     table = pd.DataFrame(rows, columns=cols).set_index("variant")
-    table["p"], table["p (Holm)"], one_look = family_verdicts(
-        table["ΔL"], table["ΔL sd"], table["seeds"], table["paper ΔL (≈)"], confidence)
+    pairs = deltas.rename(columns={"delta": "ΔL"})
+    judged = pair_verdicts(pairs, paper_final, looks, confidence)
+    table = table.join(judged.drop(columns=["pairs", "ΔL"]))
     alpha = 1 - confidence
-    looks = tuple(looks) or (int(table["seeds"].max()),)
-    if len(looks) == 1 or (table["seeds"] < looks[-1]).any():
-        # one look at the pairs there are (a figure not yet complete at its last look included)
-        table["verdict"] = one_look
-        looks, seq = (int(table["seeds"].max()),), None
-    else:
-        seq = two_look_verdicts(list(paired.values()), list(table["paper ΔL (≈)"]), looks,
-                                1 - confidence)
-        table["verdict"] = [o["verdict"] for o in seq]
-        levels = seq[0]["level"]
-        table["p (look 1)"] = [o["p"][0] for o in seq]
-        table["level (look 1)"] = levels[0]
-        table["look 1"] = [o["interim"] for o in seq]
-        table["first pairs"] = looks[0]
-        table["decided at"] = [looks[o["look"] - 1] if o["look"] else 0 for o in seq]
+    two_looks = "decided at" in table
+    looks = (tuple(looks) if two_looks else ()) or (int(table["seeds"].max()),)
     # the level each row's verdict uses: Holm's threshold for its rank among the rows still
     # open at the last look (a row decided at the first look: at that look)
     last = table["p"].to_numpy(float)
-    open_ = np.ones(len(table), bool) if seq is None else np.array([o["look"] != 1 for o in seq])
+    open_ = (table["decided at"] != looks[0]).to_numpy() if two_looks else np.ones(len(table), bool)
     need = []
     for i, (m, s) in enumerate(zip(table["ΔL"], table["ΔL sd"])):
-        if seq is not None and not open_[i]:
-            p1 = np.array([o["p"][0] for o in seq])
+        if not open_[i]:
+            p1 = table["p (look 1)"].to_numpy(float)
             rank = int((p1 < p1[i]).sum())
-            need.append(pairs_needed_at(m, s, holm_level(looks, alpha, len(seq) - rank, 0)))
+            need.append(pairs_needed_at(m, s, holm_level(looks, alpha, len(table) - rank, 0)))
             continue
         fam = last[open_]
         rank = int((fam < last[i]).sum())

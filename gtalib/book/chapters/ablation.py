@@ -1,6 +1,9 @@
 """The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
-paired ΔL curves, their band over seeds and the final-ΔL table with its verdicts, and the page's
-figure, caption, tables and sentences.
+paired ΔL curves, their band over seeds, the tidy table of pairs (:func:`pair_table`), whose
+verdicts :func:`gtalib.book.analysis.final_table.pair_verdicts` gives, the final-ΔL table, and
+the page's caption, tables and sentences. The figure itself is drawn by the notebooks' own plotting cell (tagged
+``ablation-figure``, the same in the four notebooks), which reads :attr:`AblationResult.curves`
+and :attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
 
 Reads :mod:`gtalib.book.design.figures` (the ablation, its runs, the paper's curves and colours),
 :mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs, pairs, notices),
@@ -25,11 +28,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import HTML, Markdown, display
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -59,9 +59,7 @@ from gtalib.book.analysis.stats import (
 from gtalib.book.analysis.style import (
     MIN_BAND_SEEDS,
     and_join,
-    curve_limits,
     plural,
-    set_style,
     table_style,
     variant_style,
 )
@@ -123,6 +121,13 @@ class AblationResult:
     @property
     def runs(self) -> pd.DataFrame:
         return self.collected.runs
+
+    def drawn(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(ΔL curves, band) the figure draws: the paper's variants', then the user's own
+        (:attr:`curves` and :attr:`user_curves`, :attr:`band` and :attr:`user_band`)."""
+        # concatenating an empty frame without columns would turn the dtypes to object
+        return tuple(pd.concat([ours, users]) if len(users) else ours for ours, users in (
+            (self.curves, self.user_curves), (self.band, self.user_band)))
 
 
 def ablation_result(key: str, plan: Plan, run_dir, variants=None, train: bool = False,
@@ -212,6 +217,23 @@ def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str 
             for key in ABLATIONS}
 
 
+def pair_table(result) -> pd.DataFrame:
+    """The figure's pairs, tidy: one row per pair, ``[variant, seed, data order, ΔL]`` (ΔL in
+    nats: the unsmoothed final-step ΔL of :attr:`AblationResult.final_column`,
+    :func:`gtalib.book.analysis.curves.final_deltas`), the complete variants in the figure's
+    order. Read in the joint design (:attr:`AblationResult.joint`), pair k is at seed k and data
+    order k; otherwise every pair is at data order 0 (the default ``data_seed`` of
+    :class:`gtalib.training.config.TrainConfig`) and the data-order runs are read apart
+    (:mod:`gtalib.book.chapters.curve_features`)."""
+    runs = result.runs[result.runs["variant"].isin(result.complete)] if len(result.runs) else (
+        result.runs)
+    d = final_deltas(runs, result.final_column) if len(runs) else pd.DataFrame(
+        columns=["variant", "seed", "delta"])
+    return pd.DataFrame({"variant": d["variant"], "seed": d["seed"],
+                         "data order": d["seed"] if result.joint else 0,
+                         "ΔL": d["delta"]}).reset_index(drop=True)
+
+
 def near_zero_claim(result, named: str) -> tuple[str, str]:
     """(ours, verdict) of the paper's "``named``'s ΔL ≈ 0" (:attr:`Ablation.near_zero`) in an
     ablation result: an equivalence test of its final ΔL against a margin of half the other
@@ -276,67 +298,6 @@ def drawn_text(counts: dict, confidence: float) -> str:
         band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
                 f"seeds; the y-range follows the curves, the shading is cut at the frame")
     return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
-
-
-def plot_ablation(result, ax_ours=None, ax_paper=None) -> plt.Figure:
-    """The ablation figure of an :class:`gtalib.book.chapters.ablation.AblationResult` (see module
-    docstring): each seed's ΔL thin and light, the mean over seeds bold, the Student-t interval
-    of the mean shaded lightly from :data:`MIN_BAND_SEEDS` seeds up; the y-range is set by the
-    curves (seeds and means, with a margin), never by the interval, which is clipped to it.
-
-    Returns:
-        the matplotlib figure (two axes: ours, paper).
-    """
-
-    set_style()
-    fig_spec = ablation(result.key)
-    if ax_ours is None:
-        # stacked, not side by side: the book's text column is narrow
-        fig, (ax_ours, ax_paper) = plt.subplots(
-            2, 1, figsize=(10, 7.5), gridspec_kw={"height_ratios": [3, 2]}
-        )
-    else:
-        fig = ax_ours.figure
-    # the user's variants' curves beside the paper's (an empty frame would turn dtypes to object)
-    curves, band = (pd.concat([a, b]) if len(b) else a for a, b in (
-        (result.curves, result.user_curves), (result.band, result.user_band)))
-    div, unit = token_unit(float(curves["tokens"].max()) if len(curves) else 1.0)
-    shown, banded = [], False
-    for v in (*result.complete, *result.user_complete):
-        color = variant_color(fig_spec, v, result.user_complete)
-        for _, g in curves[curves["variant"] == v].groupby("seed"):
-            ax_ours.plot(g["tokens"] / div, g["delta"], color=color, lw=0.7, alpha=0.4)
-            shown += list(g["delta"])
-        b = band[band["variant"] == v]
-        x = b["tokens"] / div
-        marker, _ = variant_style(fig_spec, v)
-        ax_ours.plot(x, b["mean"], color=color, lw=2.2, marker=marker, ms=5,
-                     markevery=max(1, len(b) // 8), label=display_name(v))
-        shown += list(b["mean"])
-        if len(b) and b["n"].min() >= MIN_BAND_SEEDS:
-            ax_ours.fill_between(x, b["lo"], b["hi"], color=color, alpha=0.08, lw=0)
-            banded = True
-    ax_ours.set_ylim(*curve_limits(shown))  # the band is clipped to the curves' range
-    ax_ours.axhline(0.0, color="black", lw=0.8, ls=":")
-    ax_ours.set_xlabel(f"training tokens ({unit})" if unit else "training tokens")
-    ax_ours.set_ylabel(f"{fig_spec.convention} (nats)")
-    ax_ours.set_title(f"ours: {result.preset} preset, {seeds_text(result.seed_counts)}, "
-                      f"{result.curve_column.replace('_', ' ')}", fontsize=10)
-    if result.complete or result.user_complete:
-        handles, _ = ax_ours.get_legend_handles_labels()
-        handles += [Line2D([], [], color="0.4", lw=0.7, alpha=0.6, label="each seed's ΔL"),
-                    Line2D([], [], color="0.4", lw=2.2,
-                           label=f"mean over {seeds_text(result.seed_counts)}")]
-        if banded:
-            handles.append(Patch(color="0.4", alpha=0.2, lw=0,
-                                 label=f"{result.confidence:.0%} t-interval of the mean"))
-        _outside_legend(ax_ours, handles=handles)
-    else:
-        ax_ours.text(0.5, 0.5, "no complete runs:\nsee the notice above", ha="center",
-                     va="center", transform=ax_ours.transAxes, color="crimson")
-    plot_paper_reference(fig_spec, ax_paper, result.variants or None)
-    fig.tight_layout()
-    return fig
 
 
 def plot_paper_reference(fig_spec, ax, variants=None) -> None:
@@ -491,28 +452,36 @@ def seeds_paragraph(result) -> str:
             f"for testing {plural(m, 'variant')} at once.")
 
 
-def show_ablation(result, orders=None, features=None) -> None:
-    """Display what an ablation page opens on: the incomplete-runs notice (if any), the figure,
-    the verdict right under it (:func:`verdict_lead`, ``orders`` and ``features`` as there), the
-    caption and the
-    final-ΔL table with its pair sources. The parameters, seed policy and provenance follow
-    (:func:`show_runs`)."""
-
+def show_missing(result) -> None:
+    """Display the notice of the runs an ablation page lacks (above its figure), if any."""
     notice = missing_notice(result.collected)
     if notice:
         display(Markdown(notice))
-    plot_ablation(result)
-    plt.show()
+
+
+def show_verdicts(result, verdicts: pd.DataFrame, orders=None, features=None) -> None:
+    """Display what follows an ablation figure: the verdict (:func:`verdict_lead`, ``orders``
+    and ``features`` as there), the caption and the final-ΔL table with its pair sources.
+    ``verdicts``: the page's :func:`gtalib.book.analysis.final_table.pair_verdicts` of
+    :func:`pair_table`, which the table's
+    verdicts must be (the page shows that call).
+
+    Raises:
+        ValueError: ``verdicts`` are not the table's (computed from other pairs or another rule).
+    """
+    final = result.final
+    if list(verdicts.get("verdict", [])) != list(final.get("verdict", [])):
+        raise ValueError("the verdicts given are not those of the result's final table")
     display(Markdown(verdict_lead(result, orders, features)))
     display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
-        table = format_final_table(result.final, result.confidence)
-        verdicts = [c for c in table.columns if c.startswith(("verdict", "at "))]  # the looks'
-        display(table_style(table.style, prose=verdicts))
-        if "pair source" in result.final:
+        table = format_final_table(final, result.confidence)
+        verdict_cols = [c for c in table.columns if c.startswith(("verdict", "at "))]
+        display(table_style(table.style, prose=verdict_cols))
+        if "pair source" in final:
             display(Markdown(pair_source_lines(dict(zip(
-                map(display_name, result.final.index), result.final["pair source"])))))
+                map(display_name, final.index), final["pair source"])))))
     if result.left_out:
         display(Markdown("**Your variants left out of this figure:** " + "; ".join(
             f"{display_name(v)}: {why}" for v, why in result.left_out.items())))

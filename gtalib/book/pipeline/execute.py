@@ -23,6 +23,7 @@ from nbclient.exceptions import CellTimeoutError
 from gtalib.book.design.chapters import notebooks
 from gtalib.book.pipeline.paths import BOOK_DIR, NOTEBOOK_DIR, BookError
 from gtalib.training.machine import machine_label
+from gtalib.training.runs import git_commit
 
 # ---------------------------------------------------------------------------------------------
 # 3. notebooks
@@ -33,10 +34,14 @@ def notebook_parameters(preset: str, seeds: int, run_dir=None, max_steps=None,
     """The parameters injected into every notebook (names of their ``parameters`` cells).
     ``run_dir=None`` means the default store, which the notebook resolves itself; ``variants``:
     the user's own variants (``module:Class``), drawn beside the paper's on the ablation pages
-    (their ``variants`` parameter; ``None`` when there are none)."""
-    return {"preset": preset, "seeds": seeds, "max_steps": max_steps,
-            "run_dir": None if run_dir is None else str(run_dir), "train": False,
-            "variants": ",".join(variants) or None}
+    (their ``variants`` parameter; ``None`` when there are none). In a git checkout,
+    ``gtalib_commit`` is its HEAD: an executed copy, downloaded and opened where gtalib is
+    missing, installs the commit it was built from (the notebooks' first cell)."""
+    params = {"preset": preset, "seeds": seeds, "max_steps": max_steps,
+              "run_dir": None if run_dir is None else str(run_dir), "train": False,
+              "variants": ",".join(variants) or None}
+    commit = git_commit()
+    return params if commit is None else {**params, "gtalib_commit": commit}
 
 
 #: Seconds a notebook cell may run, by preset (the job trains first, so a cell only reads runs

@@ -20,6 +20,7 @@ Accepted spellings:
 
 from __future__ import annotations
 
+import ast
 import html
 import math
 import os
@@ -289,6 +290,28 @@ _CHECKS = {
 }
 
 
+#: The parameters of every notebook's first cell, which installs gtalib where it is missing
+#: (Colab, a bare Jupyter): the repository (a git URL or a local checkout) and the commit to fetch.
+SETUP_PARAMETERS = ("gtalib_source", "gtalib_commit")
+
+
+def injected_parameters() -> list[str]:
+    """The names papermill injected into the running notebook (its ``-p``/``-y`` parameters),
+    read from IPython's input history: papermill's cell is the one whose first line is exactly
+    ``# Parameters``. ``[]`` outside an IPython kernel or when nothing was injected."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return []
+    shell = get_ipython()
+    names = []
+    for source in (shell.user_ns.get("In", []) if shell is not None else []):
+        if source.startswith("# Parameters\n"):
+            names += [t.id for node in ast.parse(source).body if isinstance(node, ast.Assign)
+                      for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
 def notebook_params(figure: str | None = None, **given) -> NotebookParams:
     """Validate a notebook's parameters (keywords named as in its ``parameters`` cell).
 
@@ -303,7 +326,9 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
         :class:`NotebookParams` with typed values (variant names canonical).
     Raises:
         ParameterError: an unknown parameter name or a value outside what is allowed (the
-            message names the parameter, the value and the allowed values).
+            message names the parameter, the value and the allowed values); also a parameter
+            papermill injected (:func:`injected_parameters`) that the notebook does not declare
+            (papermill itself only warns: ``-p sedes 3`` would otherwise run at the default).
     """
 
     names = [f.name for f in fields(NotebookParams) if f.name not in ("given", "figure")]
@@ -311,6 +336,11 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
     if unknown:
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}; "
                              f"known: {', '.join(names)}")
+    allowed = [*given, *SETUP_PARAMETERS]
+    stray = [k for k in injected_parameters() if k not in allowed]
+    if stray:
+        raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, stray))}; "
+                             f"this notebook takes: {', '.join(allowed)}")
     out = {}
     for name, value in given.items():
         if name == "preset":

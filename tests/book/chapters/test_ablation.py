@@ -12,9 +12,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
+from notebook_cells import ABLATION_NOTEBOOKS, figure_cell, notebook_figure  # noqa: E402
 from synthetic import metrics, runs_frame  # noqa: E402
 
 from gtalib.book.analysis import curves as C
+from gtalib.book.analysis import final_table
 from gtalib.book.analysis import style
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import figure_tests
@@ -283,7 +285,7 @@ def test_ablation_result_remembers_the_variants_asked_for(tmp_path, monkeypatch)
     r = A.ablation_result("gate", make_plan("ci", 1), tmp_path, variants="mlra-4,gqa")
     assert r.variants == ("mlra-4", "gqa")
     assert (r.complete, r.incomplete) == (["gqa"], ["mlra-4"])
-    fig = A.plot_ablation(r)
+    fig = notebook_figure(r, monkeypatch)
     paper_ax = fig.axes[1]
     assert [t.get_text().split(" paper")[0] for t in paper_ax.get_legend().get_texts()] == [
         "GQA", "MLRA-4"]
@@ -309,7 +311,7 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     curves = r.curves.copy()
     curves["delta"] += curves["seed"].map({0: 0.0, 1: 0.03, 2: -0.02})  # a seed-to-seed spread
     r = replace(r, curves=curves, band=seed_band(curves))
-    fig = A.plot_ablation(r)
+    fig = notebook_figure(r, monkeypatch)
     ax = fig.axes[0]
     fills = [c for c in ax.collections if isinstance(c, PolyCollection)]
     assert len(fills) == (len(r.complete) if seeds >= 3 else 0)
@@ -357,7 +359,7 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     assert "Over 4 seed pairs, " in A.verdict_lead(r)
     assert ("At the `ci` preset every variant runs 4 seeds, both arms" in A.seeds_paragraph(r)
             and "read once" in A.seeds_paragraph(r) and "testing 2 variants" in A.seeds_paragraph(r))
-    fig = A.plot_ablation(r)
+    fig = notebook_figure(r, monkeypatch)
     assert "4 seeds" in fig.axes[0].get_title()
     plt.close(fig)
     text = snippets.statistics_markdown(3, preset="ci")
@@ -417,3 +419,35 @@ def test_the_verdict_lead_names_the_curves_features_where_the_figure_has_them(mo
     assert lead.endswith(" Read feature by feature ([below](#the-curves-feature-by-feature)), "
                          "the curves give 1 of 4 agree, 2 differ, 1 within noise.")
     assert "feature by feature" not in A.verdict_lead(result)
+
+
+def test_every_ablation_notebook_shows_the_same_plotting_code_of_at_most_40_lines():
+    """One plotting cell, the same in the four ablation notebooks and the bring-your-own-attention
+    page (so that the tests of the figure test each page's), folded on the page (hide-input) and
+    short enough to read."""
+    sources = {figure_cell(n) for n in (*ABLATION_NOTEBOOKS, "own_attention")}
+    assert len(sources) == 1
+    assert len(sources.pop().splitlines()) <= 40
+
+
+def test_pair_verdicts_are_paired_t_tests_holm_adjusted_across_the_figure():
+    """Against scipy's one-sample t-test and Holm's step-down by hand: three variants, one
+    look."""
+    from scipy import stats as sp
+
+    deltas = {"mla": [0.10, 0.12, 0.14, 0.09], "gqa": [0.02, -0.03, 0.01, 0.00],
+              "gla-2": [-0.05, -0.06, -0.04, -0.07]}
+    pairs = pd.DataFrame([(v, s, 0, d) for v, ds in deltas.items() for s, d in enumerate(ds)],
+                         columns=["variant", "seed", "data order", "ΔL"])
+    paper = {"mla": 0.02, "gqa": 0.01, "gla-2": 0.03}
+    out = final_table.pair_verdicts(pairs, paper, looks=(4,), confidence=0.95)
+    p = [sp.ttest_1samp(deltas[v], 0.0).pvalue for v in deltas]
+    order = np.argsort(p)
+    holm = np.empty(3)
+    holm[order] = np.maximum.accumulate([min(1.0, (3 - k) * p[i]) for k, i in enumerate(order)])
+    assert list(out.index) == list(deltas)
+    assert out["p"].to_numpy() == pytest.approx(p)
+    assert out["p (Holm)"].to_numpy() == pytest.approx(holm)
+    assert list(out["verdict"]) == ["agrees", "within noise", "differs"]
+    assert list(out["pairs"]) == [4, 4, 4]
+    assert out["ΔL"].to_numpy() == pytest.approx([np.mean(d) for d in deltas.values()])

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import synthetic  # noqa: E402
+from notebook_cells import notebook_figure  # noqa: E402
 
 from gtalib.book.chapters import ablation as A  # noqa: E402
 from gtalib.book.design import run_specs as specs  # noqa: E402
@@ -58,7 +59,7 @@ def test_it_joins_the_figures_whose_arms_it_takes(store):
         make_plan("ci", 3, variants=("mha",))
 
 
-def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(store):
+def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(store, monkeypatch):
     plan = make_plan("ci", 3, variants=(NOPE,))
     mine = A.ablation_result("init", plan, store, variants=[NOPE])
     paper = A.ablation_result("init", make_plan("ci", 3), store)
@@ -79,7 +80,7 @@ def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(st
     words = A.user_variants_words(mine)
     assert words.startswith("### Your variants") and "NoPE" in words
     assert "Holm family of their own" in words and "for all nine" in words
-    fig = A.plot_ablation(mine)
+    fig = notebook_figure(mine, monkeypatch)  # the notebooks' plotting cell
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert {"GQA", "MLA", "NoPE"} <= set(labels)
     assert A.variant_color(A.ablation(mine.key), NOPE, mine.user_complete) == "black"

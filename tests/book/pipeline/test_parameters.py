@@ -14,6 +14,7 @@ from gtalib.book.design import figures
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.pipeline import execute as notebooks
 from gtalib.book.pipeline.parameters import (
+    SETUP_PARAMETERS,
     ParameterError,
     notebook_params,
     run_dir_label,
@@ -156,15 +157,18 @@ NOTEBOOK_FILES = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
 def _first_code_after_parameters(nb):
+    """The parameters cell and the first code cell after the setup cell that follows it."""
     code = [c for c in nb.cells if c.cell_type == "code"]
     i = next(i for i, c in enumerate(code) if "parameters" in c.metadata.get("tags", []))
-    return code[i], code[i + 1]
+    return code[i], code[i + 2]
 
 
 def _declared(nb) -> set[str]:
-    """The names the (first) ``parameters`` cell of ``nb`` assigns; none without one."""
+    """The names the (first) ``parameters`` cell of ``nb`` assigns, the setup cell's
+    (:data:`SETUP_PARAMETERS`) aside; none without one."""
     cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    return {t.id for c in cells[:1] for n in ast.parse(c.source).body for t in n.targets}
+    return {t.id for c in cells[:1] for n in ast.parse(c.source).body for t in n.targets
+            } - set(SETUP_PARAMETERS)
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
@@ -181,7 +185,7 @@ def test_every_notebook_has_one_parameters_cell_that_papermill_injects_after(pat
     tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     assert tagged == code[:1], f"{path.name}: cells tagged parameters: {tagged}; code cells: {code}"
-    declared = set(pm.inspect_notebook(str(path)))
+    declared = set(pm.inspect_notebook(str(path))) - set(SETUP_PARAMETERS)
     assert declared == _declared(nb)
     assert declared <= {f.name for f in fields(NotebookParams)} - {"given"}
     injected = parameterize_notebook(nb, notebooks.notebook_parameters("ci", 2),
@@ -214,3 +218,33 @@ def test_every_notebook_validates_all_its_parameters_first(name):
     used = {n.id for n in ast.walk(ast.parse(later)) if isinstance(n, ast.Name)}
     passed = {n.id for k in call.keywords for n in ast.walk(k.value) if isinstance(n, ast.Name)}
     assert used & declared == passed, f"{name}: a raw parameter is used after validation"
+
+
+def _kernel_notebook(path: Path, params: str, check: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(params), nbformat.v4.new_code_cell(check)]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_papermill_stops_at_an_unknown_parameter_naming_the_allowed_ones(tmp_path):
+    """papermill only warns about a parameter the notebook does not declare (and runs at the
+    default): notebook_params finds papermill's injected cell and refuses it."""
+    import papermill as pm
+
+    src = tmp_path / "p.ipynb"
+    _kernel_notebook(src, "seeds = 3\ngtalib_source = None",
+                     "from gtalib.book.pipeline.parameters import notebook_params\n"
+                     "print(notebook_params(seeds=seeds).seeds)")
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(src), str(tmp_path / "bad.ipynb"), parameters={"sedes": 5},
+                            kernel_name="python3", progress_bar=False)
+    assert e.value.ename == "ParameterError"
+    assert e.value.evalue == ("unknown notebook parameter(s) 'sedes'; this notebook takes: seeds, "
+                              "gtalib_source, gtalib_commit")
+    # declared names (the setup cell's among them) pass, and their values arrive
+    out = pm.execute_notebook(str(src), str(tmp_path / "ok.ipynb"), kernel_name="python3",
+                              parameters={"seeds": 5, "gtalib_source": "x"}, progress_bar=False)
+    assert out.cells[-1].outputs[0]["text"] == "5\n"
