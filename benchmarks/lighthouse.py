@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Lighthouse scores of the built book: the landing page and one figure page, on a phone and on
-a desktop, with the audits that cost a point; writes ``benchmarks/lighthouse.md`` and
+"""Lighthouse scores of the built book: the landing page, one figure page and the claims page,
+on a phone and on a desktop, with the audits that cost a point; writes ``benchmarks/lighthouse.md`` and
 ``benchmarks/lighthouse.json``.
 
 Usage (one command; npm fetches Lighthouse once):
@@ -28,8 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LIGHTHOUSE = "lighthouse@12.2.3"
-#: The pages scored: the landing page and the first ablation figure's page.
-PAGES = ("intro.html", "generated/init_ablation.html")
+#: The pages scored: the landing page, the first ablation figure's page and the claims page.
+PAGES = ("intro.html", "generated/init_ablation.html", "generated/claims.html")
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 CHROME_FLAGS = ("--headless=new --no-sandbox --disable-gpu --disable-background-networking "
                 "--disable-dev-shm-usage")
