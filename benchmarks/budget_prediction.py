@@ -5,10 +5,12 @@ Usage (from the repo root):
 
     .venv/bin/python benchmarks/budget_prediction.py --preset ci              # about 3 minutes
     .venv/bin/python benchmarks/budget_prediction.py --preset cpu --budget 15  # about 15 minutes
+    .venv/bin/python benchmarks/budget_prediction.py --preset cpu --budget 30 --only gating_ablation
 
 Builds the book at ``--preset`` end to end (``gtalib.book.pipeline.job.build_book``: corpus, training
 through the embedded Dask cluster, notebooks, HTML) into a temporary copy of ``book/`` and an
-empty temporary run store, with the budget given, and records what the job predicted before it
+empty temporary run store, with the budget given (``--only``: those notebooks, and only the runs
+they read, as ``gtalib book --only`` does: the gating page's 1,000-step runs alone), and records what the job predicted before it
 trained (:mod:`gtalib.book.pipeline.budget`: a short timed calibration, then each run's recorded
 core-seconds scaled to this machine, or its FLOPs at the calibrated rate) against what it then
 measured, for the training and for the whole job. Each call adds one row to
@@ -32,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 
-def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
+def _row(preset: str, seeds: int, jobs: int, budget_min: float | None, only=None) -> dict:
     import lightning
     import torch
 
@@ -45,7 +47,7 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
                         ignore=shutil.ignore_patterns("_build", "generated"))
         load_before = os.getloadavg()
         s = build_book(preset, seeds, jobs=jobs, threads=1, run_dir=Path(tmp) / "runs",
-                       book_dir=book_dir, budget_min=budget_min)
+                       book_dir=book_dir, budget_min=budget_min, notebooks=only)
     cpu = cpu_info()
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
@@ -55,7 +57,7 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
         "logical_cpus": os.cpu_count(), "commit": commit, "torch": torch.__version__,
         "lightning": lightning.__version__, "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
-        "preset": preset, "seeds": seeds, "jobs": jobs, "budget_min": budget_min,
+        "preset": preset, "only": only, "seeds": seeds, "jobs": jobs, "budget_min": budget_min,
         "runs_trained": s["runs_trained"], "runs_read": s["runs_read"],
         "predicted_train_s": round(s["predicted_train_s"], 1), "train_s": round(s["train_s"], 1),
         "predicted_total_s": round(s["predicted_total_s"], 1), "total_s": round(s["total_s"], 1),
@@ -63,6 +65,11 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None) -> dict:
         "families": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in f.items()}
                      for f in s.get("families", [])],
     }
+
+
+def _preset(row: dict) -> str:
+    """A row's preset, and the notebooks it was limited to (``--only``)."""
+    return row["preset"] + (f" ({', '.join(row['only'])} only)" if row.get("only") else "")
 
 
 def markdown(rows: list[dict]) -> str:
@@ -85,7 +92,7 @@ def markdown(rows: list[dict]) -> str:
         budget = "none" if r["budget_min"] is None else f"{r['budget_min']:g} min"
         lines.append(
             f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
-            f"{r['preset']} ({r['seeds']} seeds) | {r['jobs']} | "
+            f"{_preset(r)} ({r['seeds']} seeds) | {r['jobs']} | "
             f"{budget} | "
             f"{r['runs_trained']} / {r['runs_read']} | {r['predicted_train_s']:.0f} → "
             f"{r['train_s']:.0f} | {r['train_s'] / r['predicted_train_s']:.2f} | "
@@ -103,7 +110,7 @@ def markdown(rows: list[dict]) -> str:
         for f in r.get("families", []):
             lines.append(
                 f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
-                f"{r['preset']} | {f['family']} | {f['runs']} | {f['predicted_s']:.0f} → "
+                f"{_preset(r)} | {f['family']} | {f['runs']} | {f['predicted_s']:.0f} → "
                 f"{f['measured_s']:.0f} | {f['measured_s'] / f['predicted_s']:.2f} |")
     lines += ["", f"Versions: torch {rows[-1]['torch']}, Lightning {rows[-1]['lightning']}. The "
               "default book's own predictions from fresh clones, beside the measured times: "
@@ -117,11 +124,14 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--budget", default="none", help="minutes, or none")
+    p.add_argument("--only", default=None,
+                   help="comma-separated notebooks, as gtalib book --only (default: all)")
     args = p.parse_args(argv)
     budget_min = None if args.budget == "none" else float(args.budget)
     out = HERE / "budget_prediction.json"
     rows = json.loads(out.read_text()) if out.exists() else []
-    rows.append(_row(args.preset, args.seeds, args.jobs, budget_min))
+    rows.append(_row(args.preset, args.seeds, args.jobs, budget_min,
+                     args.only.split(",") if args.only else None))
     out.write_text(json.dumps(rows, indent=2) + "\n")
     (HERE / "budget_prediction.md").write_text(markdown(rows))
     print(markdown(rows))
