@@ -220,8 +220,8 @@ def attend_branches(
         ValueError: as :func:`attend`; mismatched branch shapes; on the torch path, a query head
             count other than the branches' H. ImportError: as :func:`attend`.
     """
-    _, B, S, H, _ = k_nope.shape
-    if v.shape[:4] != k_nope.shape[:4] or k_rope.shape[:3] != (B, S, 1):
+    NB, B, S, H, _ = k_nope.shape
+    if NB < 1 or v.shape[:4] != k_nope.shape[:4] or k_rope.shape[:3] != (B, S, 1):
         raise ValueError(f"shape mismatch: k_nope {tuple(k_nope.shape)}, k_rope {tuple(k_rope.shape)}, "
                          f"v {tuple(v.shape)}; expected (NB, B, S, H, ·), (B, S, 1, ·), (NB, B, S, H, ·)")
     if resolve_impl(impl, q) == "triton":
@@ -236,10 +236,11 @@ def attend_branches(
     k_r = k_rope.transpose(1, 2).expand(B, H, S, k_rope.shape[-1])  # (B, H, S, d_r)
     # unbind, not indexing: autograd stacks the branches' gradients once, where k_nope[b] would
     # give each branch a zero-filled gradient of the whole (NB, ...) tensor.
-    for b, (k_n, v_b) in enumerate(zip(k_nope.unbind(0), v.unbind(0))):
+    y = None
+    for k_n, v_b in zip(k_nope.unbind(0), v.unbind(0)):
         k = torch.cat([k_n.transpose(1, 2), k_r], dim=-1)  # (B, H, S, d_n + d_r)
         y_b = _sdpa(qt, k, _pad_values(v_b.transpose(1, 2), Dqk), scale, start_pos)  # (B, H, T, ·)
-        y = y_b if b == 0 else y + y_b
+        y = y_b if y is None else y + y_b
     y = _unpad(y, v.shape[-1]).transpose(1, 2)  # (B, T, H, d_v)
     return y if alpha_o == 1 else alpha_o * y
 

@@ -109,3 +109,5 @@ def test_branches_run_the_fused_cpu_kernel_and_match_the_reference():
         torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="query heads"):
         attend_branches(q[:, :, :1], k_nope, k_rope, v, 0.3, 0.5)
+    with pytest.raises(ValueError, match="shape mismatch"):  # no branch: nothing to sum
+        attend_branches(q, k_nope[:0], k_rope, v[:0], 0.3, 0.5)
