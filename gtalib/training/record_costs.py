@@ -43,9 +43,17 @@ def _result_bytes(folder: Path) -> int:
 
 
 def config_key(spec) -> str:
-    """A run's configuration: the canonical JSON of every field of its spec but the seed (the
-    key of :func:`cost_table`, so a run's expected cost is looked up by its spec)."""
-    return json.dumps({**spec.to_dict(), "seed": None}, sort_keys=True)
+    """A run's configuration as far as its cost goes: the canonical JSON of every field of its
+    spec but the seed and the data order (``train.data_seed``: which windows a step reads, not
+    how many), the key of :func:`cost_table`, so a run's expected cost is looked up by its spec
+    and the runs of one configuration at other data orders count as its own."""
+    d = json.loads(json.dumps(spec.to_dict()))  # a copy: the spec's own dicts stay as they are
+    d["seed"], d["train"]["data_seed"] = None, None
+    identity = d.get("data", {}).get("identity")
+    if isinstance(identity, dict):  # the data's identity names the order too, and hashes it
+        identity.pop("hash", None)
+        identity.get("sampling", {}).pop("data_seed", None)
+    return json.dumps(d, sort_keys=True)
 
 
 def cost_table(record_dir=None):
@@ -72,7 +80,9 @@ def cost_table(record_dir=None):
     for folder in list_records(record_dir):
         spec, card = store.load_spec(folder), store.load_card(folder)
         key = config_key(spec)
-        rows.append({"key": key, "run": spec.describe().replace(f" seed={spec.seed}", ""),
+        order = f" data_seed={spec.train.data_seed}" if spec.train.data_seed else ""
+        run = spec.describe().replace(f" seed={spec.seed}", "").replace(order, "")
+        rows.append({"key": key, "run": run,
                      "n_layer": spec.model.n_layer, "d_model": spec.model.d_model,
                      "steps": spec.train.max_steps,
                      "tokens": spec.train.max_steps * spec.train.tokens_per_step,
@@ -91,7 +101,7 @@ def cost_table(record_dir=None):
     out = df.groupby("key", sort=False).agg(
         run=("run", "first"), n_layer=("n_layer", "first"), d_model=("d_model", "first"),
         steps=("steps", "first"),
-        tokens=("tokens", "first"), seeds=("seed", lambda s: tuple(sorted(s))),
+        tokens=("tokens", "first"), seeds=("seed", lambda s: tuple(sorted(set(s)))),
         runs=("seed", "size"), core_s_median=("core_s", "median"), core_s_min=("core_s", "min"),
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
         train_s_median=("train_s", "median"),

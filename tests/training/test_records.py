@@ -151,6 +151,31 @@ def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     assert "| — (all resumed) | 1 | ≥ 7 |" in md and "**at least 7 core-seconds**" in md
 
 
+def test_a_run_at_another_data_order_costs_as_its_configuration(finished_run, tmp_path):
+    """The data order (``train.data_seed``, named and hashed in the data's identity too) picks
+    which windows a step reads, not how many: a run at another order is a run of the same
+    configuration in the cost table; another training length is not. The key leaves the spec
+    itself (and its run id) as it was."""
+    _, spec, path = finished_run
+    run_id = spec.run_id
+    key = record_costs.config_key(spec)
+    assert spec.run_id == run_id and "hash" in spec.to_dict()["data"]["identity"]
+    a = records.record_run(path, tmp_path)
+    for name, change in (("order", {"data_seed": 3}), ("longer", {"max_steps": 99})):
+        b = tmp_path / name
+        shutil.copytree(a, b)
+        d = json.loads((b / "spec.json").read_text())
+        d["train"].update(change)
+        if "data_seed" in change:
+            d["data"]["identity"]["sampling"]["data_seed"] = 3
+            d["data"]["identity"]["hash"] = "0" * 64
+        (b / "spec.json").write_text(json.dumps(d))
+    t = record_costs.cost_table(tmp_path)
+    assert sorted(t["runs"]) == [1, 2] and key in set(t["key"])
+    assert t.set_index("key").loc[key, "runs"] == 2
+    assert "data_seed" not in t.set_index("key").loc[key, "run"]
+
+
 def test_the_recorded_runs_page_is_current():
     """docs/recorded_runs.md is what `gtalib record costs` prints for the committed records."""
     from pathlib import Path

@@ -57,13 +57,17 @@ REST_S = BEFORE_TRAIN_S + AFTER_TRAIN_S
 #: Share of the budget that the predicted wall time may fill: the rest absorbs the prediction's
 #: error (measured in benchmarks/budget_prediction.md).
 BUDGET_FILL = 0.9
-#: A run's seconds outside its optimizer steps (Lightning's setup, the data module, the
-#: evaluations, the probes, its files), added to the FLOPs estimate (a recorded cost includes
-#: it): the ``ci`` book's 22 runs took 19 s on two workers where their FLOPs alone predicted 4 s
-#: (benchmarks/budget_prediction.md, AMD EPYC family 25 model 17), about 1.3 s per run.
-RUN_SETUP_S = 1.3
-#: Starting the cluster and timing the calibration, before the first run (seconds).
-START_S = 5.0
+#: A run's seconds outside its optimizer steps (Lightning's setup, the data module, the evaluations,
+#: the probes, its files) within its card's wall time, added to the FLOPs estimate (a recorded
+#: cost includes it): the ``ci`` book's 34 runs of 20 steps took 29 s by their cards where 20
+#: calibrated steps each make 18 s (benchmarks/budget_prediction.md, 2026-12-06, Intel Xeon
+#: family 6 model 207, idle machine), about 0.33 s per run. (1.3 s, taken from the whole
+#: training phase's wall time, had predicted that family 2.1× too long.)
+RUN_SETUP_S = 0.35
+#: Starting the cluster and its workers' first imports, and timing the calibration, before the
+#: first run (seconds): the same ``ci`` build's training phase took 27.5 s, its cards 14.5 s per
+#: worker, about 13 s more.
+START_S = 12.0
 #: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones.
 CALIBRATION_STEPS = 4
 WARMUP_STEPS = 1
@@ -282,6 +286,13 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
                        len(measured) if measured else 0, families, record_costs.this_cpu())
 
 
+def _key_spec(key: str) -> RunSpec:
+    """A RunSpec of a cost table's configuration (:func:`gtalib.training.record_costs.config_key`,
+    which leaves the seed and the data order out): seed 0, data order 0."""
+    d = json.loads(key)
+    return RunSpec.from_dict({**d, "seed": 0, "train": {**d["train"], "data_seed": 0}})
+
+
 def recorded_flops_per_s(costs) -> float:
     """The training throughput of the recorded runs, FLOPs per second of one thread: the median
     over the recorded configurations of :func:`training_flops` over their median core-seconds
@@ -290,7 +301,7 @@ def recorded_flops_per_s(costs) -> float:
     Raises:
         ValueError: ``costs`` has no timed configuration.
     """
-    rates = [training_flops(RunSpec.from_dict({**json.loads(r.key), "seed": 0})) / r.core_s_median
+    rates = [training_flops(_key_spec(r.key)) / r.core_s_median
              for r in costs.itertuples() if r.core_s_median > 0]
     if not rates:
         raise ValueError("no recorded run with a measured time: nothing to derive a throughput from")
