@@ -225,6 +225,13 @@ def probe_findings(summary: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+#: The names :func:`glue_probes` glues (the keys of :func:`probe_findings`).
+GLUE_NAMES = ("probe_runs", "probe_probed", "probe_tokens", "probe_uniform", "probe_sink_factor",
+              "probe_massive_at", "probe_gate_init", "qiu_gate", "qiu_share", "qiu_share_gate",
+              "qiu_resid", "qiu_resid_gate", "qiu_ratio", "qiu_scale", "probe_sink",
+              "probe_sink_gated", "probe_massive", "probe_ratio", "probe_gate", "probe_gate_way")
+
+
 def glue_probes(summary: pd.DataFrame) -> dict[str, str]:
     """Glue every :func:`probe_findings` entry, hidden, into the running notebook (the gating
     page's Markdown writes ``{glue:md}`probe_sink``` and so on); returns them."""

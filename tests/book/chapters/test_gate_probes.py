@@ -107,7 +107,7 @@ def test_a_page_without_probes_lists_the_runs_that_lack_them(tmp_path, shown):
                                "probe_tokens", "probe_uniform")] == ["—"] * 5
     out, glued = shown
     P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
-    assert glued == words
+    assert glued == words and tuple(words) == P.GLUE_NAMES
     lacking, table = out  # no figure without probes
     assert list(lacking["run_id"]) == ["a0", "a1", "r0", "r1", "r2", "r4", "r5"]
     assert lacking.set_index("run_id").loc["a0", "detail"] == "absent"
