@@ -1,7 +1,7 @@
 """The gate probes of the gating page ("What the gate does inside the model", docs/probes.md):
 each finished run's probes per layer (mean gate score, first-token attention share, largest
-residual activation), their summary per arm, the sentences that say what they explain against
-Qiu et al. 2025, and the page's table and figure.
+residual activation), their summary per arm, the verdict words and numbers the page glues to
+say what they explain against Qiu et al. 2025, and the page's table and figure.
 
 Reads :mod:`gtalib.book.analysis.collect` (the page's runs and where they lie), :mod:`gtalib.book.design.figures`
 (Qiu et al.'s values, names, colours) and :mod:`gtalib.book.analysis.style`; ``probes.json`` of each run
