@@ -505,8 +505,11 @@ def show_ladder(result) -> None:
 
 
 def show_series(result) -> None:
-    """Display :func:`series_table` and :func:`scaled_table` (tables without a row index)."""
+    """Display :func:`series_table` and :func:`scaled_table` (tables without a row index), each
+    where it has a row."""
     for table in (series_table(result), scaled_table(result)):
+        if table.empty:
+            continue
         display(table_style(table.style.hide(axis="index"),
                             prose=["ΔL of"] if "ΔL of" in table else ()))
 
