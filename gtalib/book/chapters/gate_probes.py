@@ -324,12 +324,12 @@ def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def show_probes(result) -> Probes:
+def show_probes(result) -> None:
     """The gating page's "What the gate does inside the model" for the complete variants of an
     ablation result: glue :func:`glue_probes` of their summary, then display the runs without
     probes (``label, seed, run_id, source, detail``; where any), the table of
     :func:`format_probe_table` and, where any run has probes, the first-token share per layer
-    (:func:`plot_first_token_share`). Returns the probes of the complete variants."""
+    (:func:`plot_first_token_share`)."""
 
     probes = read_probes(result.collected)
     keep = {k: getattr(probes, k) for k in ("per_layer", "summary", "missing")}
@@ -339,9 +339,8 @@ def show_probes(result) -> Probes:
         display(probes.missing[["label", "seed", "run_id", "source", "detail"]]
                 .style.hide(axis="index"))
     if probes.summary.empty:
-        return probes
+        return
     display(format_probe_table(probes.summary))
     if probes.summary["with_probes"].sum():
         plot_first_token_share(probes.per_layer)
         plt.show()
-    return probes
