@@ -6,7 +6,7 @@ module               what
 ``ablation``         the four ablation pages: curves, final-ΔL table and verdicts, figure, caption
 ``gate_probes``      the gating page's gate probes: read, summarised, explained, shown
 ``main_results``     the main table per held-out source, the entropy gap, the figure
-``scale_ladder``     the scale ladder's depth and length axes: points, sentences, figure, table
+``scale_ladder``     the scale ladder's depth and length axes: points, signs, figure, tables
 ``ladder_width``     the ladder's width axis: MLRA-4's gap to the best other variant, its table
 ``kv_cache``         the paper's parameter and per-device KV tables (also ``gtalib tables``)
 ``decode_speed``     the decode-speed page's figure and tables

@@ -1,7 +1,7 @@
 """The gate probes of the gating page ("What the gate does inside the model", docs/probes.md):
 each finished run's probes per layer (mean gate score, first-token attention share, largest
-residual activation), their summary per arm, the sentences that say what they explain against
-Qiu et al. 2025, and the page's table and figure.
+residual activation), their summary per arm, the verdict words and numbers the page glues to
+say what they explain against Qiu et al. 2025, and the page's table and figure.
 
 Reads :mod:`gtalib.book.analysis.collect` (the page's runs and where they lie), :mod:`gtalib.book.design.figures`
 (Qiu et al.'s values, names, colours) and :mod:`gtalib.book.analysis.style`; ``probes.json`` of each run
@@ -20,10 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
+from myst_nb import glue
 
 from gtalib.book.analysis.collect import STATUS_COLUMNS, Collected
 from gtalib.book.analysis.style import plural, range_text, set_style
-from gtalib.book.design.names import GATE_COLORS, display_name
+from gtalib.book.design.names import GATE_COLORS, and_join, display_name
 from gtalib.book.design.paper import QIU_PROBES, QIU_SCALE
 from gtalib.training import records
 from gtalib.training.probes import PROBES_FILE
@@ -62,7 +63,9 @@ class Probes:
             (``gate_mean_max``, ...; ``max_abs_residual_max`` is the run's largest ``|h|``). NaN
             where no run of the arm has probes.
         missing: the :attr:`Collected.status` rows of the done runs without probes, ``detail``
-            saying why (e.g. ``"recorded before probes were stored"``).
+            saying why: ``"absent"`` (no ``probes.json``: trained or recorded before probes were
+            stored), ``"of <run id>, <n> layers"`` (another run's file), ``"wrong length"`` (not
+            one value per layer) or ``"unreadable: <error>"``.
     """
 
     per_layer: pd.DataFrame
@@ -85,27 +88,24 @@ def read_probes(collected: Collected) -> Probes:
     done = collected.status[collected.status["state"] == "done"]
     rows, missing = [], []
     for _, r in done.iterrows():
-        local = r["source"] == "local"
-        path = (run_dir if local else record_dir) / r["run_id"] / PROBES_FILE
+        path = (run_dir if r["source"] == "local" else record_dir) / r["run_id"] / PROBES_FILE
         n = int(r["n_layer"])
         values, tokens, why = {k: [math.nan] * n for k in PROBE_KEYS}, math.nan, None
         if not path.is_file():
-            when = "trained" if local else "recorded"
-            why = f"no {PROBES_FILE}: {when} before probes were stored"
+            why = "absent"
         else:
             try:
                 got = json.loads(path.read_text())
                 if got["run_id"] != r["run_id"] or got["n_layer"] != n:
-                    why = (f"{PROBES_FILE} is of run {got['run_id']} with {got['n_layer']} "
-                           f"layers, not of this run")
+                    why = f"of {got['run_id']}, {got['n_layer']} layers"
                 elif any(got[k] is not None and len(got[k]) != n for k in PROBE_KEYS):
-                    why = f"{PROBES_FILE} does not hold one value per layer"
+                    why = "wrong length"
                 else:
                     values = {k: [math.nan] * n if got[k] is None else [float(x) for x in got[k]]
                               for k in PROBE_KEYS}
                     tokens = got["batch"]["tokens_per_window"]
             except (ValueError, KeyError, TypeError) as e:  # JSON error, missing key, bad value
-                why = f"unreadable {PROBES_FILE}: {type(e).__name__}: {e}"
+                why = f"unreadable: {type(e).__name__}: {e}"
         if why is not None:
             missing.append(r.copy())
             missing[-1]["detail"] = why
@@ -155,99 +155,90 @@ SINK_FACTOR = 2.0
 MASSIVE_ACTIVATION = 100.0
 
 
-def probe_findings(summary: pd.DataFrame) -> str:
-    """What the gate probes explain, in sentences computed from :attr:`Probes.summary` (arms
-    without probes are ignored) and Qiu et al.'s values (:data:`gtalib.book.design.paper.QIU_PROBES`):
+def probe_findings(summary: pd.DataFrame) -> dict[str, str]:
+    """What the gate probes explain, as the words and numbers the gating page's Markdown glues
+    (:func:`glue_probes`), from :attr:`Probes.summary` (arms without probes are ignored) and Qiu
+    et al.'s values (:data:`gtalib.book.design.paper.QIU_PROBES`). A variant list names the
+    variants where the state holds; ``"not measured"`` where the arm has no probed run,
+    ``"—"`` where a value does not apply.
 
-    * **sink**: without the gate, a variant has an attention sink when its first-token share
-      (mean over layers and seeds; its largest layer is named too) exceeds :data:`SINK_FACTOR` times uniform attention's
-      (:func:`uniform_first_token_share`); with a sink and a probed gated arm, the gate removes
-      it when its share is below half of the ungated one;
-    * **gate**: its mean against :data:`GATE_AT_INIT` and Qiu et al.'s 0.116, as the fraction of
-      the way from one to the other: under a quarter "stays near its initial value", from a
-      quarter on "selective, less sparse than in Qiu et al.", all the way "as sparse";
-    * **massive activations**: the largest ``|h|`` without the gate (mean over seeds of the max
-      over layers) from :data:`MASSIVE_ACTIVATION` on; where both arms are probed, the ratio
-      gate / no gate against Qiu et al.'s 94 / 1053.
-
-    Where neither a sink nor massive activations form without the gate, it says that the gate
-    can act only through Qiu et al.'s two other explanations: the non-linearity it adds and its
-    query-dependent scores.
+    Returns:
+        ``probe_sink``: ``"none"`` or ``"in <variants>"``, where without the gate the
+        first-token share (mean over layers and seeds) exceeds :data:`SINK_FACTOR` times uniform
+        attention's (:func:`uniform_first_token_share`); ``probe_sink_gated``: ``"removed"``
+        (the gated share below half of the ungated one in every such variant probed with both
+        arms) or ``"kept"``; ``probe_massive``: ``"none"`` or ``"in <variants>"``, where the
+        largest ``|h|`` without the gate (mean over seeds of the max over layers) is
+        :data:`MASSIVE_ACTIVATION` or more; ``probe_ratio``: the largest ``|h|`` gate / no gate
+        over the variants with both arms (a range); ``probe_gate``: ``"near init"`` (the gate's
+        mean under a quarter of the way from :data:`GATE_AT_INIT` to Qiu et al.'s 0.116),
+        ``"as sparse"`` (all the way) or ``"selective"``; ``probe_gate_way``: that fraction in
+        percent (a range); the counts ``probe_runs`` (done runs) and ``probe_probed`` (of them
+        with probes), ``probe_tokens`` and ``probe_uniform`` (the probe batch's window and
+        uniform attention's share over it), the thresholds ``probe_sink_factor``,
+        ``probe_massive_at`` and ``probe_gate_init``, and Qiu et al.'s values ``qiu_gate``,
+        ``qiu_share``, ``qiu_share_gate``, ``qiu_resid``, ``qiu_resid_gate``, ``qiu_ratio``,
+        ``qiu_scale``.
     """
 
     def names(df):
-        return ", ".join(display_name(v) for v in df["variant"])
+        return "in " + and_join(display_name(v) for v in df["variant"])
 
     probed = summary[summary["with_probes"] > 0]
     alt = probed[probed["arm"] == "alt"].set_index("variant", drop=False)
     rec = probed[probed["arm"] == "rec"].set_index("variant", drop=False)
-    if alt.empty and rec.empty:
-        return "No run of this page has gate probes: nothing to explain."
-    out = []
     q_gate, q_share, q_resid = (QIU_PROBES[k] for k in PROBE_KEYS)  # (no gate, gate) each
-    sink = no_massive = None
-    if alt.empty:
-        out.append("No run without the gate has probes here, so whether an attention sink or "
-                   "massive activations form without it is not measured.")
-    else:
-        base = alt["tokens"].map(lambda t: uniform_first_token_share(int(t)))
-        is_sink = alt["first_token_share"] > SINK_FACTOR * base
-        t = int(alt["tokens"].max())
-        uniform = f"{uniform_first_token_share(t):.3f} of uniform attention over {t} tokens"
-        sink = bool(is_sink.any())
-        if not sink:
-            out.append(f"No attention sink forms at this scale: without the gate the "
-                       f"first-token share is {range_text(alt['first_token_share'])} "
-                       f"({names(alt)}; mean over layers, at most {SINK_FACTOR:g}× the "
-                       f"{uniform}; {range_text(alt['first_token_share_max'])} in the largest "
-                       f"layer), against {q_share[0]} in Qiu et al., so the gate's effect here "
-                       f"cannot come from removing one.")
-        else:
-            s = alt[is_sink]
-            text = (f"An attention sink forms without the gate in {names(s)}: first-token share "
-                    f"{range_text(s['first_token_share'])}, against the {uniform} "
-                    f"(Qiu et al.: {q_share[0]})")
-            both = s[s.index.isin(rec.index)]
-            if len(both):
-                gated = rec.loc[both.index, "first_token_share"]
-                removed = (gated < both["first_token_share"] / 2).all()
-                text += (f"; with the gate it is {range_text(gated)} ({names(both)}; Qiu et al.: "
-                         f"{q_share[1]}), so the gate {'removes' if removed else 'does not remove'}"
-                         f" it")
-            if (~is_sink).any():
-                text += f"; none forms in {names(alt[~is_sink])}"
-            out.append(text + ".")
+    t = int(summary["tokens"].max()) if summary["tokens"].notna().any() else None
+    out = {"probe_runs": f"{int(summary['runs'].sum())}",
+           "probe_probed": f"{int(summary['with_probes'].sum())}",
+           "probe_tokens": "—" if t is None else f"{t}",
+           "probe_uniform": "—" if t is None else f"{uniform_first_token_share(t):.3f}",
+           "probe_sink_factor": f"{SINK_FACTOR:g}", "probe_massive_at": f"{MASSIVE_ACTIVATION:g}",
+           "probe_gate_init": f"{GATE_AT_INIT}", "qiu_gate": f"{q_gate[1]:g}",
+           "qiu_share": f"{q_share[0]:g}", "qiu_share_gate": f"{q_share[1]:g}",
+           "qiu_resid": f"{q_resid[0]:g}", "qiu_resid_gate": f"{q_resid[1]:g}",
+           "qiu_ratio": f"{q_resid[1] / q_resid[0]:.2f}", "qiu_scale": QIU_SCALE,
+           "probe_sink": "not measured", "probe_sink_gated": "—",
+           "probe_massive": "not measured", "probe_ratio": "—",
+           "probe_gate": "not measured", "probe_gate_way": "—"}
+    if not alt.empty:
+        base = alt["tokens"].map(lambda n: uniform_first_token_share(int(n)))
+        sink = alt[alt["first_token_share"] > SINK_FACTOR * base]
+        out["probe_sink"] = names(sink) if len(sink) else "none"
+        both = sink[sink.index.isin(rec.index)]
+        if len(both):
+            gated = rec.loc[both.index, "first_token_share"]
+            removed = (gated < both["first_token_share"] / 2).all()
+            out["probe_sink_gated"] = "removed" if removed else "kept"
         resid = alt["max_abs_residual_max"]
-        no_massive = bool((resid < MASSIVE_ACTIVATION).all())
-        text = ("No massive activations form without the gate" if no_massive else
-                f"Massive activations form without the gate in "
-                f"{names(alt[resid >= MASSIVE_ACTIVATION])}")
-        text += (f": the largest residual activation is {range_text(resid, '.2f')}, against "
-                 f"{q_resid[0]:g} in Qiu et al. (massive: {MASSIVE_ACTIVATION:g} or more, Sun et "
-                 f"al. 2024)")
+        massive = alt[resid >= MASSIVE_ACTIVATION]
+        out["probe_massive"] = names(massive) if len(massive) else "none"
         both = alt[alt.index.isin(rec.index)]
         if len(both):
             ratio = rec.loc[both.index, "max_abs_residual_max"] / both["max_abs_residual_max"]
-            text += (f"; the gate scales it by {range_text(ratio, '.2f')} ({names(both)}; Qiu et "
-                     f"al.: {q_resid[1]:g} / {q_resid[0]:g} = {q_resid[1] / q_resid[0]:.2f})")
-        out.append(text + ".")
-    if rec.empty:
-        out.append("No gated run has probes here, so the gate's values are not measured.")
-    else:
-        gate = rec["gate_mean"]
-        way = (GATE_AT_INIT - gate) / (GATE_AT_INIT - q_gate[1])
-        state = ("stays near its initial value" if (way < 0.25).all() else
-                 "is as sparse as in Qiu et al." if (way >= 1).all() else
-                 "is selective, but less sparse than in Qiu et al.")
-        out.append(f"The gate {state}: its mean is {range_text(gate)} ({names(rec)}) after "
-                   f"training, from {GATE_AT_INIT} at initialisation, "
-                   f"{range_text(100 * way, '.0f')} % of the way to Qiu et al.'s {q_gate[1]}.")
-    if sink is False and no_massive:
-        out.append("With neither a sink nor massive activations to remove, the gate can act "
-                   "here only through Qiu et al.'s two other explanations of its gain: the "
-                   "non-linearity it adds between the value and output projections, and its "
-                   "query-dependent scores.")
-    return " ".join(out)
+            out["probe_ratio"] = range_text(ratio, ".2f")
+    if not rec.empty:
+        way = (GATE_AT_INIT - rec["gate_mean"]) / (GATE_AT_INIT - q_gate[1])
+        out["probe_gate"] = ("near init" if (way < 0.25).all() else
+                             "as sparse" if (way >= 1).all() else "selective")
+        out["probe_gate_way"] = f"{range_text(100 * way, '.0f')} %"
+    return out
+
+
+#: The names :func:`glue_probes` glues (the keys of :func:`probe_findings`).
+GLUE_NAMES = ("probe_runs", "probe_probed", "probe_tokens", "probe_uniform", "probe_sink_factor",
+              "probe_massive_at", "probe_gate_init", "qiu_gate", "qiu_share", "qiu_share_gate",
+              "qiu_resid", "qiu_resid_gate", "qiu_ratio", "qiu_scale", "probe_sink",
+              "probe_sink_gated", "probe_massive", "probe_ratio", "probe_gate", "probe_gate_way")
+
+
+def glue_probes(summary: pd.DataFrame) -> dict[str, str]:
+    """Glue every :func:`probe_findings` entry, hidden, into the running notebook (the gating
+    page's Markdown writes ``{glue:md}`probe_sink``` and so on); returns them."""
+    out = probe_findings(summary)
+    for name, text in out.items():
+        glue(name, Markdown(text), display=False)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,32 +254,32 @@ def _probe_value(x: float) -> str:
 
 
 def format_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The gate-probe table of the gating page from :attr:`gtalib.book.chapters.gate_probes.Probes.summary`:
-    one row per variant with the probed runs of each arm, the gate's mean (gated arm), the
-    first-token share and the largest residual activation without and with the gate, then a
-    row of Qiu et al.'s values (:data:`gtalib.book.design.paper.QIU_PROBES`). Gate and share: mean
-    over layers and seeds; largest ``|h|``: max over layers, mean over seeds. Strings."""
+    """The gate-probe table of the gating page from :attr:`Probes.summary`, strings, indexed by
+    variant: ``probed (no gate)``, ``probed (gate)`` (``"k of n"`` runs with probes; ``"—"``
+    without the arm), ``gate mean`` (gated arm), ``share (no gate)``, ``share (gate)``
+    (first-token share) and ``|h| (no gate)``, ``|h| (gate)`` (largest residual activation),
+    then a row ``Qiu et al.`` of :data:`gtalib.book.design.paper.QIU_PROBES`. Gate and share:
+    mean over layers and seeds; largest ``|h|``: max over layers, mean over seeds."""
     arms = summary.set_index(["variant", "arm"])
     nan = pd.Series(math.nan, index=arms.columns)
 
     def row(name, runs, gate, share, resid, fmt=_probe_value):
-        return {"variant": name, "runs with probes (no gate; gate)": runs,
-                "gate mean (gate)": fmt(gate[1]),
-                "first-token share, no gate": fmt(share[0]),
-                "first-token share, gate": fmt(share[1]),
-                "largest |h|, no gate": fmt(resid[0]), "largest |h|, gate": fmt(resid[1])}
+        return {"variant": name, "probed (no gate)": runs[0], "probed (gate)": runs[1],
+                "gate mean": fmt(gate[1]), "share (no gate)": fmt(share[0]),
+                "share (gate)": fmt(share[1]), "|h| (no gate)": fmt(resid[0]),
+                "|h| (gate)": fmt(resid[1])}
 
     rows = []
     for v in dict.fromkeys(summary["variant"]):
         a, r = (arms.loc[(v, arm)] if (v, arm) in arms.index else nan for arm in ("alt", "rec"))
-        runs = "; ".join("—" if math.isnan(x["runs"]) else f"{x['with_probes']:.0f} of "
-                         f"{x['runs']:.0f}" for x in (a, r))
+        runs = ["—" if math.isnan(x["runs"]) else f"{x['with_probes']:.0f} of {x['runs']:.0f}"
+                for x in (a, r)]
         rows.append(row(display_name(v), runs, (a["gate_mean"], r["gate_mean"]),
                         (a["first_token_share"], r["first_token_share"]),
                         (a["max_abs_residual_max"], r["max_abs_residual_max"])))
     q = QIU_PROBES
-    rows.append(row(f"Qiu et al. 2025 ({QIU_SCALE})", "", q["gate_mean"],
-                    q["first_token_share"], q["max_abs_residual"], "{:g}".format))  # as printed
+    rows.append(row("Qiu et al.", ("", ""), q["gate_mean"], q["first_token_share"],
+                    q["max_abs_residual"], "{:g}".format))  # as printed
     return pd.DataFrame(rows).set_index("variant")
 
 
@@ -320,13 +311,13 @@ def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
                         ms=3, label=f"{name} ({plural(a['run_id'].nunique(), 'run')})")
         t = int(g["tokens"].max())
         ax.axhline(uniform_first_token_share(t), color="0.55", lw=1.2, ls=":",
-                   label=f"uniform attention, {t} tokens")
+                   label=f"uniform, {t} tokens")
         ax.set_title(display_name(v), fontsize=10)
         ax.set_xlabel("layer (0 = first block)")
         ax.set_ylim(0, 1.6 * top)  # headroom: the legend covers no line
         ax.legend(fontsize=7, loc="upper left")
     for ax in axes[:, 0]:
-        ax.set_ylabel("attention on the first token")
+        ax.set_ylabel("first-token share")
     for ax in list(axes.flat)[len(variants):]:
         ax.set_visible(False)
     fig.tight_layout()
@@ -334,41 +325,22 @@ def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
 
 
 def show_probes(result) -> None:
-    """Display the gating page's "What the gate does inside the model" for the complete
-    variants of an ablation result: the runs without probes, the table of
-    :func:`format_probe_table`, the first-token share per layer
-    (:func:`plot_first_token_share`) and what the numbers explain
-    (:func:`gtalib.book.chapters.gate_probes.probe_findings`); where no run has probes, only which runs
-    lack them."""
+    """The gating page's "What the gate does inside the model" for the complete variants of an
+    ablation result: glue :func:`glue_probes` of their summary, then display the runs without
+    probes (``label, seed, run_id, source, detail``; where any), the table of
+    :func:`format_probe_table` and, where any run has probes, the first-token share per layer
+    (:func:`plot_first_token_share`)."""
 
     probes = read_probes(result.collected)
-    summary = probes.summary[probes.summary["variant"].isin(result.complete)]
-    missing = probes.missing[probes.missing["variant"].isin(result.complete)]
-    if summary.empty:
-        display(Markdown("No complete runs: nothing to probe."))
+    keep = {k: getattr(probes, k) for k in ("per_layer", "summary", "missing")}
+    probes = Probes(**{k: df[df["variant"].isin(result.complete)] for k, df in keep.items()})
+    glue_probes(probes.summary)
+    if len(probes.missing):
+        display(probes.missing[["label", "seed", "run_id", "source", "detail"]]
+                .style.hide(axis="index"))
+    if probes.summary.empty:
         return
-    lacking = "\n".join(f"- {r['label']}, seed {r['seed']} (`{r['run_id']}`): {r['detail']}"
-                         for _, r in missing.iterrows())
-    if summary["with_probes"].sum() == 0:
-        display(Markdown(f"**No run of this page has gate probes** (`probes.json`), so there is "
-                         f"nothing to show here:\n\n{lacking}"))
-        return
-    if len(missing):
-        display(Markdown(f"**{len(missing)} of {int(summary['runs'].sum())} runs have no gate "
-                         f"probes**: an arm's values below are the mean over its probed runs, "
-                         f"and — where it has none:\n\n{lacking}"))
-    t = int(summary["tokens"].max())
-    display(Markdown(
-        f"Gate probes of the final weights, on the same held-out windows of {t} tokens for "
-        f"both arms. *Gate mean*: the gate score σ(x̃ W_g), {GATE_AT_INIT} at initialisation. "
-        f"*First-token share*: attention probability on the first position, averaged over "
-        f"heads and the queries after the first (uniform attention over {t} tokens gives "
-        f"{uniform_first_token_share(t):.3f}). Both: mean over layers and seeds. *Largest |h|*: "
-        f"the largest activation of the residual stream, max over layers, batch, positions and "
-        f"channels, mean over seeds; its level depends on the model's width and "
-        f"initialisation, so only the ratio of the two arms compares with Qiu et al.'s. "
-        f"Qiu et al. 2025 (arXiv 2505.06708, Table 4): {QIU_SCALE}."))
-    display(format_probe_table(summary))
-    plot_first_token_share(probes.per_layer[probes.per_layer["variant"].isin(result.complete)])
-    plt.show()
-    display(Markdown(probe_findings(summary)))
+    display(format_probe_table(probes.summary))
+    if probes.summary["with_probes"].sum():
+        plot_first_token_share(probes.per_layer)
+        plt.show()

@@ -1,7 +1,8 @@
 """The scale ladder's width axis: MLRA-4's gap to the best of the other variants at each width of
-the ladder and against training length, paired by seed with its Student-t interval; the sentence
-that states the trend; the parameter table per width and the cost of a width's runs; the
-section the ladder and main-results pages show.
+the ladder and against training length, paired by seed with its Student-t interval; the trend
+along each axis; the parameter table per width and the cost of a width's runs; the tables and
+glued words of the section the ladder and main-results pages show (its English is the scale
+ladder page's Markdown).
 
 Reads :mod:`gtalib.book.design.ladder` (the ladder and its runs), :mod:`gtalib.book.design.names`,
 :mod:`gtalib.book.design.figures` (the ablations whose runs the length axis draws on), the book's
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 from IPython.display import HTML, Markdown, display
+from myst_nb import glue
 
 from gtalib.book.analysis.collect import Collected, collect_runs, provenance_html
 from gtalib.book.analysis.stats import delta_stats, ranking_test
@@ -69,7 +71,7 @@ POINT_COLUMNS = ["point", "needed", "done", "others", "left_out", "best", "named
 
 
 # ---------------------------------------------------------------------------------------------
-# The gap at each point, the trend, the sentence
+# The gap at each point and the trend
 # ---------------------------------------------------------------------------------------------
 
 def gap_points(final: pd.DataFrame, needed: pd.DataFrame, named: str, confidence: float = 0.95
@@ -135,13 +137,6 @@ def gap_trend(per_seed: pd.DataFrame, first, last, confidence: float = 0.95):
     return delta_stats(b[common] - a[common], confidence) if len(common) else None
 
 
-def _interval(mean: float, low: float, high: float, n: int) -> str:
-    """``"+0.094 [+0.071, +0.117]"``, or ``"+0.094 (one pair, no interval)"``."""
-    if n < 2 or math.isnan(low):
-        return f"{mean:+.3f} (one pair, no interval)"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-
-
 def point_text(axis: str, point) -> str:
     """A point as the pages name it: ``"d_model 256"`` on the width axis, ``"1,000 steps"`` on
     the length axis.
@@ -156,65 +151,37 @@ def point_text(axis: str, point) -> str:
     raise ValueError(f"axis must be 'width' or 'steps', got {axis!r}")
 
 
-def trend_sentence(points: pd.DataFrame, per_seed: pd.DataFrame, named: str, axis: str,
-                   confidence: float = 0.95) -> str:
-    """One sentence on how the named variant's gap to the best other variant changes along an
-    axis (:func:`gap_points`' ``points`` and ``per_seed``), with every gap's interval, the
-    variants it compares and its pairs, and the change's (:func:`gap_trend`), whatever its sign,
-    saying when it is paired over fewer seeds than an end has; where a point lacks runs it says
-    how many and states no trend beyond the points that have a gap."""
-    name = display_name(named)
-    head = f"{name}'s gap to the best other variant (final validation loss, {name} − best)"
+#: Columns of :attr:`WidthGap.trends`.
+TREND_COLUMNS = ["axis", "first", "last", "n", "mean", "low", "high", "trend"]
+
+
+def trend_row(points: pd.DataFrame, per_seed: pd.DataFrame, axis: str,
+              confidence: float = 0.95) -> dict:
+    """How the named variant's gap changes along an axis (:func:`gap_points`' ``points`` and
+    ``per_seed``), one row of :data:`TREND_COLUMNS`: ``first``, ``last``, the first and last
+    points with a gap; ``n``, ``mean``, ``low``, ``high``: the paired change
+    (:func:`gap_trend`, over the seeds both have; NaN interval below 2 seeds); ``trend``:
+    ``"falls"`` / ``"rises"`` (interval below / above zero; with one seed, the sign of the
+    change), ``"no change"`` (interval covers zero) or ``"—"`` (fewer than two points with a
+    gap, or no seed at both).
+
+    Raises:
+        ValueError: ``axis`` not ``"width"`` or ``"steps"``.
+    """
+    point_text(axis, 0)  # validates the axis
     have = points[points["best"].notna()]
-    lacking = points[points["best"].isna()]
-
-    def at(r):
-        best = display_name(r["best"])
-        vs = (f"vs {best}, the only other variant there" if len(r["others"]) == 1 else
-              f"vs {best}, the best of {and_join(map(display_name, r['others']))}")
-        return (f"{_interval(r['mean'], r['low'], r['high'], r['n'])} at "
-                f"{point_text(axis, r['point'])} ({vs}; {plural(r['n'], 'pair')})")
-
-    def why(r):
-        lack = r["needed"] - r["done"]
-        return (f"at {point_text(axis, r['point'])}, " + (
-            f"{lack} of {plural(r['needed'], 'run')} {'is' if lack == 1 else 'are'} missing"
-            if lack else f"no complete {name} or other variant"))
-
-    if have.empty:
-        return f"{head}: no point has complete runs ({'; '.join(why(r) for _, r in points.iterrows())})."
-    gaps = [at(r) for _, r in have.iterrows()]
-    tail = ("" if lacking.empty else
-            "; " + "; ".join(why(r) for _, r in lacking.iterrows())
-            + (", so no trend can be stated yet" if len(have) < 2 else ""))
+    row = dict(axis=axis, first=None, last=None, n=0, mean=math.nan, low=math.nan,
+               high=math.nan, trend="—")
     if len(have) < 2:
-        return f"{head} is {gaps[0]}{tail}."
-    first, last = have.iloc[0], have.iloc[-1]
-    ch = gap_trend(per_seed, first["point"], last["point"], confidence)
-    path = (f"from {gaps[0]}" + "".join(f" through {g}" for g in gaps[1:-1]) + f" to {gaps[-1]}")
+        return row
+    row.update(first=have["point"].iloc[0], last=have["point"].iloc[-1])
+    ch = gap_trend(per_seed, row["first"], row["last"], confidence)
     if ch is None:
-        return f"{head} goes {path}; no seed has both ends, so no paired change{tail}."
-    # the trend pairs seeds across the two ends; an end with more seeds than the other shows
-    # its gap over all of them, so the change is not the difference of the two gaps shown
-    over = (plural(ch.n, "seed") if ch.n >= max(first["n"], last["n"]) else
-            f"the {plural(ch.n, 'seed')} that both {point_text(axis, first['point'])} and "
-            f"{point_text(axis, last['point'])} have")
-    change = f"a change of {_interval(ch.mean, ch.low, ch.high, ch.n)} over {over}, paired by seed"
-    if ch.n < 2:
-        sentence = f"{head} {'falls' if ch.mean < 0 else 'rises'} {path}: {change}"
-    elif ch.high < 0:
-        sentence = f"{head} falls {path}: {change}, its interval below zero"
-    elif ch.low > 0:
-        sentence = f"{head} rises {path}: {change}, its interval above zero"
-    else:
-        sentence = (f"{head} does not change beyond noise {path}: {change}, its interval "
-                    f"covering zero")
-    where = point_text(axis, last["point"])
-    if last["n"] >= 2 and last["high"] < 0:
-        sentence += f"; at {where} {name} is ahead of the best other variant"
-    elif last["n"] >= 2 and last["low"] > 0:
-        sentence += f"; at {where} {name} is still behind the best other variant"
-    return sentence + tail + "."
+        return row
+    row.update(n=ch.n, mean=ch.mean, low=ch.low, high=ch.high)
+    row["trend"] = ("no change" if ch.n >= 2 and ch.low <= 0 <= ch.high else
+                    "falls" if (ch.high < 0 if ch.n >= 2 else ch.mean < 0) else "rises")
+    return row
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,9 +199,11 @@ class WidthGap:
             and of training length at the width axis' depth and the preset's width (``point`` =
             steps, :func:`length_refs`); ``width_per_seed``, ``length_per_seed``: their
             per-seed gaps.
-        width_sentence, length_sentence: :func:`trend_sentence` of each axis.
+        trends: :func:`trend_row` of each axis, ``"width"`` then ``"steps"``
+            (:data:`TREND_COLUMNS`).
         params: :func:`gtalib.book.design.ladder.width_params`.
-        note: why there is no width axis at ``preset`` (then every frame is empty), else ``""``.
+        note: where ``preset`` has no width axis (then every frame is empty), that and the
+            presets with one; else ``""``.
         width_seeds: seeds per variant and width the width axis plans.
         length_runs: :func:`length_refs`, the runs the length axis plans and their sources.
     """
@@ -247,8 +216,7 @@ class WidthGap:
     width_per_seed: pd.DataFrame
     length: pd.DataFrame
     length_per_seed: pd.DataFrame
-    width_sentence: str
-    length_sentence: str
+    trends: pd.DataFrame
     params: pd.DataFrame
     note: str = ""
     width_seeds: int = 0
@@ -347,7 +315,7 @@ def width_gap(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = 
     else recorded runs, else trained if ``train``; resolved under
     :meth:`~gtalib.book.design.plan.Plan.own_design`, the lengths they were recorded at) and
     compute the named variant's gap at each width and each
-    training length, and the sentences. A preset without a ladder or without a width axis gives
+    training length, and its trend along each. A preset without a ladder or without a width axis gives
     a result with empty tables and a ``note`` (the main-results page shows every preset).
 
     Raises:
@@ -360,11 +328,10 @@ def width_gap(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = 
     lad = ladders.LADDERS.get(preset)
     if lad is None or not lad.width_variants:
         empty = pd.DataFrame(columns=POINT_COLUMNS)
+        with_axis = ", ".join(f"`{k}`" for k, v in ladders.LADDERS.items() if v.widths)
         return WidthGap(preset, "", confidence, None, empty, pd.DataFrame(), empty,
-                        pd.DataFrame(), "", "", pd.DataFrame(),
-                        note=f"The `{preset}` preset has no width axis (the scale ladder's "
-                             f"presets with one: "
-                             f"{', '.join(k for k, v in ladders.LADDERS.items() if v.widths)}).")
+                        pd.DataFrame(), pd.DataFrame(columns=TREND_COLUMNS), pd.DataFrame(),
+                        note=f"`{preset}`: no width axis (presets with one: {with_axis}).")
     refs = width_refs(plan, seeds)
     unique = list(dict.fromkeys(r for _, _, r in refs))
     collected = collect_runs(unique, plan.own_design(), run_dir, train=train,
@@ -379,11 +346,11 @@ def width_gap(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = 
         final = pd.DataFrame([(p, r.variant, r.seed, finals[k]) for p, r, k in rows
                               if k in finals], columns=["point", "variant", "seed", "loss"])
         pts, per_seed = gap_points(final, needed, lad.width_named, confidence)
-        tables[axis] = (pts, per_seed, trend_sentence(pts, per_seed, lad.width_named, axis,
-                                                      confidence))
+        tables[axis] = (pts, per_seed, trend_row(pts, per_seed, axis, confidence))
     return WidthGap(preset, lad.width_named, confidence, collected, tables["width"][0],
                     tables["width"][1], tables["steps"][0], tables["steps"][1],
-                    tables["width"][2], tables["steps"][2], width_params(preset),
+                    pd.DataFrame([tables[a][2] for a in ("width", "steps")],
+                                 columns=TREND_COLUMNS), width_params(preset),
                     width_seeds=seeds_of("ladder_width", preset) if seeds is None else seeds,
                     length_runs=length_refs(plan, seeds))
 
@@ -497,7 +464,7 @@ def format_gap_table(points: pd.DataFrame, named: str, axis: str, confidence: fl
                                  zip(points["best"], points["n"], points["low"], points["high"])],
         "pairs": points["n"],
         f"{name} lowest?": [v or "—" for v in points["verdict"]],
-        "left out": [("every variant: no run done" if d == 0 and n else
+        "left out": [("all (none done)" if d == 0 and n else
                       "; ".join(f"{display_name(v)} ({k} of {plural(m, 'run')})"
                                 for v, k, m in lo) or "—")
                      for lo, d, n in zip(points["left_out"], points["done"], points["needed"])],
@@ -518,114 +485,133 @@ def _width_cell(d_model, named: str, preset: str | None) -> str:
     return f"{d_model} ({size[1]} × {size[2]}{block})"
 
 
-#: How :func:`width_words` names a length point's source (:func:`length_refs`); an ablation
-#: page's by its title and the arm that is the main configuration.
-_SOURCE_WORDS = {"width": "the width axis' runs at d_model {d_model} (the width table's first row)",
-                 "main": "the main table's runs",
-                 "ladder": "the scale ladder's gate runs without the gate"}
+#: How :func:`length_sources` names a length point's source (:func:`length_refs`); an ablation
+#: page by its title and the arm that is the main configuration.
+_SOURCE_NAMES = {"width": "width axis", "main": "main table", "ladder": "ladder gate"}
 
 
-def _source_words(source: str, preset: str) -> str:
-    """A :func:`length_refs` source as :func:`width_words` names it."""
-    if source in _SOURCE_WORDS:
-        return _SOURCE_WORDS[source].format(d_model=ladder(preset).widths[0][0])
+def _source_name(source: str) -> str:
+    """A :func:`length_refs` source as :func:`length_sources` names it: ``"width axis"``,
+    ``"main table"``, ``"ladder gate"``, or an ablation page's title and arm (``"Gating
+    ablation (no gate)"``)."""
+    if source in _SOURCE_NAMES:
+        return _SOURCE_NAMES[source]
     fig = ablation(source)
     arm = next(opts for opts in (fig.alt, fig.rec) if not canonical_options(opts.items()))
     label = config_label("mha", arm).removeprefix("MHA").strip()
-    return f"the {fig.heading.lower()} page's runs" + (f" ({label})" if label else "")
+    return fig.heading + (f" ({label})" if label else "")
 
 
-def length_plan_words(result: WidthGap) -> list[str]:
-    """Per length of :attr:`WidthGap.length_runs`: where its runs come from (per source, the
-    variants with each seed count) and which of the width axis' variants have none there."""
+def length_sources(result: WidthGap) -> pd.DataFrame:
+    """Where each length of :attr:`WidthGap.length_runs` reads its runs: one row per (length,
+    source, seed count), ``steps, source`` (:func:`_source_name`), ``seeds`` and ``variants``
+    (the variants with that many seeds there), then per length whose runs lack a width variant
+    a row of source ``"none"``, 0 seeds, naming those variants."""
     lad = ladder(result.preset)
     seeds: dict = {}
     for steps, r, source in result.length_runs:
         seeds.setdefault(steps, {}).setdefault(source, {}).setdefault(r.variant, set()).add(
             r.seed)
-    out = []
+    rows = []
     for steps, by_source in seeds.items():
-        parts = []
         for source in sorted(by_source, key=_SOURCE_ORDER.index):
-            per_variant = by_source[source]
             counts: dict = {}
-            for v, ss in per_variant.items():
+            for v, ss in by_source[source].items():
                 counts.setdefault(len(ss), []).append(display_name(v))
-            parts += [f"{_source_words(source, result.preset)}, {plural(n, 'seed')} of "
-                      f"{and_join(vs)}" for n, vs in sorted(counts.items(), reverse=True)]
+            rows += [(steps, _source_name(source), n, and_join(vs))
+                     for n, vs in sorted(counts.items(), reverse=True)]
         absent = [display_name(v) for v in lad.width_variants
                   if not any(v in pv for pv in by_source.values())]
-        out.append(f"at {steps:,} steps " + "; ".join(parts) + (
-            f" ({and_join(absent)} {'has' if len(absent) == 1 else 'have'} no run of that length)"
-            if absent else ""))
+        if absent:
+            rows.append((steps, "none", 0, and_join(absent)))
+    return pd.DataFrame(rows, columns=["steps", "source", "seeds", "variants"])
+
+
+#: The names :func:`glue_width` glues (the keys of :func:`width_facts`).
+GLUE_NAMES = ("width_named", "width_others", "width_depth", "width_steps", "width_seeds",
+              "width_confidence")
+
+
+def width_facts(result: WidthGap) -> dict[str, str]:
+    """The words and numbers the width section's Markdown states, by glue name: ``width_named``
+    (the named variant), ``width_others`` (the other width variants, ``"A, B and C"``),
+    ``width_depth`` and ``width_steps`` (the width axis' depth and length), ``width_seeds``
+    (seeds per variant and width) and ``width_confidence`` (``"95%"``); ``"—"`` each where the
+    preset has no width axis."""
+    if result.note:
+        return dict.fromkeys(GLUE_NAMES, "—")
+    lad = ladder(result.preset)
+    return {"width_named": display_name(result.named),
+            "width_others": and_join(display_name(v) for v in lad.width_variants
+                                     if v != result.named),
+            "width_depth": f"{lad.token_depth}", "width_steps": f"{lad.base_steps:,}",
+            "width_seeds": f"{result.width_seeds}",
+            "width_confidence": f"{result.confidence:.0%}"}
+
+
+def glue_width(result: WidthGap) -> dict[str, str]:
+    """Glue every :func:`width_facts` entry, hidden, into the running notebook; returns them."""
+    out = width_facts(result)
+    for name, text in out.items():
+        glue(name, Markdown(text), display=False)
     return out
 
 
-def width_words(result: WidthGap) -> str:
-    """The Markdown above the width section's tables: what the gap is, how many seeds, where
-    each length's runs come from and which variants it compares."""
-    lad = ladder(result.preset)
-    name = display_name(result.named)
-    others = ", ".join(display_name(v) for v in lad.width_variants if v != result.named)
-    claim = ("the paper's ranking claim (MLRA-4 lowest)" if result.named == "mlra-4" else
-             f"“{name} lowest” (the paper's ranking claim is MLRA-4's)")
-    lengths = length_plan_words(result)
-    return (
-        f"**{name}'s gap to the best other variant.** {name} and {others} at the main results' "
-        f"configuration (zero init, no gate, latent scale on, 1× heads), {lad.token_depth} "
-        f"layers, {lad.base_steps:,} steps, at each width below, "
-        f"{plural(result.width_seeds, 'seed')} each, every variant parameter-matched "
-        f"to the MHA model of that width by its SwiGLU width. Per seed, {name}'s final "
-        f"validation loss minus that of the best other variant (the lowest mean over seeds of "
-        f"the variants whose runs are all complete), paired by seed, with its "
-        f"{result.confidence:.0%} Student-t interval; > 0: {name} is behind. *{name} lowest?*: "
-        f"the paired test of {claim} on the same pairs, *agrees* when the interval of the best "
-        f"other's loss minus {name}'s lies above zero, *differs* when below, else *within "
-        f"noise*. The same gap against training length at {lad.token_depth} layers and the "
-        f"narrowest width, from every run of these variants the book has at each length: "
-        + "; ".join(lengths) + ". Each length compares the variants it has, over all of its "
-        "seeds; the change from the first length to the last is paired over the seeds both "
-        "have.")
-
-
-def incomplete_notice(collected: Collected) -> str | None:
-    """Markdown: how many of the section's runs are missing or failed, one line per
-    configuration with its seeds (a run that failed or is corrupt also with its message);
-    ``None`` when every run is done."""
-    bad = collected.incomplete
-    if bad.empty:
-        return None
-    lines = [f"**Incomplete: {len(bad)} of {plural(len(collected.status), 'run')} are missing "
-             f"or failed**; a variant lacking a run is left out of its point:", ""]
-    for (label, steps, state), g in bad.groupby(["label", "max_steps", "state"], sort=False):
-        seeds = ", ".join(map(str, sorted(g["seed"])))
+def incomplete_table(collected: Collected) -> pd.DataFrame:
+    """The section's runs that are missing or failed, one row per configuration, length and
+    state: ``label, steps, state, seeds`` (``"0, 2"``) and ``detail`` (a failed or corrupt run's
+    message per seed, ``"seed 1: <message>"``; ``""`` for missing runs). Empty when every run is
+    done."""
+    rows = []
+    for (label, steps, state), g in collected.incomplete.groupby(
+            ["label", "max_steps", "state"], sort=False):
         detail = "; ".join(f"seed {r.seed}: {r.detail}" for r in g.itertuples()
                            if state != "missing" and r.detail)
-        lines.append(f"- {label}, {steps:,} steps, {'seed' if len(g) == 1 else 'seeds'} "
-                     f"{seeds}: {state}" + (f" ({detail})" if detail else ""))
-    return "\n".join(lines)
+        rows.append((label, steps, state, ", ".join(map(str, sorted(g["seed"]))), detail))
+    return pd.DataFrame(rows, columns=["label", "steps", "state", "seeds", "detail"])
+
+
+def format_trend_table(trends: pd.DataFrame, named: str, confidence: float = 0.95
+                       ) -> pd.DataFrame:
+    """:attr:`WidthGap.trends` as printed: ``axis``, ``from`` and ``to`` (the points, as
+    :func:`point_text` names them), the change of the named variant's gap with its interval,
+    its ``pairs`` and the ``trend`` word; ``"—"`` where there is none."""
+    name = display_name(named)
+
+    def pt(axis, p):
+        return "—" if p is None or pd.isna(p) else point_text(axis, p)
+
+    return pd.DataFrame({
+        "axis": trends["axis"],
+        "from": [pt(a, p) for a, p in zip(trends["axis"], trends["first"])],
+        "to": [pt(a, p) for a, p in zip(trends["axis"], trends["last"])],
+        f"change of {name} − best": ["—" if n == 0 else f"{m:+.4f}" for n, m in
+                                      zip(trends["n"], trends["mean"])],
+        f"{confidence:.0%} CI": ["—" if n == 0 else "n/a (1 pair)" if n < 2 else
+                                 f"[{lo:+.4f}, {hi:+.4f}]" for n, lo, hi in
+                                 zip(trends["n"], trends["low"], trends["high"])],
+        "pairs": trends["n"], "trend": trends["trend"]})
 
 
 def show_width_gap(result: WidthGap, parameters: bool = True) -> None:
-    """Display the width section: its note where the preset has no width axis; else the words,
-    the trend sentences, the width and length tables, with ``parameters`` the parameter
+    """Display the width section: its note where the preset has no width axis; else the runs
+    missing or failed (:func:`incomplete_table`, where any), the trend along each axis
+    (:func:`format_trend_table`), the width and length tables (:func:`format_gap_table`), where
+    each length's runs come from (:func:`length_sources`), with ``parameters`` the parameter
     matching per width, and where its runs come from
     (:func:`gtalib.book.analysis.collect.provenance_html`)."""
 
     if result.note:
         display(Markdown(result.note))
         return
-    display(Markdown(width_words(result)))
-    notice = incomplete_notice(result.collected)
-    if notice:
-        display(Markdown(notice))
-    display(Markdown(f"- *against width* — {result.width_sentence}\n"
-                     f"- *against training length* — {result.length_sentence}"))
-    for table, axis in ((result.width, "width"), (result.length, "steps")):
-        shown = format_gap_table(table, result.named, axis, result.confidence, result.preset)
-        display(table_style(shown.style.hide(axis="index")))
+    bad = incomplete_table(result.collected)
+    tables = [bad] if len(bad) else []
+    tables.append(format_trend_table(result.trends, result.named, result.confidence))
+    tables += [format_gap_table(table, result.named, axis, result.confidence, result.preset)
+               for table, axis in ((result.width, "width"), (result.length, "steps"))]
+    tables.append(length_sources(result))
     if parameters:
-        display(Markdown("**Parameter matching per width:** total parameters of each width-axis "
-                         "configuration and its difference from MHA at the same width."))
-        display(table_style(format_width_params(result.params).style.hide(axis="index")))
+        tables.append(format_width_params(result.params))
+    for table in tables:
+        display(table_style(table.style.hide(axis="index")))
     display(HTML(provenance_html(result.collected)))

@@ -1,7 +1,9 @@
 """The scale ladder chapter: the paired final ΔL of every ladder point (depth, training length,
-arm) with its interval and verdict, the parameter table per rung, the sentences that say where
-a series changes sign, the paragraph on its seeds and its family of tests beside the ablation
-pages', and the page's figure and table. The width axis (its gap, its parameter table and cost)
+arm) with its interval and verdict, the parameter table per rung, where each series has the
+paper's sign (:func:`series_table`), the depth test of the scaled initialisation
+(:func:`scaled_table`), the seeds and family of tests beside the ablation pages'
+(:func:`shared_table`, :func:`ladder_facts`), and the page's figure and tables; the page's
+English is its notebook's Markdown. The width axis (its gap, its parameter table and cost)
 is :mod:`gtalib.book.chapters.ladder_width`.
 
 Reads :mod:`gtalib.book.design.ladder` (the ladder, its runs and its parameter matching),
@@ -22,6 +24,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
+from myst_nb import glue
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -44,7 +47,6 @@ from gtalib.book.analysis.style import (
     MIN_BAND_SEEDS,
     and_join,
     curve_limits,
-    plural,
     set_style,
     table_style,
     variant_style,
@@ -58,7 +60,7 @@ from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
 
 # ---------------------------------------------------------------------------------------------
-# The ladder's points and sentences
+# The ladder's points and what each series shows
 # ---------------------------------------------------------------------------------------------
 
 @dataclass
@@ -72,7 +74,9 @@ class LadderResult:
             sd, low, high, resolvable, pairs_needed, seed_sd, paper, pair_source, p_holm, verdict``
             (``resolvable``, ``pairs_needed``: :class:`DeltaStats`; ``paper``: the paper's ΔL
             at 2.9 B parameters, ``ln PPL(alt) − ln PPL(rec)``, NaN where the paper has no such
-            arm; ``pair_source``: :func:`pair_source_summary` of the point's pairs).
+            arm; ``pair_source``: :func:`pair_source_summary` of the point's pairs; ``verdict``
+            of an arm the paper has no value for, where resolved: the arm ahead, ``"zero
+            ahead"`` or ``"<arm> ahead"``).
         params: parameter matching per rung: ``n_layer, config, n_params, vs_mha_pct``.
         seeds: seeds per point of the depth and length axes; width_seeds: per variant and
             width on the width axis (:mod:`gtalib.book.chapters.ladder_width`; 0 without one).
@@ -159,117 +163,114 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     # pairs to resolve at the level each verdict uses (as the table's words say)
     points["pairs_needed"] = holm_pairs_needed(points["mean"], points["sd"], p_raw, confidence)
     points["verdict"] = [v if arm == "alt" or v not in ("agrees", "differs") else
-                         ("zero init better" if m > 0 else f"{arm} init better")
+                         ("zero ahead" if m > 0 else f"{arm} ahead")
                          for v, arm, m in zip(verdicts, points["arm"], points["mean"])]
     return LadderResult(preset, seeds, confidence, collected, per_seed, points,
                         ladder_params(preset), width_seeds)
 
 
-def ladder_sentence(points: pd.DataFrame, part: str, variant: str, arm: str, max_steps: int) -> str:
-    """One sentence on where the mean ΔL of a ladder series changes sign against depth (or that
-    it does not within the ladder), and at which depths its interval excludes zero."""
-
-    s = points[(points["part"] == part) & (points["variant"] == variant) & (points["arm"] == arm)
-               & (points["max_steps"] == max_steps)].sort_values("n_layer")
-    name = display_name(variant)
-    if s.empty:
-        return f"{name}: no complete point."
-    depths, means = s["n_layer"].tolist(), s["mean"].tolist()
-    signs = [m > 0 for m in means]
-    sure = [d for d, lo, hi in zip(depths, s["low"], s["high"]) if lo > 0 or hi < 0]
-    sure_txt = (f"its interval over seeds excludes zero at {', '.join(map(str, sure))} "
-                f"{_layers(sure)}" if sure else "its interval covers zero at every depth")
-    span = f"{depths[0]}–{depths[-1]} layers" if len(depths) > 1 else f"{depths[0]} {_layers(depths)}"
-    # the paper's sign only where the paper has the comparison; else say which arm is ahead
-    plus, minus = (("the paper's sign (ΔL > 0)", "the opposite of the paper's sign (ΔL < 0)")
-                   if arm == "alt" else ("a positive sign (zero init ahead)",
-                                         f"a negative sign ({arm} init ahead)"))
-    if all(signs) or not any(signs):
-        return (f"{name}: ΔL has {plus if signs[0] else minus} at every depth of the ladder "
-                f"({span}); {sure_txt}.")
-    changes = [f"between {a} and {b} layers" for (a, sa), (b, sb)
-               in zip(zip(depths, signs), zip(depths[1:], signs[1:])) if sa != sb]
-    pos = [d for d, sg in zip(depths, signs) if sg]
-    return (f"{name}: the mean ΔL changes sign {' and '.join(changes)}; it has {plus} at "
-            f"{', '.join(map(str, pos))} {_layers(pos)}; {sure_txt}.")
+def _listed(values) -> str:
+    """``"2, 4, 8"``, or ``"none"`` for no value."""
+    return ", ".join(f"{v:,}" for v in values) or "none"
 
 
-def token_sentence(points: pd.DataFrame, variant: str, n_layer: int) -> str:
-    """One sentence on the gate's token axis of ``variant`` at ``n_layer`` layers: the training
-    length (steps, and tokens per run at ``tokens_per_step``) from which the mean ΔL = L(no gate)
-    − L(gate) has the paper's sign (> 0) at every longer rung, or that it never does within the
-    ladder, and at which lengths its interval excludes zero."""
-
-    s = points[(points["part"] == "gate") & (points["variant"] == variant)
-               & (points["arm"] == "alt") & (points["n_layer"] == n_layer)
-               ].sort_values("max_steps")
-    name = display_name(variant)
-    if s.empty:
-        return f"{name} at {n_layer} {_layers([n_layer])}: no complete point."
-    steps, means = s["max_steps"].tolist(), s["mean"].tolist()
-    sure = [f"{n:,}" for n, lo, hi in zip(steps, s["low"], s["high"]) if lo > 0 or hi < 0]
-    sure_txt = (f"its interval over seeds excludes zero at {', '.join(sure)} steps" if sure
-                else "its interval covers zero at every length")
-    head = f"{name} at {n_layer} {_layers([n_layer])} ({steps[0]:,}–{steps[-1]:,} steps)"
-    # the first rung from which every longer rung has the paper's sign
-    turn = next((i for i in range(len(steps)) if all(m > 0 for m in means[i:])), None)
-    if turn is None:
-        return (f"{head}: ΔL does not take the paper's sign at the longest rung "
-                f"({means[-1]:+.3f} at {steps[-1]:,} steps); {sure_txt}.")
-    if turn == 0:
-        return f"{head}: ΔL has the paper's sign (> 0) at every length; {sure_txt}."
-    return (f"{head}: ΔL turns to the paper's sign between {steps[turn - 1]:,} and "
-            f"{steps[turn]:,} steps ({means[turn - 1]:+.3f} → {means[turn]:+.3f}) and keeps it "
-            f"to {steps[-1]:,}; {sure_txt}.")
+def sign_row(series: pd.DataFrame, along: str) -> dict:
+    """Where one ladder series (rows of :attr:`LadderResult.points`, one per point along
+    ``along``: ``"n_layer"`` or ``"max_steps"``) has ΔL > 0 (the paper's sign, or zero init
+    ahead), as lists of the points in order: ``points`` (every point), ``positive`` (mean ΔL >
+    0), ``excludes_zero`` (its interval over seeds excludes zero), and ``from_``: the first
+    point from which every later point has ΔL > 0 (``None`` when the last has not)."""
+    s = series.sort_values(along)
+    points, means = s[along].tolist(), s["mean"].tolist()
+    return {"points": points, "positive": [x for x, m in zip(points, means) if m > 0],
+            "excludes_zero": [x for x, lo, hi in zip(points, s["low"], s["high"])
+                              if lo > 0 or hi < 0],
+            "from_": next((points[i] for i in range(len(points))
+                           if all(m > 0 for m in means[i:])), None)}
 
 
-def scaled_sentence(points: pd.DataFrame, variant: str, max_steps: int) -> str:
-    """The ladder's direct test of the depth hypothesis for ``variant`` in one sentence: at each
-    depth, the gap to zero init of N(0, σ) output projections (ΔL = L(normal) − L(zero)) and of
-    the scaled ones N(0, σ/√(2L)) (ΔL = L(scaled) − L(zero)), each mean with its interval, and
-    at the deepest rung where zero init is ahead of N(0, σ) how much of that gap the scaling
-    removes. The hypothesis (a zero-initialised block adds no noise to the residual stream)
-    predicts that it removes most of it."""
+def series_table(result) -> pd.DataFrame:
+    """Where each ladder series has ΔL > 0, one row per series (:func:`sign_row`): every depth
+    series at the depth axis' lengths (:meth:`Ladder.depth_steps`), then the gate of each token
+    variant against training length at the token axis' depth. Columns, strings: ``ΔL of`` (the
+    variant and what ΔL differences), ``along`` (``"layers"`` or ``"steps"``), ``at`` (the
+    series' fixed length or depth), ``points``, ``ΔL > 0 at``, ``> 0 from`` (``"—"``: not at
+    the last point) and ``CI excludes 0 at`` (lists of points; ``"none"``)."""
+    lad = ladder(result.preset)
+    pts, rows = result.points, []
 
+    def row(label, along, at, g):
+        sg = sign_row(g, along)
+        return {"ΔL of": label, "along": "layers" if along == "n_layer" else "steps", "at": at,
+                "points": _listed(sg["points"]), "ΔL > 0 at": _listed(sg["positive"]),
+                "> 0 from": "—" if sg["from_"] is None else f"{sg['from_']:,}",
+                "CI excludes 0 at": _listed(sg["excludes_zero"])}
+
+    for part, variant, arm, steps, g in _ladder_series(_depth_points(pts, lad)):
+        rows.append(row(f"{display_name(variant)}: {_LADDER_DELTA[(part, arm)]}", "n_layer",
+                        f"{steps:,} steps", g))
+    for v in lad.token_variants:
+        g = pts[(pts["part"] == "gate") & (pts["variant"] == v) & (pts["arm"] == "alt")
+                & (pts["n_layer"] == lad.token_depth)]
+        if len(g):
+            rows.append(row(f"{display_name(v)}: {_LADDER_DELTA[('gate', 'alt')]}",
+                            "max_steps", f"{lad.token_depth} layers", g))
+    return pd.DataFrame(rows, columns=["ΔL of", "along", "at", "points", "ΔL > 0 at",
+                                       "> 0 from", "CI excludes 0 at"])
+
+
+def scaled_test(points: pd.DataFrame, variant: str, max_steps: int) -> dict | None:
+    """The ladder's direct test of the depth hypothesis for ``variant`` at ``max_steps``: at the
+    deepest rung where zero init is ahead of N(0, σ) output projections (ΔL = L(normal) −
+    L(zero) > 0), how much of that gap the scaled ones N(0, σ/√(2L)) remove. The hypothesis (a
+    zero-initialised block adds no noise to the residual stream) predicts most of it.
+
+    Returns:
+        ``None`` when no depth has both arms; else ``layers`` (that rung; ``None`` where N(0, σ)
+        is behind at no depth), ``normal`` and ``scaled`` (the two ΔL's points there, rows of
+        ``points``; ``None`` without such a rung) and ``removed``: ``1 − ΔL(scaled) /
+        ΔL(normal)``, NaN without such a rung (≥ 1: the scaled arm ahead of zero init).
+    """
     sel = points[(points["part"] == "init") & (points["variant"] == variant)
                  & (points["max_steps"] == max_steps)]
     normal = sel[sel["arm"] == "alt"].set_index("n_layer")
     scaled = sel[sel["arm"] == "scaled"].set_index("n_layer")
     depths = sorted(set(normal.index) & set(scaled.index))
-    name = display_name(variant)
     if not depths:
-        return f"{name}: no depth with both the normal and the scaled arm."
-
-    def iv(r):
-        return f"{r['mean']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]"
-
-    rungs = "; ".join(f"{d} {_layers([d])}: {iv(normal.loc[d])} → {iv(scaled.loc[d])}"
-                      for d in depths)
-    head = (f"{name}, ΔL to zero init of N(0, σ) → of N(0, σ/√(2L)) output projections, "
-            f"{max_steps:,} steps ({rungs})")
+        return None
     behind = [d for d in depths if normal.loc[d, "mean"] > 0]
     if not behind:
-        return (f"{head}: N(0, σ) is not behind zero init at any depth, so there is no gap "
-                f"for the scaling to remove.")
-    def sure(r):
-        return "interval excludes zero" if r["low"] > 0 or r["high"] < 0 else "interval covers zero"
-
+        return {"layers": None, "normal": None, "scaled": None, "removed": math.nan}
     d = behind[-1]
-    g, sc = normal.loc[d, "mean"], scaled.loc[d, "mean"]
-    share = ("all of it: the scaled arm is ahead of zero init" if sc <= 0 else
-             f"{1 - sc / g:.0%} of it")
-    return (f"{head}: at {d} {_layers([d])}, where zero init is ahead of N(0, σ) by {g:.3f} "
-            f"({sure(normal.loc[d])}), the scaling removes {share} ({sc:+.3f}; "
-            f"{sure(scaled.loc[d])}).")
+    n, sc = normal.loc[d], scaled.loc[d]
+    return {"layers": d, "normal": n, "scaled": sc, "removed": 1 - sc["mean"] / n["mean"]}
 
 
-def _layers(depths) -> str:
-    """``"layer"`` after a single depth of 1, else ``"layers"``."""
-    return "layer" if list(depths) == [1] else "layers"
+def scaled_table(result) -> pd.DataFrame:
+    """:func:`scaled_test` of every scaled-init variant of the ladder at its base length, one row
+    each with a depth having both arms, strings: ``variant``, ``steps``, ``layers`` (``"—"``:
+    zero init ahead of N(0, σ) at no depth), ``normal − zero`` and ``scaled − zero`` (mean ΔL
+    with its interval there) and ``removed`` (percent of the gap; ``"all"`` from 100 %)."""
+    lad = ladder(result.preset)
+
+    def iv(r):
+        return "—" if r is None else f"{r['mean']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]"
+
+    rows = []
+    for v in lad.scaled_variants:
+        t = scaled_test(result.points, v, lad.base_steps)
+        if t is None:
+            continue
+        x = t["removed"]
+        rows.append((display_name(v), f"{lad.base_steps:,}",
+                     "—" if t["layers"] is None else f"{t['layers']}", iv(t["normal"]),
+                     iv(t["scaled"]), "—" if math.isnan(x) else "all" if x >= 1 else f"{x:.0%}"))
+    return pd.DataFrame(rows, columns=["variant", "steps", "layers", "normal − zero",
+                                       "scaled − zero", "removed"])
 
 
 # ---------------------------------------------------------------------------------------------
-# The ladder's page: figure, table and sentences
+# The ladder's page: figure and tables
 # ---------------------------------------------------------------------------------------------
 
 #: Depth of the paper's models (2.9 B parameters, 24 layers): where its ΔL is drawn on the
@@ -334,7 +335,7 @@ def plot_ladder(result) -> plt.Figure:
         shown = []
         ax.axhline(0, color="black", lw=0.8)
         ax.axvline(book_depth, color="0.6", lw=6, alpha=0.3, zorder=0,
-                   label=f"depth of this book's ablation pages ({book_depth} layers)")
+                   label=f"ablation pages ({book_depth} layers)")
         on_axis = _depth_points(pts[pts["part"] == part], lad)
         for _, variant, arm, steps, g in _ladder_series(on_axis):
             marker, _ = variant_style(fig_spec, variant)
@@ -379,7 +380,7 @@ def plot_ladder(result) -> plt.Figure:
         ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
     ax.set_xlabel("training steps (log scale)")
     ax.set_ylabel("final ΔL (nats); > 0: gate better")
-    ax.set_title(f"Gate against training length, {lad.token_depth} layers", fontsize=10)
+    ax.set_title(f"Gate, {lad.token_depth} layers", fontsize=10)
     for ax in axes[:2]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
@@ -426,20 +427,6 @@ def ladder_pair_sources(points: pd.DataFrame) -> str:
         f"{p.max_steps} steps": p.pair_source for p in points.itertuples()})
 
 
-def ladder_lines(result) -> list[str]:
-    """The ladder page's sentences, one Markdown bullet each: every depth series (at the depth
-    axis' lengths, :meth:`Ladder.depth_steps`), the scaled-init depth test and the token axis."""
-    lad = ladder(result.preset)
-    lines = [f"- *{_LADDER_DELTA[(part, arm)]}, {steps} steps* — "
-             + ladder_sentence(result.points, part, variant, arm, steps)
-             for part, variant, arm, steps, _ in _ladder_series(_depth_points(result.points, lad))]
-    lines += [f"- *{_LADDER_DELTA[('init', 'scaled')]}, the depth test* — "
-              + scaled_sentence(result.points, v, lad.base_steps) for v in lad.scaled_variants]
-    lines += ["- *gate against training length* — "
-              + token_sentence(result.points, v, lad.token_depth) for v in lad.token_variants]
-    return lines
-
-
 def shared_rungs(result) -> list[tuple[str, tuple[str, ...], int, int]]:
     """The rungs that are an ablation page's own configuration (the preset's depth, the page's
     training length, the ``alt`` arm of a variant that page shows): ``(ablation key, variants,
@@ -460,49 +447,52 @@ def shared_rungs(result) -> list[tuple[str, tuple[str, ...], int, int]]:
     return out
 
 
-#: How :func:`seeds_words` names an ablation page.
+#: How :func:`shared_table` names an ablation page.
 _PAGE = {"init": "initialisation", "gate": "gating"}
 
 
-def seeds_words(result) -> str:
-    """The Markdown above the ladder's table: how many seeds each axis pairs, that the verdicts
-    are Holm-adjusted across every point of the ladder, and, for the rungs an ablation page
-    shares (:func:`shared_rungs`), that the page uses its own number of seeds of the same runs
-    and adjusts across its own variants only, so that its interval and verdict can differ."""
-    n, family = result.seeds, int(result.points["p_holm"].notna().sum())
-    text = (f"**Seeds and verdicts on this page.** Every point of the depth and training-length "
-            f"axes pairs {plural(n, 'seed')} (seeds 0 to {n - 1}: the ladder's own count, "
-            f"whatever the book's)")
-    if result.width_seeds:
-        text += (f"; the width axis, at the end of the page, compares "
-                 f"{plural(result.width_seeds, 'seed')} of each variant at each width")
-    text += (f". Each verdict's p-value is Holm-adjusted across all {family} points of the table "
-             f"below as one family, not per series, so a point needs a smaller p-value here than "
-             f"on a page that adjusts across fewer tests.")
-    rungs, more = [], False
+def shared_table(result) -> pd.DataFrame:
+    """The rungs an ablation page shares (:func:`shared_rungs`), one row per page, strings:
+    ``page`` (``"initialisation"``, ``"gating"``), ``ΔL of`` (its variants and what ΔL
+    differences), ``layers``, ``steps``, ``seeds there`` (the page's seed count of the same runs;
+    ``"book's"`` where the page reads the book's count) and ``seeds here`` (the ladder's)."""
+    rows = []
     for key, variants, depth, steps in shared_rungs(result):
         own = figure_spec(key).seeds.get(result.preset)
-        more |= own is not None and own > n
-        names = and_join(display_name(v) for v in variants)
-        rungs.append(f"{names}, {_LADDER_DELTA[(key, 'alt')]}, at {depth} layers and "
-                     f"{steps:,} steps (the {_PAGE[key]} page, "
-                     + ("the book's seed count)" if own is None else f"{plural(own, 'seed')})"))
-    if rungs:
-        text += (f" Some rungs are the same runs (same specification, same run id) as an "
-                 f"ablation page's: {'; '.join(rungs)}. Each of those pages adjusts its "
-                 f"p-values only across its own variants"
-                 + (f" and reads more seeds of these runs than this page's {n}, so its "
-                    f"intervals are usually narrower" if more else "")
-                 + "; for the same configuration, an interval or a verdict there can differ "
-                   "from the one here (an effect *within noise* here can *agree* there).")
-    return text
+        rows.append((_PAGE[key], f"{and_join(display_name(v) for v in variants)}: "
+                     f"{_LADDER_DELTA[(key, 'alt')]}", f"{depth}", f"{steps:,}",
+                     "book's" if own is None else f"{own}", f"{result.seeds}"))
+    return pd.DataFrame(rows, columns=["page", "ΔL of", "layers", "steps", "seeds there",
+                                       "seeds here"])
+
+
+#: The names :func:`glue_ladder` glues (the keys of :func:`ladder_facts`).
+GLUE_NAMES = ("ladder_seeds", "ladder_seed_last", "ladder_width_seeds", "ladder_family")
+
+
+def ladder_facts(result) -> dict[str, str]:
+    """The numbers the ladder page's Markdown states about its seeds, by glue name:
+    ``ladder_seeds`` (seeds paired at every point of the depth and length axes, seeds 0 to
+    ``ladder_seed_last``), ``ladder_width_seeds`` (seeds per variant and width on the width
+    axis; ``"—"`` without one) and ``ladder_family`` (the points Holm-adjusted as one family)."""
+    n = result.seeds
+    return {"ladder_seeds": f"{n}", "ladder_seed_last": f"{n - 1}",
+            "ladder_width_seeds": f"{result.width_seeds}" if result.width_seeds else "—",
+            "ladder_family": f"{int(result.points['p_holm'].notna().sum())}"}
+
+
+def glue_ladder(result) -> dict[str, str]:
+    """Glue every :func:`ladder_facts` entry, hidden, into the running notebook; returns them."""
+    out = ladder_facts(result)
+    for name, text in out.items():
+        glue(name, Markdown(text), display=False)
+    return out
 
 
 def show_ladder(result) -> None:
-    """Display the ladder page: incomplete-runs notice, the figure, the sentence per series, the
-    seeds and family of tests (:func:`seeds_words`), the table of points, the parameter
-    matching per rung (tables without a row index) and where the runs come from
-    (:func:`gtalib.book.analysis.collect.provenance_html`)."""
+    """Display the ladder page's lead: the incomplete-runs notice
+    (:func:`gtalib.book.analysis.collect.missing_notice`), then the figure, or where no point is
+    complete where the runs come from (:func:`gtalib.book.analysis.collect.provenance_html`)."""
 
     notice = missing_notice(result.collected)
     if notice:
@@ -512,16 +502,34 @@ def show_ladder(result) -> None:
         return
     plot_ladder(result)
     plt.show()
-    lines = ladder_lines(result)
-    display(Markdown("\n".join(lines)))
-    display(Markdown(seeds_words(result)))
+
+
+def show_series(result) -> None:
+    """Display :func:`series_table` and :func:`scaled_table` (tables without a row index), each
+    where it has a row."""
+    for table in (series_table(result), scaled_table(result)):
+        if table.empty:
+            continue
+        display(table_style(table.style.hide(axis="index"),
+                            prose=["ΔL of"] if "ΔL of" in table else ()))
+
+
+def show_points(result) -> None:
+    """Display the ladder's tables of points: the rungs an ablation page shares
+    (:func:`shared_table`, where any), the columns' meaning
+    (:func:`gtalib.book.analysis.stats.final_table_words`), the table of points
+    (:func:`format_ladder_table`) and its pair sources, the parameter matching per rung, and
+    where the runs come from (:func:`gtalib.book.analysis.collect.provenance_html`)."""
+
+    if result.points.empty:
+        return
+    shared = shared_table(result)
+    if len(shared):
+        display(table_style(shared.style.hide(axis="index")))
     display(Markdown(final_table_words(result.confidence)))
     table = format_ladder_table(result.points, result.confidence)
     display(table_style(table.style.hide(axis="index"), prose=["ΔL of"]))
     display(Markdown(ladder_pair_sources(result.points)))
-    display(Markdown(
-        "**Parameter matching per rung:** total parameters of each configuration and its "
-        "difference from MHA at the same depth; the SwiGLU width is solved at every depth."))
     params = result.params.rename(columns={"n_layer": "layers", "intermediate_size": "F",
                                            "n_params": "parameters", "vs_mha_pct": "vs MHA (%)"})
     display(table_style(params.style.hide(axis="index").format(

@@ -1,5 +1,6 @@
 """The gating page's gate probes: reading ``probes.json`` of local and recorded runs into a frame
-(means computed by hand), the sentence that says what they explain, and the recorded bundles."""
+(means computed by hand), the verdict words and numbers the page glues, and the recorded
+bundles."""
 
 import json
 import math
@@ -74,22 +75,22 @@ def test_read_probes_gives_the_hand_computed_means_and_counts_missing_files(tmp_
     assert rec["max_abs_residual_max"] == pytest.approx(2.0)
     why = pr.missing.set_index("run_id")["detail"]
     assert list(why.index) == ["r1", "r2", "r4", "r5"]
-    assert why["r1"] == "no probes.json: recorded before probes were stored"
-    assert why["r2"] == "probes.json is of run someone-else with 2 layers, not of this run"
-    assert why["r4"] == "probes.json does not hold one value per layer"
-    assert why["r5"].startswith("unreadable probes.json: JSONDecodeError")
+    assert why["r1"] == "absent"
+    assert why["r2"] == "of someone-else, 2 layers"
+    assert why["r4"] == "wrong length"
+    assert why["r5"].startswith("unreadable: JSONDecodeError")
 
 
 @pytest.fixture
 def shown(monkeypatch):
-    """What the page displays: the text of each Markdown, every other object as it is."""
-    out = []
-    monkeypatch.setattr(P, "display",
-                        lambda obj: out.append(getattr(obj, "data", obj)))
-    return out
+    """What the page displays (a Styler as its frame) and what it glues, by name."""
+    out, glued = [], {}
+    monkeypatch.setattr(P, "display", lambda obj: out.append(getattr(obj, "data", obj)))
+    monkeypatch.setattr(P, "glue", lambda name, value, display: glued.update({name: value.data}))
+    return out, glued
 
 
-def test_a_page_without_probes_names_the_runs_that_lack_them(tmp_path, shown):
+def test_a_page_without_probes_lists_the_runs_that_lack_them(tmp_path, shown):
     import shutil
 
     col = _hand_store(tmp_path)
@@ -98,14 +99,19 @@ def test_a_page_without_probes_names_the_runs_that_lack_them(tmp_path, shown):
     shutil.rmtree(col.record_dir / "r0")
     pr = P.read_probes(col)
     assert pr.summary["with_probes"].sum() == 0 and len(pr.missing) == 7
-    assert P.probe_findings(pr.summary) == (
-        "No run of this page has gate probes: nothing to explain.")
+    words = P.probe_findings(pr.summary)
+    assert (words["probe_runs"], words["probe_probed"]) == ("7", "0")
+    assert [words[k] for k in ("probe_sink", "probe_massive", "probe_gate")] == [
+        "not measured"] * 3
+    assert [words[k] for k in ("probe_sink_gated", "probe_ratio", "probe_gate_way",
+                               "probe_tokens", "probe_uniform")] == ["—"] * 5
+    out, glued = shown
     P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
-    assert len(shown) == 1  # nothing else is shown
-    out = shown[0]
-    assert "No run of this page has gate probes" in out
-    assert "MLA alt, seed 0 (`a0`): no probes.json: trained before probes were stored" in out
-    assert "MLA rec, seed 1 (`r1`): no probes.json: recorded before probes were stored" in out
+    assert glued == words and tuple(words) == P.GLUE_NAMES
+    lacking, table = out  # no figure without probes
+    assert list(lacking["run_id"]) == ["a0", "a1", "r0", "r1", "r2", "r4", "r5"]
+    assert lacking.set_index("run_id").loc["a0", "detail"] == "absent"
+    assert table.loc["MLA"].tolist() == ["0 of 2", "0 of 5", "—", "—", "—", "—", "—"]
 
 
 def _summary(**arms):
@@ -124,51 +130,41 @@ def _summary(**arms):
     return pd.DataFrame(rows).reindex(columns=P.PROBE_SUMMARY_COLUMNS)
 
 
-def test_the_sentence_says_no_sink_forms_at_this_scale():
-    text = P.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
-    assert text.startswith(
-        "No attention sink forms at this scale: without the gate the first-token share is 0.030 "
-        "(MLA; mean over layers, at most 2× the 0.035 of uniform attention over 128 tokens; "
-        "0.060 in the largest layer), against 0.467 in Qiu et al., so the gate's effect here "
-        "cannot come from removing one.")
-    assert "No massive activations form without the gate: the largest residual activation is " \
-           "2.50, against 1053 in Qiu et al." in text
-    assert "the gate scales it by 0.80 (MLA; Qiu et al.: 94 / 1053 = 0.09)" in text
-    # (0.5 − 0.33) / (0.5 − 0.116) = 44 %
-    assert ("The gate is selective, but less sparse than in Qiu et al.: its mean is 0.330 (MLA) "
-            "after training, from 0.5 at initialisation, 44 % of the way to Qiu et al.'s 0.116."
-            ) in text
-    assert text.endswith("and its query-dependent scores.")
+def test_the_words_say_no_sink_forms_at_this_scale():
+    w = P.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
+    # 0.03 < 2 × 0.035 (uniform over 128 tokens); 2.5 < 100; no sink, so nothing to remove
+    assert (w["probe_sink"], w["probe_sink_gated"], w["probe_massive"]) == ("none", "—", "none")
+    assert (w["probe_tokens"], w["probe_uniform"], w["qiu_share"]) == ("128", "0.035", "0.467")
+    # the gate scales the largest |h| by 2.0 / 2.5; Qiu et al. 94 / 1053
+    assert (w["probe_ratio"], w["qiu_ratio"]) == ("0.80", "0.09")
+    # (0.5 − 0.33) / (0.5 − 0.116) = 44 % of the way: selective
+    assert (w["probe_gate"], w["probe_gate_way"], w["qiu_gate"]) == ("selective", "44 %", "0.116")
+    assert (w["probe_sink_factor"], w["probe_massive_at"], w["probe_gate_init"]) == (
+        "2", "100", "0.5")
+    assert (w["qiu_resid"], w["qiu_resid_gate"], w["qiu_share_gate"]) == ("1053", "94", "0.048")
     # a gate still at 0.5
-    assert "The gate stays near its initial value" in P.probe_findings(
-        _summary(alt=(0.03, 2.5), rec=(0.49, 0.03, 2.5)))
+    assert P.probe_findings(_summary(alt=(0.03, 2.5), rec=(0.49, 0.03, 2.5)))[
+        "probe_gate"] == "near init"
 
 
-def test_the_sentence_says_when_a_sink_forms_and_the_gate_removes_it():
-    text = P.probe_findings(_summary(alt=(0.45, 1000.0), rec=(0.116, 0.05, 90.0)))
-    assert text.startswith(
-        "An attention sink forms without the gate in MLA: first-token share 0.450, against the "
-        "0.035 of uniform attention over 128 tokens (Qiu et al.: 0.467); with the gate it is "
-        "0.050 (MLA; Qiu et al.: 0.048), so the gate removes it.")
-    assert "Massive activations form without the gate in MLA: the largest residual " \
-           "activation is 1000.00" in text
-    assert "The gate is as sparse as in Qiu et al." in text
-    assert "non-linearity" not in text
-    # a sink the gate leaves in place
-    assert "so the gate does not remove it" in P.probe_findings(
-        _summary(alt=(0.45, 1000.0), rec=(0.3, 0.4, 900.0)))
+def test_the_words_say_when_a_sink_forms_and_the_gate_removes_it():
+    w = P.probe_findings(_summary(alt=(0.45, 1000.0), rec=(0.116, 0.05, 90.0)))
+    assert (w["probe_sink"], w["probe_sink_gated"]) == ("in MLA", "removed")  # 0.05 < 0.45 / 2
+    assert (w["probe_massive"], w["probe_ratio"]) == ("in MLA", "0.09")  # 1000 ≥ 100; 90 / 1000
+    assert (w["probe_gate"], w["probe_gate_way"]) == ("as sparse", "100 %")
+    # a sink the gate leaves in place: 0.4 is not below 0.45 / 2
+    assert P.probe_findings(_summary(alt=(0.45, 1000.0), rec=(0.3, 0.4, 900.0)))[
+        "probe_sink_gated"] == "kept"
 
 
-def test_the_sentence_with_one_arm_probed():
-    text = P.probe_findings(_summary(rec=(0.38, 0.03, 2.0)))
-    assert text.startswith("No run without the gate has probes here, so whether an attention "
-                           "sink or massive activations form without it is not measured.")
-    assert "non-linearity" not in text  # not shown without the ungated arm
-    assert P.probe_findings(_summary(alt=(0.03, 2.5))).endswith(
-        "No gated run has probes here, so the gate's values are not measured. With neither a "
-        "sink nor massive activations to remove, the gate can act here only through Qiu et al.'s "
-        "two other explanations of its gain: the non-linearity it adds between the value and "
-        "output projections, and its query-dependent scores.")
+def test_the_words_with_one_arm_probed():
+    w = P.probe_findings(_summary(rec=(0.38, 0.03, 2.0)))
+    assert (w["probe_sink"], w["probe_massive"], w["probe_ratio"]) == (
+        "not measured", "not measured", "—")
+    assert w["probe_gate"] == "selective"  # (0.5 − 0.38) / 0.384 = 31 %
+    w = P.probe_findings(_summary(alt=(0.03, 2.5)))
+    assert (w["probe_sink"], w["probe_massive"], w["probe_gate"], w["probe_ratio"]) == (
+        "none", "none", "not measured", "—")
 
 
 def test_uniform_first_token_share_and_range_text():
@@ -185,10 +181,10 @@ def test_uniform_first_token_share_and_range_text():
 
 def test_qiu_values_are_in_the_table():
     table = P.format_probe_table(_summary(alt=(0.03, 2.5), rec=(0.33, 0.025, 2.0)))
-    qiu = table.loc[f"Qiu et al. 2025 ({QIU_SCALE})"]
-    assert qiu.tolist() == ["", "0.116", "0.467", "0.048", "1053", "94"]
-    assert table.loc["MLA"].tolist() == ["2 of 2; 2 of 2", "0.330", "0.030", "0.025", "2.500",
+    assert table.loc["Qiu et al."].tolist() == ["", "", "0.116", "0.467", "0.048", "1053", "94"]
+    assert table.loc["MLA"].tolist() == ["2 of 2", "2 of 2", "0.330", "0.030", "0.025", "2.500",
                                          "2.000"]
+    assert P.probe_findings(_summary(alt=(0.03, 2.5)))["qiu_scale"] == QIU_SCALE
 
 
 # --- the recorded bundles of book/recorded ------------------------------------------------------
@@ -234,17 +230,17 @@ def test_the_recorded_bundles_give_their_probes_and_no_sink(tmp_path):
         assert row["gate_mean"] == pytest.approx(
             math.nan if stored["gate_mean"] is None else
             sum(stored["gate_mean"]) / len(stored["gate_mean"]), nan_ok=True)
-    text = P.probe_findings(pr.summary)
-    assert text.startswith("No attention sink forms at this scale")
-    assert "No massive activations form without the gate" in text
-    assert "(MLRA-2, MLA)" in text
+    w = P.probe_findings(pr.summary)
+    assert (w["probe_sink"], w["probe_massive"], w["probe_probed"]) == ("none", "none", "4")
+    share = pr.summary.set_index("arm").loc["alt", "first_token_share"]
+    assert (share < 2 * P.uniform_first_token_share(128)).all()
 
 
 def test_bundles_without_probes_are_counted_and_the_rest_shown(tmp_path, shown, monkeypatch):
     col = _collect_bundles(BUNDLES_250, tmp_path / "store")
     pr = P.read_probes(col)
     assert pr.missing["run_id"].tolist() == ["e86943321ee66dda", "93d0cbd8738bf115"]
-    assert set(pr.missing["detail"]) == {"no probes.json: recorded before probes were stored"}
+    assert set(pr.missing["detail"]) == {"absent"}
     alt, rec = (pr.summary.set_index("arm").loc[arm] for arm in ("alt", "rec"))
     assert (alt["with_probes"], rec["with_probes"]) == (0, 2)
     assert math.isnan(alt["first_token_share"])
@@ -253,9 +249,10 @@ def test_bundles_without_probes_are_counted_and_the_rest_shown(tmp_path, shown, 
     P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
     assert [ax.get_title() for ax in plt.gcf().axes] == ["MLA"]  # one panel per variant
     plt.close("all")
-    notice, caption, table, findings = shown
-    assert notice.startswith("**2 of 4 runs have no gate probes**")
-    assert "windows of 128 tokens" in caption and "0.035" in caption
-    assert table.loc["MLA", "runs with probes (no gate; gate)"] == "0 of 2; 2 of 2"
-    assert table.loc["MLA", "first-token share, no gate"] == "—"
-    assert findings.startswith("No run without the gate has probes here")
+    out, glued = shown
+    lacking, table = out
+    assert list(lacking["run_id"]) == list(pr.missing["run_id"])
+    assert table.loc["MLA", ["probed (no gate)", "probed (gate)"]].tolist() == ["0 of 2", "2 of 2"]
+    assert table.loc["MLA", "share (no gate)"] == "—"
+    assert (glued["probe_sink"], glued["probe_gate"], glued["probe_uniform"]) == (
+        "not measured", P.probe_findings(pr.summary)["probe_gate"], "0.035")

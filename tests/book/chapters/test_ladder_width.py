@@ -1,6 +1,6 @@
 """The scale ladder's width axis (gtalib.book.chapters.ladder_width): its runs, the parameter matching at d 256,
-the gap and its interval in closed form and against scipy, the trend sentence in both directions,
-and the page's text when runs are missing."""
+the gap and its interval in closed form and against scipy, the trend in both directions, and the
+section's tables and glued words when runs are missing."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_a_point_without_the_named_variant_or_any_other_has_no_gap():
     assert set(per_seed["point"]) == {128}
 
 
-# --- the sentence -------------------------------------------------------------------------------
+# --- the trend ----------------------------------------------------------------------------------
 
 
 def _two_widths(narrow, wide):
@@ -160,61 +160,72 @@ def _two_widths(narrow, wide):
     return W.gap_points(final, needed, "mlra-4")
 
 
-def test_the_trend_sentence_says_falls_rises_or_no_change_from_the_paired_change():
+def _iv(x):
+    """Mean and two-sided 95 % Student-t interval of ``x``."""
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    return x.mean(), lo, hi
+
+
+def test_the_trend_says_falls_rises_or_no_change_from_the_paired_change():
     # gap 0.10, 0.12, 0.08 at d 128; 0.04, 0.05, 0.04 at d 256: change -0.06, -0.07, -0.04
     pts, per = _two_widths([2.10, 2.12, 2.08], [1.84, 1.85, 1.84])
-    s = W.trend_sentence(pts, per, "mlra-4", "width")
+    t = W.trend_row(pts, per, "width")
     change = np.array([1.84, 1.85, 1.84]) - 1.8 - (np.array([2.10, 2.12, 2.08]) - 2.0)
-    lo, hi = stats.t.interval(0.95, 2, loc=change.mean(), scale=stats.sem(change))
-    assert s.startswith("MLRA-4's gap to the best other variant (final validation loss, "
-                        "MLRA-4 − best) falls from +0.100 [")
-    assert "at d_model 128 (vs GQA, the only other variant there; 3 pairs) to +0.043 [" in s
-    assert f"a change of {change.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] over 3 seeds, paired by " \
-           f"seed, its interval below zero" in s
-    assert s.endswith("; at d_model 256 MLRA-4 is still behind the best other variant.")
-    # the other sign: the gap rises (-0.18 → -0.10), the named variant still ahead at d 256
-    pts, per = _two_widths([1.82, 1.83, 1.81], [1.70, 1.69, 1.71])
-    s = W.trend_sentence(pts, per, "mlra-4", "width")
-    assert " rises from -0.180 [" in s and "its interval above zero" in s
-    assert s.endswith("; at d_model 256 MLRA-4 is ahead of the best other variant.")
-    pts, per = _two_widths([2.02, 2.01, 2.03], [1.92, 1.93, 1.91])
-    s = W.trend_sentence(pts, per, "mlra-4", "width")
-    assert " rises from +0.020 [" in s and "its interval above zero" in s
-    pts, per = _two_widths([2.10, 2.12, 2.08], [1.91, 1.89, 1.93])
-    s = W.trend_sentence(pts, per, "mlra-4", "width")
-    assert " does not change beyond noise from +0.100 [" in s
-    assert "its interval covering zero" in s
+    assert (t["axis"], t["first"], t["last"], t["n"], t["trend"]) == ("width", 128, 256, 3,
+                                                                       "falls")
+    assert (t["mean"], t["low"], t["high"]) == pytest.approx(_iv(change))
+    assert t["high"] < 0
+    # the other sign: the gap rises (-0.18 → -0.10), interval above zero
+    t = W.trend_row(*_two_widths([1.82, 1.83, 1.81], [1.70, 1.69, 1.71]), "width")
+    assert t["trend"] == "rises" and t["low"] > 0
+    assert W.trend_row(*_two_widths([2.02, 2.01, 2.03], [1.92, 1.93, 1.91]), "width")[
+        "trend"] == "rises"
+    # change 0.01, -0.03, 0.05: its interval covers zero
+    t = W.trend_row(*_two_widths([2.10, 2.12, 2.08], [1.91, 1.89, 1.93]), "width")
+    assert t["trend"] == "no change" and t["low"] < 0 < t["high"]
+    shown = W.format_trend_table(pd.DataFrame([t]), "mlra-4")
+    assert shown.iloc[0].tolist() == ["width", "d_model 128", "d_model 256",
+                                      f"{t['mean']:+.4f}", f"[{t['low']:+.4f}, {t['high']:+.4f}]",
+                                      3, "no change"]
+    # one seed at both ends: the sign of its change, no interval
+    final, needed = _frames({(128, "mlra-4"): [2.1], (128, "gqa"): [2.0],
+                             (256, "mlra-4"): [1.85], (256, "gqa"): [1.8]}, seeds=range(1))
+    t = W.trend_row(*W.gap_points(final, needed, "mlra-4"), "width")
+    assert (t["n"], t["trend"], t["mean"]) == (1, "falls", pytest.approx(-0.05))
+    assert W.format_trend_table(pd.DataFrame([t]), "mlra-4").iloc[0, 4] == "n/a (1 pair)"
 
 
-def test_the_sentence_counts_missing_runs_and_states_no_trend_without_two_points():
+def test_no_trend_without_two_points_with_a_gap():
     pts, per = _two_widths([2.10, 2.12, 2.08], None)
-    s = W.trend_sentence(pts, per, "mlra-4", "width")
-    assert " is +0.100 [" in s and s.endswith(
-        "] at d_model 128 (vs GQA, the only other variant there; 3 pairs); at d_model 256, 3 of 6 "
-        "runs are missing, so no trend can be stated yet.")
+    t = W.trend_row(pts, per, "width")
+    assert (t["first"], t["last"], t["n"], t["trend"]) == (None, None, 0, "—")
+    assert math.isnan(t["mean"])
+    assert W.format_trend_table(pd.DataFrame([t]), "mlra-4").iloc[0].tolist() == [
+        "width", "—", "—", "—", "—", 0, "—"]
     final, needed = _frames({(128, "mlra-4"): None, (128, "gqa"): None,
                              (256, "mlra-4"): None, (256, "gqa"): None})
-    none, per = W.gap_points(final, needed, "mlra-4")
-    assert W.trend_sentence(none, per, "mlra-4", "width").endswith(
-        "no point has complete runs (at d_model 128, 6 of 6 runs are missing; at d_model 256, 6 "
-        "of 6 runs are missing).")
-    # three lengths: the path names every point; the change is first to last
+    assert W.trend_row(*W.gap_points(final, needed, "mlra-4"), "width")["trend"] == "—"
+    # three lengths: the change is first to last
     final, needed = _frames({(250, "mlra-4"): [2.1, 2.1, 2.1], (250, "gqa"): [2.0, 2.0, 2.0],
                              (1000, "mlra-4"): [1.75, 1.76, 1.74], (1000, "gqa"): [1.7] * 3,
                              (2000, "mlra-4"): [1.53, 1.54, 1.52], (2000, "gqa"): [1.5] * 3})
     pts, per = W.gap_points(final, needed, "mlra-4")
-    s = W.trend_sentence(pts, per, "mlra-4", "steps")
-    assert "falls from +0.100 [+0.100, +0.100] at 250 steps" in s
-    assert "through +0.050 [" in s and "at 1,000 steps" in s and "at 2,000 steps" in s
+    t = W.trend_row(pts, per, "steps")
+    assert (t["first"], t["last"], t["trend"]) == (250, 2000, "falls")
+    assert t["mean"] == pytest.approx(-0.07)
+    assert W.format_trend_table(pd.DataFrame([t]), "mlra-4").iloc[0, :3].tolist() == [
+        "steps", "250 steps", "2,000 steps"]
     with pytest.raises(ValueError, match="axis"):
         W.point_text("depth", 2)
+    with pytest.raises(ValueError, match="axis"):
+        W.trend_row(pts, per, "depth")
     with pytest.raises(ValueError, match="axis"):
         W.format_gap_table(pts, "mlra-4", "depth")
     with pytest.raises(KeyError, match="allowed"):
         W.ref_width(RunRef("gqa", "main", (), 0), "laptop")
 
 
-def test_the_sentence_names_every_variant_compared_and_pairs_the_trend_over_shared_seeds():
+def test_the_trend_pairs_the_change_over_the_seeds_both_ends_have():
     """Five seeds and three variants at 250 steps, three seeds and two variants at 2000: each gap
     uses all of its point's seeds and names the variants it compares; the change pairs the three
     seeds both ends have, so it is not the difference of the two gaps shown."""
@@ -227,19 +238,15 @@ def test_the_sentence_names_every_variant_compared_and_pairs_the_trend_over_shar
     first = np.array([0.10, 0.11, 0.09, 0.09, 0.10])
     last = np.array([0.03, 0.035, 0.025])
     change = last - first[:3]  # seeds 0-2 only
-    s = W.trend_sentence(pts, per, "mlra-4", "steps")
-
-    def iv(x):
-        lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
-        return f"{x.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-    assert s == ("MLRA-4's gap to the best other variant (final validation loss, MLRA-4 − best) "
-                 f"falls from {iv(first)} at 250 steps (vs GQA, the best of GQA and MLA; 5 pairs) "
-                 f"to {iv(last)} at 2,000 steps (vs GQA, the only other variant there; 3 pairs): "
-                 f"a change of {iv(change)} over the 3 seeds that both 250 steps and 2,000 steps "
-                 f"have, paired by seed, its interval below zero; at 2,000 steps MLRA-4 is still "
-                 f"behind the best other variant.")
+    p = pts.set_index("point")
+    assert p["others"].tolist() == [("gqa", "mla"), ("gqa",)] and p["n"].tolist() == [5, 3]
+    assert (p.loc[250, "mean"], p.loc[250, "low"], p.loc[250, "high"]) == pytest.approx(_iv(first))
+    t = W.trend_row(pts, per, "steps")
+    assert (t["n"], t["trend"]) == (3, "falls")
+    assert (t["mean"], t["low"], t["high"]) == pytest.approx(_iv(change))
     assert change.mean() != pytest.approx(last.mean() - first.mean())
+    table = W.format_gap_table(pts, "mlra-4", "steps")
+    assert table["others compared"].tolist() == ["GQA, MLA", "GQA"]
 
 
 # --- the runs of the length axis ---------------------------------------------------------------
@@ -350,33 +357,37 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
     assert g.named == "mla" and g.collected.incomplete.empty
     wide = g.width.set_index("point")
     assert wide.loc[128, "mean"] == pytest.approx(0.101) and wide.loc[256, "mean"] == pytest.approx(0.041)
-    assert g.width_sentence.startswith("MLA's gap to the best other variant (final validation "
-                                       "loss, MLA − best) falls from +0.101 [")
-    assert "a change of -0.060 [-0.060, -0.060] over 2 seeds" in g.width_sentence
+    trend = g.trends.set_index("axis").loc["width"]
+    assert (trend["first"], trend["last"], trend["n"], trend["trend"]) == (128, 256, 2, "falls")
+    assert (trend["mean"], trend["low"], trend["high"]) == pytest.approx((-0.06, -0.06, -0.06))
     assert list(g.length["point"]) == [10, 30]
     table = W.format_gap_table(g.width, g.named, "width", preset="ci")
     assert table["d_model"].tolist() == ["128 (4 × 32; MLA latent: 1 block of 128)",
                                          "256 (4 × 64; MLA latent: 1 block of 256)"]
     assert table["best other (mean loss)"].tolist()[0].startswith("GQA (")
     assert table["runs done"].tolist() == ["4 of 4", "4 of 4"]
-    words = W.width_words(g)
-    assert "at 10 steps the width axis' runs at d_model 128 (the width table's first row), 2 " \
-           "seeds of GQA and MLA; at 30 steps the scale ladder's gate runs without the gate, 2 " \
-           "seeds of GQA and MLA." in words and "only other" not in words
-    # the wide runs missing: counted in the table, the notice and the sentence; nothing fails
+    assert W.length_sources(g).values.tolist() == [[10, "width axis", 2, "GQA and MLA"],
+                                                   [30, "ladder gate", 2, "GQA and MLA"]]
+    assert W.width_facts(g) == {"width_named": "MLA", "width_others": "GQA", "width_depth": "2",
+                                "width_steps": "10", "width_seeds": "2",
+                                "width_confidence": "95%"}
+    assert tuple(W.width_facts(g)) == W.GLUE_NAMES
+    # the wide runs missing: counted in the tables, no trend; nothing fails
     for rid in g.collected.status[g.collected.status["label"].str.contains("d_model=256")]["run_id"]:
         shutil.rmtree(tmp_path / rid)
     g = W.width_gap(make_plan("ci", 1), None, tmp_path, record_dir=tmp_path / "none")
-    assert g.width_sentence.endswith("at d_model 256, 4 of 4 runs are missing, so no trend can be "
-                                     "stated yet.")
+    assert g.trends.set_index("axis").loc["width", "trend"] == "—"  # one point with a gap
     table = W.format_gap_table(g.width, g.named, "width", preset="ci")
     assert table["runs done"].tolist() == ["4 of 4", "0 of 4"]
-    assert table["left out"].tolist() == ["—", "every variant: no run done"]
-    assert W.incomplete_notice(g.collected).startswith(
-        "**Incomplete: 4 of 12 runs are missing or failed**")
+    assert table["left out"].tolist() == ["—", "all (none done)"]
+    bad = W.incomplete_table(g.collected)
+    assert len(bad) == 2 and set(bad["state"]) == {"missing"}  # GQA and MLA at d_model 256
+    assert bad["seeds"].tolist() == ["0, 1"] * 2 and bad["detail"].tolist() == ["", ""]
+    assert all("d_model=256" in label for label in bad["label"])
     W.show_width_gap(g)  # displays without error outside a notebook too
     none = W.width_gap(make_plan("gpu", 1))
-    assert none.note.startswith("The `gpu` preset has no width axis") and none.width.empty
+    assert none.note == "`gpu`: no width axis (presets with one: `cpu`, `ci`)." and none.width.empty
+    assert set(W.width_facts(none).values()) == {"—"} and none.trends.empty
     W.show_width_gap(none)
 
 
@@ -414,19 +425,21 @@ def test_a_length_an_ablation_page_shares_uses_that_pages_seeds(tmp_path, monkey
     change = np.array([gaps[30](s) - gaps[10](s) for s in range(2)])  # -0.080, -0.077
     ch = W.gap_trend(g.length_per_seed, 10, 30)
     assert (ch.n, ch.mean) == (2, pytest.approx(change.mean()))
-    assert (f"a change of {change.mean():+.3f} [{ch.low:+.3f}, {ch.high:+.3f}] over 2 seeds, "
-            f"paired by seed") in g.length_sentence
-    assert "at 20 steps (vs GQA, the only other variant there; 4 pairs)" in g.length_sentence
-    assert "at 20 steps the gating ablation page's runs (no gate), 4 seeds of GQA and MLA" in \
-        W.width_words(g)
+    trend = g.trends.set_index("axis").loc["steps"]
+    assert (trend["first"], trend["last"], trend["n"]) == (10, 30, 2)
+    assert trend["mean"] == pytest.approx(change.mean())
+    assert (pts.loc[20, "others"], pts.loc[20, "best"]) == (("gqa",), "gqa")
+    assert W.length_sources(g).set_index("steps").loc[20].tolist() == [
+        f"{figures.ablation('gate').heading} (no gate)", 4, "GQA and MLA"]
     gone = [r for p, r, _ in g.length_runs if p == 20 and r.variant == "mla" and r.seed == 3]
     shutil.rmtree(tmp_path / specs.run_spec(gone[0], "ci", None,
                                              synthetic.synthetic_identity("ci")).run_id)
     g = W.width_gap(make_plan("ci", 1), None, tmp_path, record_dir=tmp_path / "none")
     r20 = g.length.set_index("point").loc[20]
     assert pd.isna(r20["best"]) and r20["left_out"] == (("mla", 3, 4),)
-    assert "at 20 steps, 1 of 8 runs is missing" in g.length_sentence
-    assert "over 2 seeds, paired by seed" in g.length_sentence  # 10 → 30 still paired
+    assert (r20["done"], r20["needed"]) == (7, 8)
+    trend = g.trends.set_index("axis").loc["steps"]
+    assert (trend["first"], trend["last"], trend["n"]) == (10, 30, 2)  # 10 → 30 still paired
 
 
 def test_the_parameter_table_prints_a_dash_where_a_variant_has_no_latent():

@@ -115,7 +115,7 @@ def _write_ladder_store(run_dir, preset, seeds, offset):
         synthetic.write_finished_run(run_dir, spec, df)
 
 
-def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch):
+def test_ladder_result_and_series_on_a_synthetic_store(tmp_path, monkeypatch):
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
 
     def offset(ref):
@@ -144,29 +144,35 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     # the paper's ΔL is ln PPL(alt) − ln PPL(rec) from figures
     assert p["paper"] == pytest.approx(math.log(14.094 / 13.86))
     assert math.isnan(pts.loc[("init", "mha", "scaled", 1, 10), "paper"])
-    s = L.ladder_sentence(r.points, "init", "mha", "alt", 10)
-    assert "changes sign between 1 and 2 layers" in s and "at 2 layers" in s
-    g = L.ladder_sentence(r.points, "gate", "gqa", "alt", 30)
-    assert "has the paper's sign (ΔL > 0) at every depth" in g and "1–2 layers" in g
+    # every interval is mean ± half: MHA's -0.004 and +0.006 cover zero, GQA's +0.021 does not
+    series = L.series_table(r).set_index(["ΔL of", "at"])
+    assert series.loc[("MHA: normal − zero", "10 steps")].tolist() == [
+        "layers", "1, 2", "2", "2", "none"]
+    assert series.loc[("GQA: no gate − gate", "30 steps")].tolist() == [
+        "layers", "1, 2", "1, 2", "1", "1, 2"]
     # the token axis: MLA only at 2 layers, both lengths, in the gate part
     assert pts.loc[("gate", "mla", "alt", 2, 10), "mean"] == pytest.approx(-0.009)
     assert pts.loc[("gate", "mla", "alt", 2, 30), "mean"] == pytest.approx(0.011)
     assert not any(k[1] == "mla" and k[3] == 1 for k in pts.index)
-    t = L.token_sentence(r.points, "mla", 2)
-    assert "turns to the paper's sign between 10 and 30 steps (-0.009 → +0.011)" in t
-    assert "at 2 layers (10–30 steps)" in t
-    assert "has the paper's sign (> 0) at every length" in L.token_sentence(r.points, "gqa", 2)
+    # the token axis: MLA turns to ΔL > 0 between 10 and 30 steps (-0.009 → +0.011)
+    assert series.loc[("MLA: no gate − gate", "2 layers")].tolist() == [
+        "steps", "10, 30", "30", "30", "none"]
+    assert series.loc[("GQA: no gate − gate", "2 layers")].tolist() == [
+        "steps", "10, 30", "10, 30", "10", "10, 30"]
     never = r.points.assign(mean=-r.points["mean"], low=-r.points["high"],
                             high=-r.points["low"])
-    assert "does not take the paper's sign at the longest rung" in L.token_sentence(
-        never, "mla", 2)
-    assert L.token_sentence(r.points, "mla", 1) == "MLA at 1 layer: no complete point."
+    mla = never[(never["variant"] == "mla") & (never["n_layer"] == 2)]
+    assert L.sign_row(mla, "max_steps") == {"points": [10, 30], "positive": [10],
+                                            "excludes_zero": [], "from_": None}
+    # MHA's scaled arm has MHA's offsets: at 2 layers it removes none of the +0.006 gap
+    iv = f"{0.006:+.3f} [{0.006 - half:+.3f}, {0.006 + half:+.3f}]"
+    assert L.scaled_table(r).values.tolist() == [["MHA", "10", "2", iv, iv, "0%"]]
     # the ci ladder's 10 points (MHA normal and scaled at 1 and 2 layers; GQA at 1 and 2 layers,
     # 10 and 30 steps; MLA's token axis at 2 layers, 10 and 30 steps) are one Holm family
     assert len(r.points) == 10 and r.width_seeds == 2
-    words = L.seeds_words(r)
-    assert "pairs 2 seeds (seeds 0 to 1" in words and "compares 2 seeds of each variant" in words
-    assert "Holm-adjusted across all 10 points" in words
+    assert L.ladder_facts(r) == {"ladder_seeds": "2", "ladder_seed_last": "1",
+                                 "ladder_width_seeds": "2", "ladder_family": "10"}
+    assert tuple(L.ladder_facts(r)) == L.GLUE_NAMES
     # one run shows a point when |ΔL| exceeds the larger arm's seed sd: here the alt arm's,
     # std(offset, offset + 0.002) = 0.002/√2 (the rec arm is constant)
     assert pts["seed_sd"].tolist() == pytest.approx([0.002 / math.sqrt(2)] * 10)
@@ -175,7 +181,8 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
     import matplotlib
     matplotlib.use("Agg")
     fig = L.plot_ladder(r)
-    L.show_ladder(r)  # displays without error outside a notebook too
+    for show in (L.show_ladder, L.show_series, L.show_points):
+        show(r)  # displays without error outside a notebook too
     # the depth panels hold the depth axis only; the token panel holds MLA and GQA at 2 layers
     assert not any("MLA" in t.get_text() for t in fig.axes[1].get_legend().get_texts())
     assert {t.get_text() for t in fig.axes[2].get_legend().get_texts()} == {
@@ -190,40 +197,44 @@ def test_ladder_result_and_sentences_on_a_synthetic_store(tmp_path, monkeypatch)
         ("init", "mha", "alt", 1, 10), "n"] == 1
 
 
-def test_scaled_sentence_says_how_much_of_zero_inits_lead_the_scaling_removes():
-    import pandas as pd
-
-    def pts(normal, scaled):  # (mean, low, high) at 2 and 8 layers
-        rows = [("init", "mha", arm, d, 250, m, lo, hi)
+def test_the_depth_test_says_how_much_of_zero_inits_lead_the_scaling_removes():
+    def pts(normal, scaled, steps=250):  # (mean, low, high) at 2 and 8 layers
+        rows = [("init", "mha", arm, d, steps, m, lo, hi)
                 for arm, vals in (("alt", normal), ("scaled", scaled))
                 for d, (m, lo, hi) in zip((2, 8), vals)]
         return pd.DataFrame(rows, columns=["part", "variant", "arm", "n_layer", "max_steps",
                                            "mean", "low", "high"])
 
-    s = L.scaled_sentence(pts([(-0.05, -0.09, -0.01), (0.04, 0.01, 0.07)],
-                              [(-0.06, -0.1, -0.02), (0.01, -0.02, 0.04)]), "mha", 250)
-    assert s.startswith("MHA, ΔL to zero init of N(0, σ) → of N(0, σ/√(2L)) output "
-                        "projections, 250 steps (2 layers: -0.050 [-0.090, -0.010] → -0.060 "
-                        "[-0.100, -0.020]; 8 layers: +0.040 [+0.010, +0.070] → +0.010")
-    # 1 − 0.01 / 0.04 = 75 % of the gap at the deepest rung where zero init leads
-    assert s.endswith("at 8 layers, where zero init is ahead of N(0, σ) by 0.040 (interval "
-                      "excludes zero), the scaling removes 75% of it (+0.010; interval covers "
-                      "zero).")
-    ahead = L.scaled_sentence(pts([(0.02, -0.01, 0.05), (0.04, 0.01, 0.07)],
-                                  [(0.0, -0.01, 0.01), (-0.03, -0.05, -0.01)]), "mha", 250)
-    assert "removes all of it: the scaled arm is ahead of zero init (-0.030; interval " \
-           "excludes zero)." in ahead
-    never = L.scaled_sentence(pts([(-0.02, -0.03, -0.01)] * 2, [(0.0, -0.01, 0.01)] * 2),
-                              "mha", 250)
-    assert never.endswith("N(0, σ) is not behind zero init at any depth, so there is no gap for "
-                          "the scaling to remove.")
-    assert L.scaled_sentence(pts([(0.0, 0, 0)] * 2, [(0.0, 0, 0)] * 2), "mha", 1000) == (
-        "MHA: no depth with both the normal and the scaled arm.")
+    def table(points):
+        return L.scaled_table(L.LadderResult("cpu", 3, 0.95, None, pd.DataFrame(), points,
+                                             pd.DataFrame())).values.tolist()
+
+    # 1 − 0.01 / 0.04 = 75 % of the gap at the deepest rung where zero init leads (8 layers)
+    lead = pts([(-0.05, -0.09, -0.01), (0.04, 0.01, 0.07)],
+               [(-0.06, -0.1, -0.02), (0.01, -0.02, 0.04)])
+    t = L.scaled_test(lead, "mha", 250)
+    assert (t["layers"], t["normal"]["mean"], t["scaled"]["mean"]) == (8, 0.04, 0.01)
+    assert t["removed"] == pytest.approx(0.75)
+    assert table(lead) == [["MHA", "250", "8", "+0.040 [+0.010, +0.070]",
+                            "+0.010 [-0.020, +0.040]", "75%"]]
+    # the scaled arm ahead of zero init: all of the gap
+    ahead = pts([(0.02, -0.01, 0.05), (0.04, 0.01, 0.07)],
+                [(0.0, -0.01, 0.01), (-0.03, -0.05, -0.01)])
+    assert L.scaled_test(ahead, "mha", 250)["removed"] == pytest.approx(1.75)
+    assert table(ahead)[0][-1] == "all"
+    # N(0, σ) behind zero init at no depth: no gap to remove
+    never = pts([(-0.02, -0.03, -0.01)] * 2, [(0.0, -0.01, 0.01)] * 2)
+    assert L.scaled_test(never, "mha", 250)["layers"] is None
+    assert table(never) == [["MHA", "250", "—", "—", "—", "—"]]
+    # no depth with both arms at that length: no row
+    assert L.scaled_test(never, "mha", 1000) is None
+    assert table(pts([(0.0, 0, 0)] * 2, [(0.0, 0, 0)] * 2, steps=1000)) == []
 
 
 def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, monkeypatch):
     """A length only the token axis has (cpu: GQA at 2000 steps, 8 layers) is neither a depth
-    series in the depth panel nor a depth sentence; it is on the token panel and sentence."""
+    series in the depth panel nor a depth row of the series table; it is on the token panel and
+    row."""
     from dataclasses import replace
 
     import matplotlib
@@ -236,9 +247,10 @@ def test_a_token_only_length_is_drawn_and_told_against_length_only(tmp_path, mon
     r = L.ladder_result(make_plan("ci", 1), 2, tmp_path, record_dir=tmp_path / "no-records")
     assert {(v, s) for v, s in zip(r.points["variant"], r.points["max_steps"]) if s == 60} == {
         ("gqa", 60), ("mla", 60)}
-    lines = L.ladder_lines(r)
-    assert not any("60 steps*" in ln for ln in lines)
-    assert any("GQA at 2 layers (10–60 steps)" in ln for ln in lines)
+    series = L.series_table(r)
+    assert "60 steps" not in set(series["at"])
+    gqa = series.set_index(["ΔL of", "at"]).loc[("GQA: no gate − gate", "2 layers")]
+    assert (gqa["along"], gqa["points"]) == ("steps", "10, 30, 60")
     fig = L.plot_ladder(r)
     depth_labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert not any("60 steps" in t for t in depth_labels)
@@ -280,20 +292,16 @@ def test_the_page_states_its_seeds_its_family_and_where_the_ablation_pages_diffe
     r = _result("cpu", seeds_of("ladder", "cpu"), seeds_of("ladder_width", "cpu"), rows)
     assert L.shared_rungs(r) == [("init", ("mha", "mla", "tpa"), 8, 250),
                                  ("gate", ("gqa", "mlra-4"), 8, 1000)]
-    words = L.seeds_words(r)
     assert seeds_of("init", "cpu", 1) == 10
     assert (seeds_of("ladder", "cpu"), seeds_of("ladder_width", "cpu")) == (3, 5)
-    assert "axes pairs 3 seeds (seeds 0 to 2: the ladder's own count, whatever the book's); the " \
-           "width axis, at the end of the page, compares 5 seeds of each variant at each width" \
-        in words
-    assert "Holm-adjusted across all 7 points of the table below as one family" in words
-    assert ("MHA, MLA and TPA, normal − zero, at 8 layers and 250 steps (the initialisation page, "
-            "10 seeds); GQA and MLRA-4, no gate − gate, at 8 layers and 1,000 steps (the gating "
-            f"page, {seeds_of('gate', 'cpu', 1)} seeds)") in words
-    assert "reads more seeds of these runs than this page's 3" in words
-    # at the pages' own count there are no more seeds to read, only the family differs
-    same = L.seeds_words(_result("cpu", 10, 5, rows))
-    assert "more seeds" not in same and "adjusts its p-values only across its own variants" in same
-    # ci: no rung at the book's depth and an ablation page's length, no width text without one
-    ci = L.seeds_words(_result("ci", 2, 0, [("init", "mha", "alt", 2, 10)]))
-    assert "Some rungs" not in ci and "width axis" not in ci and "pairs 2 seeds" in ci
+    assert L.ladder_facts(r) == {"ladder_seeds": "3", "ladder_seed_last": "2",
+                                 "ladder_width_seeds": "5", "ladder_family": "7"}
+    assert L.shared_table(r).values.tolist() == [
+        ["initialisation", "MHA, MLA and TPA: normal − zero", "8", "250", "10", "3"],
+        ["gating", "GQA and MLRA-4: no gate − gate", "8", "1,000",
+         f"{seeds_of('gate', 'cpu', 1)}", "3"]]
+    # ci: no rung at the book's depth and an ablation page's length, no width seeds without one
+    ci = _result("ci", 2, 0, [("init", "mha", "alt", 2, 10)])
+    assert L.shared_table(ci).empty
+    assert L.ladder_facts(ci) == {"ladder_seeds": "2", "ladder_seed_last": "1",
+                                  "ladder_width_seeds": "—", "ladder_family": "1"}
