@@ -10,7 +10,8 @@ Usage (from the repo root):
 Builds the book at ``--preset`` end to end (``gtalib.book.pipeline.job.build_book``: corpus, training
 through the embedded Dask cluster, notebooks, HTML) into a temporary copy of ``book/`` and an
 empty temporary run store, with the budget given (``--only``: those notebooks, and only the runs
-they read, as ``gtalib book --only`` does: the gating page's 1,000-step runs alone), and records what the job predicted before it
+they read, as ``gtalib book --only`` does: the gating page's 1,000-step runs alone; no HTML then,
+since the other pages' links cannot resolve), and records what the job predicted before it
 trained (:mod:`gtalib.book.pipeline.budget`: a short timed calibration, then each run's recorded
 core-seconds scaled to this machine, or its FLOPs at the calibrated rate) against what it then
 measured, for the training and for the whole job. Each call adds one row to
@@ -45,12 +46,15 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None, only=None
         book_dir = Path(tmp) / "book"
         shutil.copytree(REPO / "book", book_dir,
                         ignore=shutil.ignore_patterns("_build", "generated"))
+        # the code that predicts: the commit when the build starts, not when it ends
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True).stdout.strip()
         load_before = os.getloadavg()
+        # a book of some pages only has links to the others that do not resolve: no HTML then
         s = build_book(preset, seeds, jobs=jobs, threads=1, run_dir=Path(tmp) / "runs",
-                       book_dir=book_dir, budget_min=budget_min, notebooks=only)
+                       book_dir=book_dir, budget_min=budget_min, notebooks=only,
+                       html=only is None)
     cpu = cpu_info()
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
     return {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "cpu": f"{cpu['model_name']} (family {cpu['family']}, model {cpu['model']})",
