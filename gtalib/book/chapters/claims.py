@@ -5,8 +5,8 @@ paper-width layers (claim 3) and the decode claim (9); and the page's claims and
 tables.
 
 Reads :mod:`gtalib.book.design.figures` (the claims), :mod:`gtalib.book.chapters.ablation` and
-:mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdict
-texts), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for claim 3 and
+:mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdicts
+and the resolution's columns), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for claim 3 and
 :mod:`gtalib.kernels.decode_model` for claim 9. ΔL in nats, perplexities as the paper prints them.
 """
 
