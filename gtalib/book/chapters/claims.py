@@ -96,11 +96,10 @@ def _paired(st) -> str:
 def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[str, str]:
     """Verdict and resolution of claim 8 (MLRA-4 has the lowest average perplexity of the
     eleven; the gate lowers it further), each half one test of a difference paired by seed
-    (the resolution: ``"lowest: <ours>, <verdict>; gate: <ours>, <verdict>"``, ours as in
-    :func:`ranking_claim`)
     (:func:`gtalib.book.analysis.stats.ranking_test`): MLRA-4 against its closest rival among the plain
     configurations (:func:`ranking_claim`), and MLRA-4 against gated MLRA-4. *agrees*: both
-    halves agree; *differs*: either differs; else *within noise*.
+    halves agree; *differs*: either differs; else *within noise*. The resolution reads
+    ``"lowest: <ours>, <verdict>; gate: <ours>, <verdict>"`` (ours as in :func:`ranking_claim`).
 
     Args:
         values: frame ``[key, seed, value]``, the average perplexity of each main-table
