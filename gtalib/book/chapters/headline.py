@@ -1,7 +1,8 @@
 """The introduction's headline: every claim of the paper in one line (what the paper says, what
 this build measured, the verdict), one overview figure of the four ablations (each variant's
 final ΔL with its interval beside the paper's value, a forest plot coloured by verdict) and how
-many runs this build trained and how they compared with their records.
+many runs this build trained and how they compared with their records (:func:`run_facts`, the
+numbers of ``book/intro.md``'s sentence about them).
 
 Everything comes from the claims page's table (:func:`gtalib.book.chapters.claims.claims_table`,
 computed once per build) and from each figure's result
@@ -11,6 +12,7 @@ headline and the pages cannot disagree. ΔL in nats.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -45,6 +47,11 @@ LAYOUTS = {"wide": (8.5, 8), "narrow": (3.6, 9)}
 ANY_ORDER, ORDER_0 = "any order", "order 0"
 #: The class of a verdict in the headline (the book's stylesheet colours it by its word).
 VERDICT_CLASS = "gtalib-verdict"
+#: The run sources (:data:`gtalib.book.pipeline.snippets.RUN_SOURCES`) trained here.
+TRAINED_HERE = ("trained in this build", "in the store before")
+#: The file of the landing page's substitutions (:func:`run_facts`), beside ``headline.md``;
+#: ``book/_ext/gtalib_publish.py`` hands its values to MyST.
+SUBSTITUTIONS = "substitutions.json"
 #: The book's text column (px) in which each layout is shown: at 1400 px and on a 390-px phone.
 COLUMN_PX = {"wide": 772, "narrow": 358}
 
@@ -233,14 +240,18 @@ def forest_alt(results: dict) -> str:
         said = [f"{plural(int(counts[v]), 'variant')} {v}" for v in VERDICTS if v in counts]
         said = and_join(said) if said else NO_RUNS
         parts.append(f"{ABLATIONS[key].heading.removesuffix(' ablation')}: {said}")
-    return "Forest plot of each variant's final ΔL, 95 % interval and paper value: " + "; ".join(parts) + "."
+    return ("Forest plot of each variant's final ΔL, 95 % interval and paper value: "
+            + "; ".join(parts) + ".")
 
 
-def runs_sentence(counts: dict, outcomes: dict) -> str:
-    """How many of this build's runs were trained here and how those with a record compared
-    with it, e.g. ``"This build trained 17 of its 360 runs here and read 343 from the
-    repository's records; the 17 that have a record are bit-identical to it (15) or within
-    the cross-machine envelope (2)."``
+def run_facts(counts: dict, outcomes: dict) -> dict[str, str]:
+    """Where the runs the pages read come from and how those trained here compare with their
+    records, by name, for the landing page's Markdown (MyST substitutions, ``{{ name }}`` in
+    ``book/intro.md``, read from :data:`SUBSTITUTIONS`): ``runs_read`` (``"360 runs"``),
+    ``runs_sources`` (each source with its count, ``"17 trained in this build and 343 read
+    from records"``), ``runs_here`` (those trained here: by this build or earlier into its run
+    store), ``runs_compared`` (those of them that have a record) and ``runs_outcomes`` (how
+    these compared, ``"15 bit-identical and 2 within the envelope"``; ``"none"``).
 
     Args:
         counts: where the runs the pages read come from:
@@ -248,26 +259,15 @@ def runs_sentence(counts: dict, outcomes: dict) -> str:
         outcomes: this build's trained runs that have a record, by outcome
             (:data:`gtalib.training.records.OUTCOMES` → number).
     """
-    total = sum(counts.values())
-    trained, before, read, missing = (counts.get(k, 0) for k in (
-        "trained in this build", "in the store before", "read from records", "missing"))
-    here = trained + before
-    parts = [f"This build's pages (the scale ladder's among them) read {plural(total, 'run')}: "
-             + and_join([f"{trained} trained in this build"] * bool(trained)
-                        + [f"{before} trained earlier into its run store"] * bool(before)
-                        + [f"{read} read from the repository's records"] * bool(read)
-                        + [f"{missing} missing"] * bool(missing) or ["none"]) + "."]
-    compared = sum(outcomes.values())
-    if not here:
-        parts.append("None was trained here.")
-    elif not compared:
-        parts.append(f"None of the {here} in its run store has a record to compare with.")
-    else:
-        said = and_join(f"{n} {OUTCOME_WORDS[k]}" for k, n in outcomes.items() if n)
-        parts.append(f"Of the {plural(here, 'run')} in its run store, {compared} "
-                     f"{'has' if compared == 1 else 'have'} a record: {said} "
-                     "(reproduction page).")
-    return " ".join(parts)
+    sources = [f"{n} {k}" for k, n in counts.items() if n]
+    compared = [f"{n} {OUTCOME_WORDS[k]}" for k, n in outcomes.items() if n]
+    return {
+        "runs_read": plural(sum(counts.values()), "run"),
+        "runs_sources": and_join(sources) if sources else "none",
+        "runs_here": f"{sum(counts.get(k, 0) for k in TRAINED_HERE)}",
+        "runs_compared": f"{sum(outcomes.values())}",
+        "runs_outcomes": and_join(compared) if compared else "none",
+    }
 
 
 def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: dict,
@@ -276,9 +276,11 @@ def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: 
     """Write the headline's figures (:data:`FIGURE_FILES`) into ``out_dir`` and return the
     headline's Markdown (MyST, included by ``book/intro.md``, which names ``out_dir`` as
     ``image_dir``: an included file's image paths are read from the including page): the
-    claims table (:func:`headline_table`, ``data_orders`` as there), the runs
-    (:func:`runs_sentence`) and the figure (wide and narrow, :func:`forest_figure`)."""
+    claims table (:func:`headline_table`, ``data_orders`` as there) and the figure (wide and
+    narrow, :func:`forest_figure`); and write the runs' counts (:func:`run_facts`) into
+    :data:`SUBSTITUTIONS` in ``out_dir``."""
     out_dir = Path(out_dir)
+    (out_dir / SUBSTITUTIONS).write_text(json.dumps(run_facts(counts, outcomes), indent=1))
     for layout, name in FIGURE_FILES.items():
         fig = forest_figure(results, layout)
         fig.savefig(out_dir / name, dpi=200)
@@ -289,5 +291,4 @@ def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: 
                        f"```\n" for layout, name in FIGURE_FILES.items())
     return ("::::{container} gtalib-headline\n"
             + headline_markdown_table(headline_table(claims, data_orders)) + "\n"
-            + runs_sentence(counts, outcomes)
-            + "\n\n" + images + "::::\n")
+            + images + "::::\n")

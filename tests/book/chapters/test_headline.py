@@ -188,18 +188,38 @@ def test_each_figures_text_shows_at_10_px_or_more_in_its_column():
     assert shown["wide"]["narrow"] < 10  # the wide figure squeezed onto a phone would not be
 
 
-def test_the_runs_sentence_counts_where_the_runs_come_from_and_how_they_compared():
-    counts = {"trained in this build": 17, "in the store before": 0, "read from records": 343,
+def test_the_run_facts_count_where_the_runs_come_from_and_how_they_compared():
+    counts = {"trained in this build": 17, "in the store before": 3, "read from records": 343,
               "missing": 0}
-    text = H.runs_sentence(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
-    assert text.startswith("This build's pages (the scale ladder's among them) read 360 runs: 17 "
-                           "trained in this build and 343 read from the repository's records.")
-    assert "Of the 17 runs in its run store, 17 have a record: 15 bit-identical and 2 within the " \
-           "envelope" in text
-    none = H.runs_sentence({"read from records": 360}, {"bit-identical": 0})
-    assert none.endswith("None was trained here.")
-    fresh = H.runs_sentence({"trained in this build": 22}, {"bit-identical": 0})
-    assert fresh.endswith("None of the 22 in its run store has a record to compare with.")
+    facts = H.run_facts(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
+    assert facts == {"runs_read": "363 runs",
+                     "runs_sources": "17 trained in this build, 3 in the store before and 343 "
+                                     "read from records",
+                     "runs_here": "20", "runs_compared": "17",
+                     "runs_outcomes": "15 bit-identical and 2 within the envelope"}
+    none = H.run_facts({"read from records": 360}, {"bit-identical": 0})
+    assert (none["runs_here"], none["runs_compared"], none["runs_outcomes"]) == ("0", "0", "none")
+    assert H.run_facts({}, {})["runs_sources"] == "none"
+
+
+def test_the_landing_page_states_the_run_facts_the_build_writes(tmp_path, monkeypatch):
+    """write_headline writes the run facts beside the headline; book/intro.md names each of
+    them (MyST substitutions, enabled in _config.yml and handed over by the book's extension)."""
+    import json
+    import re
+    from pathlib import Path
+
+    monkeypatch.setattr(H, "forest_figure", lambda results, layout: plt.figure())
+    monkeypatch.setattr(H, "forest_alt", lambda results: "alt")
+    md = H.write_headline(_claims_frame(), {}, {"read from records": 2}, {}, tmp_path)
+    assert md.startswith("::::{container} gtalib-headline\n| | paper | this build | verdict |")
+    facts = json.loads((tmp_path / H.SUBSTITUTIONS).read_text())
+    assert facts == H.run_facts({"read from records": 2}, {}) and facts["runs_read"] == "2 runs"
+    book = Path(__file__).resolve().parents[3] / "book"
+    intro = (book / "intro.md").read_text()
+    assert set(re.findall(r"\{\{ (\w+) \}\}", intro)) == set(facts)
+    assert "substitution" in (book / "_config.yml").read_text()
+    assert f'"generated") / "{H.SUBSTITUTIONS}"' in (book / "_ext" / "gtalib_publish.py").read_text()
 
 
 def test_the_landing_page_says_what_the_verdict_cells_words_mean():
