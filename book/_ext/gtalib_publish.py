@@ -16,6 +16,9 @@
   previews: the page's ``description`` metadata (front matter) if it has one, else its first
   paragraph of prose without math (:func:`page_description`), shortened to
   :data:`DESCRIPTION_CHARS` characters at a word.
+* **Substitutions.** The values a build computes for a Markdown page's sentences (the landing
+  page's run counts) are written by the job into ``generated/substitutions.json``; they become
+  MyST substitutions (``{{ name }}``) beside any set in ``_config.yml``.
 * **Scripts once.** sphinx-thebe 0.3.1 (installed with jupyter-book 1.0.4) registers its inline
   configuration script twice, and the second ``const`` declaration throws in the browser's
   console on every page; a script registered twice is written once.
@@ -23,7 +26,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from urllib.parse import urlparse
 
 from docutils import nodes
@@ -55,6 +60,17 @@ def _set_notfound_prefix(app, config) -> None:
         return
     config.notfound_urls_prefix = pages_url_prefix(
         config.html_theme_options.get("repository_url", ""))
+
+
+#: The build's substitutions (:func:`gtalib.book.chapters.headline.run_facts`), in the book.
+SUBSTITUTIONS = Path("generated") / "substitutions.json"
+
+
+def _add_substitutions(app, config) -> None:
+    path = Path(app.srcdir) / SUBSTITUTIONS
+    if path.exists():
+        config.myst_substitutions = {**(getattr(config, "myst_substitutions", None) or {}),
+                                     **json.loads(path.read_text())}
 
 
 def _rewrite_launch_links(app, pagename, templatename, context, doctree) -> None:
@@ -132,6 +148,7 @@ def _scripts_once(app, pagename, templatename, context, doctree) -> None:
 def setup(app):
     app.add_config_value("gtalib_launch_sources", {}, "html", types=[dict])
     app.connect("config-inited", _set_notfound_prefix, priority=900)
+    app.connect("config-inited", _add_substitutions, priority=900)
     # after sphinx-book-theme's add_launch_buttons (priority 501), before the page is rendered
     app.connect("html-page-context", _rewrite_launch_links, priority=510)
     app.connect("html-page-context", _add_description, priority=520)

@@ -1,6 +1,7 @@
 """This build against the repository's records: every run the build's store holds that also has
 a record, compared with it cell by cell, and every verdict as the records alone give it beside
-the verdict with this build's runs. Shown on the reproduction page and in the job's last lines.
+the verdict with this build's runs. Shown on the reproduction page (:func:`against_records_markdown`)
+and in the job's last lines (:func:`gtalib.book.pipeline.job.summary_lines`).
 
 A re-trained run is *bit-identical* to its record, *within the cross-machine envelope* (another
 kind of CPU: rounding differs, :data:`gtalib.training.records.CROSS_MACHINE_ENVELOPE`), or
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from gtalib.book.analysis.collect import OUTCOME_WORDS, collect_runs
-from gtalib.book.analysis.style import md_table, plural
+from gtalib.book.analysis.style import md_table
 from gtalib.book.chapters.ablation import ablation_result, ablation_results
 from gtalib.book.chapters.claims import claims_table
 from gtalib.book.design.figures import ABLATIONS
@@ -33,8 +34,7 @@ from gtalib.training.runs import is_done, resolve_run_dir, run_path
 RUN_COLUMNS = ["run_id", "configuration", "seed", "figures", "spot-check", "trained here",
                "outcome", "max |Δ| train_loss", "max |Δ| val_loss", "rule", "message"]
 #: Columns of :attr:`AgainstRecords.verdicts`.
-VERDICT_COLUMNS = ["figure", "variant", "re-trained runs", "from records", "from this build",
-                   "changed"]
+VERDICT_COLUMNS = ["figure", "variant", "re-trained", "records", "this build", "changed"]
 
 
 @dataclass
@@ -45,8 +45,10 @@ class AgainstRecords:
         runs: one row per run of the book held in the store and recorded (:data:`RUN_COLUMNS`;
             ``trained here``: trained by this job, else by an earlier one into the same store).
         verdicts: one row per ablation variant and per trained-run claim
-            (:data:`VERDICT_COLUMNS`), for the figures with a re-trained run; ``changed`` True
-            where the two verdicts differ.
+            (:data:`VERDICT_COLUMNS`), for the figures with a re-trained run: how many of its
+            runs were re-trained, its verdict read from the records alone (``records``) and
+            with this build's runs in their place (``this build``); ``changed`` True where the
+            two verdicts differ.
     """
 
     runs: pd.DataFrame
@@ -156,71 +158,42 @@ def against_records(plan: Plan, run_dir, trained=frozenset(), confidence: float 
                                                results, identical), plan.preset)
 
 
-def summary_lines(found: AgainstRecords) -> list[str]:
-    """The job's last lines about its records: how the re-trained runs compare, the largest
-    difference, every run outside the envelope by name and every verdict that differs."""
+def counts_table(found: AgainstRecords) -> pd.DataFrame:
+    """One row: the build's ``preset``, its spot-check set in words (``spot checks``,
+    :func:`gtalib.book.design.spot_check.spot_check_words`; ``"—"`` where none is declared),
+    the runs of the store compared with their records (``compared``), how many of those this
+    build trained (``trained here``) and how many are of the spot-check set
+    (``spot-checked``), then one count per outcome
+    (:data:`gtalib.book.analysis.collect.OUTCOME_WORDS`)."""
     runs = found.runs
-    if runs.empty:
-        return ["against records: no run of this build's store has a record to compare with"]
     counts = runs["outcome"].value_counts()
-    val = runs["max |Δ| val_loss"]
-    worst = runs.loc[val.idxmax()] if val.notna().any() else None
-    equal = bool((runs[["max |Δ| train_loss", "max |Δ| val_loss"]].fillna(0) == 0).all().all())
-    lines = [f"against records: {plural(len(runs), 'run')} of the store compared with their "
-             "records: " + ", ".join(f"{counts.get(k, 0)} {w}" for k, w in OUTCOME_WORDS.items())
-             + (f"; largest |Δ val_loss| {worst['max |Δ| val_loss']:.3g} nats "
-                f"({worst['run_id']} {worst['configuration']}, seed {worst['seed']})"
-                if worst is not None and worst["max |Δ| val_loss"] > 0 else
-                "; every train and validation loss cell equal" if equal else "")]
-    lines += [f"  OUTSIDE THE ENVELOPE: {r.message}" for r in found.outside.itertuples()]
-    differ = found.verdicts[found.verdicts["changed"]] if len(found.verdicts) else found.verdicts
-    checked = len(found.verdicts)
-    if checked:
-        lines.append(f"against records: {checked} verdict(s) of the figures with re-trained runs "
-                     f"read from records and from this build: {len(differ)} changed"
-                     + "".join(f"\n  CHANGED: {r['figure']} {r['variant']}: from records "
-                               f"{r['from records']!r}, from this build {r['from this build']!r}"
-                               for _, r in differ.iterrows()))
-    return lines
+    return pd.DataFrame([{
+        "preset": f"`{found.preset}`", "spot checks": spot_check_words(found.preset) or "—",
+        "compared": len(runs), "trained here": int(runs["trained here"].sum()),
+        "spot-checked": int(runs["spot-check"].sum()),
+        **{w: counts.get(k, 0) for k, w in OUTCOME_WORDS.items()}}])
 
 
 def against_records_markdown(found: AgainstRecords) -> str:
-    """The reproduction page's section: the counts, the table of runs and the verdicts side by
-    side, differing ones in bold."""
+    """The reproduction page's section, its tables in Markdown (``book/reproduction.md`` says
+    what they hold): :func:`counts_table`; where a run was compared, one row per run (an
+    outcome outside the envelope in bold; differences in nats); where a figure holds a
+    re-trained run, each verdict read both ways (:data:`VERDICT_COLUMNS`, a changed one in
+    bold)."""
     runs = found.runs
-    words = spot_check_words(found.preset)
-    head = (f"The spot-check set at `{found.preset}`: {words}.\n\n" if words else
-            f"No spot-check set is declared at `{found.preset}`.\n\n")
-    if runs.empty:
-        return head + ("This build's run store holds no run that is also recorded, so nothing was "
-                "compared: every run the pages read was either trained here for the first time "
-                "or read from its record.")
-    counts = runs["outcome"].value_counts()
-    out = [head + f"{plural(len(runs), 'run')} of this build's store "
-           f"({int(runs['trained here'].sum())} trained by this build, "
-           f"{int(runs['spot-check'].sum())} of the spot-check set) "
-           "have a record, and each was compared with it cell by cell: "
-           + ", ".join(f"**{counts.get(k, 0)} {w}**" for k, w in OUTCOME_WORDS.items())
-           + ". Bit-identity is required on the record's own kind of CPU; across kinds the "
-             "cross-machine envelope applies (rounding differs between CPU kinds). "
-             "Differences in nats.", ""]
-    table = pd.DataFrame({
-        "run": [f"`{r}`" for r in runs["run_id"]], "configuration": runs["configuration"],
-        "seed": runs["seed"], "figures": runs["figures"],
-        "trained": ["this build" if t else "earlier" for t in runs["trained here"]],
-        "outcome": [OUTCOME_WORDS[o] if o != "mismatch" else f"**{OUTCOME_WORDS[o]}**"
-                    for o in runs["outcome"]],
-        "max Δ train": [f"{x:.2g}" for x in runs["max |Δ| train_loss"]],
-        "max Δ val": [f"{x:.2g}" for x in runs["max |Δ| val_loss"]],
-        "rule": runs["rule"]})
-    out.append(md_table(table, index=False))
-    verdicts = found.verdicts
-    out += ["", "Each verdict of the figures these runs belong to, read from the records alone "
-                "and with this build's runs in their place:" if len(verdicts) else
-            "No figure holds a re-trained run, so no verdict could change.", ""]
-    if len(verdicts):
-        v = verdicts.copy()
+    out = [md_table(counts_table(found), index=False)]
+    if len(runs):
+        out.append(md_table(pd.DataFrame({
+            "run": [f"`{r}`" for r in runs["run_id"]], "configuration": runs["configuration"],
+            "seed": runs["seed"], "figures": runs["figures"],
+            "trained": ["this build" if t else "earlier" for t in runs["trained here"]],
+            "outcome": [OUTCOME_WORDS[o] if o != "mismatch" else f"**{OUTCOME_WORDS[o]}**"
+                        for o in runs["outcome"]],
+            "max Δ train": [f"{x:.2g}" for x in runs["max |Δ| train_loss"]],
+            "max Δ val": [f"{x:.2g}" for x in runs["max |Δ| val_loss"]],
+            "rule": runs["rule"]}), index=False))
+    if len(found.verdicts):
+        v = found.verdicts.copy()
         v["changed"] = ["**changed**" if d else "same" for d in v["changed"]]
         out.append(md_table(v, index=False))
-    return "\n".join(out) + "\n"
-
+    return "\n\n".join(out) + "\n"

@@ -5,14 +5,12 @@ paper-width layers (claim 3) and the decode claim (9); and the page's claims and
 tables.
 
 Reads :mod:`gtalib.book.design.figures` (the claims), :mod:`gtalib.book.chapters.ablation` and
-:mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdict
-texts), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for claim 3 and
+:mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdicts
+and the resolution's columns), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for claim 3 and
 :mod:`gtalib.kernels.decode_model` for claim 9. ΔL in nats, perplexities as the paper prints them.
 """
 
 from __future__ import annotations
-
-import re
 
 import pandas as pd
 import torch
@@ -21,9 +19,8 @@ from IPython.display import display
 from gtalib.book.analysis.curves import final_deltas
 from gtalib.book.analysis.stats import (
     aggregate_verdicts,
-    pairs_text,
+    interval_columns,
     ranking_test,
-    verdict_text,
 )
 from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
@@ -45,40 +42,30 @@ from gtalib.model.attention import build_attention
 from gtalib.model.config import LATENT_VARIANTS, ModelConfig, canonical_variant
 
 
-def _claim_from_final(final: pd.DataFrame, paper_largest: str | None
-                      ) -> tuple[str, str, str]:
-    """(ours, verdict, resolution) of an ablation claim from its final ΔL table; resolution
-    names, per variant, n, the mean ΔL with its interval, the smallest resolvable |ΔL|, how
-    many pairs would resolve the mean, and what could hide where the verdict is within noise."""
+#: The "ours" and "measured" cells of a claim whose runs are all missing.
+NO_RUNS = "no complete runs"
 
+
+def _claim_from_final(final: pd.DataFrame, paper_largest: str | None) -> tuple[str, str]:
+    """(ours, verdict) of an ablation claim from its final ΔL table: each variant's mean ΔL (and
+    which variant gains most beside the paper's, ``paper_largest``) and the variants' verdicts
+    aggregated (:func:`aggregate_verdicts`); :func:`resolution_table` gives what their seeds
+    could see."""
     if final.empty:
-        return "no complete runs", "not measured", ""
+        return NO_RUNS, "not measured"
     ours = ", ".join(f"{display_name(v)} {r['ΔL']:+.3f}" for v, r in final.iterrows())
-    verdict_ = aggregate_verdicts(final["verdict"])
     if paper_largest is not None and len(final) > 1:
         top = final["ΔL"].idxmax()
         ours += f"; largest ΔL: {display_name(top)} (paper: {display_name(paper_largest)})"
-    return ours, verdict_, "; ".join(_resolution(display_name(v), r) for v, r in final.iterrows())
-
-
-def _resolution(name: str, r) -> str:
-    """One variant's resolution in the claims table, from its :func:`final_delta_table` row."""
-    n = int(r["seeds"])
-    if n < 2:
-        return f"{name}: 1 pair, ΔL {r['ΔL']:+.3f}, no interval"
-    pairs = pairs_text(n, r["pairs to resolve"])
-    return (f"{name}: n {n}, ΔL {r['ΔL']:+.3f} [{r['CI low']:+.3f}, {r['CI high']:+.3f}], "
-            f"resolvable |ΔL| ≥ {r['resolvable |ΔL|']:.3f}, pairs to resolve {pairs}"
-            + (f" ({verdict_text(r['verdict'], n, r['resolvable |ΔL|'], r['p (Holm)'], r['ΔL'])})"
-               if r["verdict"] == "within noise" else "")
-            + (", with MIXED pairs (see its page)" if "MIXED" in r.get("pair source", "") else ""))
+    return ours, aggregate_verdicts(final["verdict"])
 
 
 def ranking_claim(values: pd.DataFrame, named: str, lower: bool, confidence: float = 0.95,
                   name=str) -> tuple[str, str]:
     """(ours, verdict) of "``named`` ranks first" as a difference paired by seed
     (:func:`gtalib.book.analysis.stats.ranking_test`): per seed, ``named``'s value against that of the
-    closest rival (the best other mean), signed so that a positive difference is the claim.
+    closest rival (the best other mean), signed so that a positive difference is the claim;
+    ours: ``"<named> − <rival>: <mean> [<interval>], n <pairs>"`` (:func:`_paired`).
 
     Args:
         values: frame ``[key, seed, value]`` (one row per configuration and seed).
@@ -96,10 +83,14 @@ def ranking_claim(values: pd.DataFrame, named: str, lower: bool, confidence: flo
     diff = (riv[seeds] - own[seeds]) if lower else (own[seeds] - riv[seeds])
     st, verdict_ = ranking_test(diff, confidence)
     sign = f"{name(rival)} − {name(named)}" if lower else f"{name(named)} − {name(rival)}"
-    interval = ("no interval" if st.n < 2 else
-                f"[{st.low:+.3f}, {st.high:+.3f}]")
-    return (f"{sign}, paired by seed: {st.mean:+.3f} {interval} over {st.n} pairs "
-            f"(positive = the claim)", verdict_)
+    return f"{sign}: {_paired(st)}", verdict_
+
+
+def _paired(st) -> str:
+    """A difference paired by seed as a claims cell: ``"+0.050 [+0.020, +0.080], n 3"`` (its
+    mean, its interval, ``"—"`` with one pair, and the pairs)."""
+    interval = "—" if st.n < 2 else f"[{st.low:+.3f}, {st.high:+.3f}]"
+    return f"{st.mean:+.3f} {interval}, n {st.n}"
 
 
 def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[str, str]:
@@ -107,7 +98,8 @@ def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[
     eleven; the gate lowers it further), each half one test of a difference paired by seed
     (:func:`gtalib.book.analysis.stats.ranking_test`): MLRA-4 against its closest rival among the plain
     configurations (:func:`ranking_claim`), and MLRA-4 against gated MLRA-4. *agrees*: both
-    halves agree; *differs*: either differs; else *within noise*.
+    halves agree; *differs*: either differs; else *within noise*. The resolution reads
+    ``"lowest: <ours>, <verdict>; gate: <ours>, <verdict>"`` (ours as in :func:`ranking_claim`).
 
     Args:
         values: frame ``[key, seed, value]``, the average perplexity of each main-table
@@ -115,17 +107,14 @@ def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[
     """
     keys = set(values["key"])
     if "MLRA-4" not in keys:
-        return "not measured (MLRA-4 not in this preset's run set)", ""
+        return "not measured (no MLRA-4 run)", ""
     plain = values[values["key"] != "MLRA-4 + gate"]
     lowest, v_low = ranking_claim(plain, "MLRA-4", lower=True, confidence=confidence)
-    halves = [(v_low, f"MLRA-4 lowest of the eleven: {lowest}, {v_low}")]
+    halves = [(v_low, f"lowest: {lowest}, {v_low}")]
     if "MLRA-4 + gate" in keys:
         wide = values.pivot(index="seed", columns="key", values="value")  # seed × config
         st, v_gate = ranking_test((wide["MLRA-4"] - wide["MLRA-4 + gate"]).dropna(), confidence)
-        interval = "no interval" if st.n < 2 else f"[{st.low:+.3f}, {st.high:+.3f}]"
-        halves.append((v_gate, f"gate lowers it further: MLRA-4 − MLRA-4 + gate, paired by "
-                               f"seed: {st.mean:+.3f} {interval} over {st.n} pairs (positive = "
-                               f"the claim), {v_gate}"))
+        halves.append((v_gate, f"gate: MLRA-4 − MLRA-4 + gate: {_paired(st)}, {v_gate}"))
     verdicts = [v for v, _ in halves]
     seen = "; ".join(t for _, t in halves)
     if all(v == "agrees" for v in verdicts):
@@ -168,22 +157,22 @@ def key_variance_ratio(variant: str, latent_scale: bool, d_model: int = 3072, n_
 
 
 def _variance_claim() -> tuple[str, str, str]:
-    """Claim 3 measured at paper width on MLA, GLA-2 and MLRA-4 layers, scale off and on:
-    (ours, verdict, in short)."""
+    """Claim 3 measured on fresh paper-width MLA, GLA-2 and MLRA-4 layers (512 tokens,
+    :func:`key_variance_ratio`), scale off and on: (ours, verdict, in short)."""
     parts, short, ok = [], [], True
     for v in ("mla", "gla-2", "mlra-4"):
         (off, e_off), (on, e_on) = (key_variance_ratio(v, False), key_variance_ratio(v, True))
         ok &= abs(off / e_off - 1) < 0.15 and abs(on / e_on - 1) < 0.15
         parts.append(f"{v.upper()} {off:.1f} (d/w = {e_off:.0f}) → {on:.2f} scaled")
         short.append(f"{v.upper()} {off:.1f}→{on:.2f}")
-    return ("; ".join(parts) + " (fresh paper-width layers, 512 tokens)",
-            "agrees" if ok else "differs", ", ".join(short))
+    return "; ".join(parts), "agrees" if ok else "differs", ", ".join(short)
 
 
 def _table_claim(number: int) -> tuple[str, str, str]:
-    """(ours, verdict, in short) of claims 1 (per-device KV under TP) and 2 (parameter
-    matching), computed by :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes (exact, no
-    training)."""
+    """(ours, verdict, in short) of claims 1 (per-device KV under TP: MLRA-4's and MLA's at TP
+    1/2/4/8; agrees where MLA's is 4.5 dₕ at every TP, MLRA-4's 4.5 at TP 1 and 1.5 at TP 4 and
+    8, the lowest there) and 2 (parameter matching: the eleven's range and spread), computed by
+    :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes (exact, no training)."""
 
     if number == 1:
         kv = kv_cache.kv_table(with_units=True).pivot(index="variant", columns="tp",
@@ -192,16 +181,14 @@ def _table_claim(number: int) -> tuple[str, str, str]:
         lowest = all(kv[tp].min() == mlra4[tp] for tp in (4, 8))
         ok = (mlra4[1] == mla[1] == 4.5 and set(mla) == {4.5} and mlra4[4] == mlra4[8] == 1.5
               and lowest)
-        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} dₕ at TP "
-                f"1/2/4/8, MLA {mla[1]:g} at every TP; MLRA-4 lowest at TP ≥ 4: "
-                f"{'yes' if lowest else 'no'}")
+        ours = (f"MLRA-4 {mlra4[1]:g} / {mlra4[2]:g} / {mlra4[4]:g} / {mlra4[8]:g} dₕ, MLA "
+                f"{mla[1]:g} / {mla[2]:g} / {mla[4]:g} / {mla[8]:g} dₕ (TP 1/2/4/8)")
         short = f"MLRA-4 {mlra4[4]:g}/{mlra4[8]:g} dₕ at TP 4/8, MLA {mla[4]:g}/{mla[8]:g}"
         return ours, "agrees" if ok else "differs", short
     p = kv_cache.params_table("paper").set_index("variant")["total_params"]
     plain = p[[v for v in p.index if "+" not in v]]
     spread = (plain.max() - plain.min()) / plain["mha"]
-    ours = (f"{plain.min() / 1e9:.4f}–{plain.max() / 1e9:.4f} B over the eleven "
-            f"(spread {spread:.3%} of MHA)")
+    ours = f"{plain.min() / 1e9:.4f}–{plain.max() / 1e9:.4f} B (spread {spread:.3%} of MHA)"
     matched = abs(plain["mha"] / (PAPER_MATCHED_PARAMS_B * 1e9) - 1) < 0.01
     short = f"{plain.min() / 1e9:.3f}–{plain.max() / 1e9:.3f} B (spread {spread:.2%})"
     return ours, "agrees" if spread < 1e-3 and matched else "differs", short
@@ -210,22 +197,22 @@ def _table_claim(number: int) -> tuple[str, str, str]:
 def _decode_claim() -> tuple[str, str, str]:
     """Claim 9 ("ours", verdict, in short): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
     longest recorded context (``benchmarks/decode_cpu.json``) and predicted for the H100 by the
-    roofline model; no GPU measurement, so never "agrees"."""
+    roofline model; no GPU measurement, so never "agrees" ("not measured": the CPU ranks the
+    shards by FLOPs, not by the bytes a GPU's decode is bound by; the claims page says so)."""
 
     h = dm.model_table(gpus=("H100",), contexts_k=(2048,)).sort_values("latency_us")
     r_h = dm.latency_ratios(h)["MLA / MLRA-4"].iloc[0]
     ours = f"H100 roofline model: {' < '.join(h.shard)}, MLA / MLRA-4 {r_h:.2f}×"
-    short = f"no GPU run; H100 model: MLA/MLRA-4 {r_h:.2f}×"
+    short = f"H100 model: MLA/MLRA-4 {r_h:.2f}×"
     try:
         rows = pd.DataFrame(dm.load_cpu_results()["rows"])
     except FileNotFoundError:
-        return ours + "; no CPU measurement recorded", "not measured (model only)", short
+        return ours + "; CPU: —", "not measured (model only)", short
     big = rows[rows.context_k == rows.context_k.max()].sort_values("measured_us")
     r_c = dm.latency_ratios(big, "measured_us")["MLA / MLRA-4"].iloc[0]
-    ours = (f"measured on one CPU core at {int(big.context_k.iloc[0])}K (compute-bound): "
-            f"{' < '.join(big.shard)}, MLA / MLRA-4 {r_c:.2f}×; " + ours)
-    return (ours, "not measured on a GPU (the CPU ranks by FLOPs, not bytes: see Decode speed)",
-            short)
+    ours = (f"CPU, 1 core, {int(big.context_k.iloc[0])}K: {' < '.join(big.shard)}, "
+            f"MLA / MLRA-4 {r_c:.2f}×; " + ours)
+    return ours, "not measured (no GPU)", short
 
 
 def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
@@ -242,11 +229,12 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
     computed exactly from :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes; claim 3 is measured on
     freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 from the recorded CPU
     decode measurement and the roofline model at H100 peaks (:func:`_decode_claim`; no GPU
-    measurement). The ``resolution`` column gives, for every variant of an ablation claim, n,
-    the mean ΔL with its interval, the smallest |ΔL| the seeds could resolve, the pairs that
-    would resolve the measured mean and, where within noise, what could hide
-    (:func:`_claim_from_final`); ``measured``, what this build measured in one short line (the
-    introduction's headline, :mod:`gtalib.book.chapters.headline`).
+    measurement). The ``resolution`` column notes how a claim that is not an ablation's was
+    decided (``"exact (no training)"``, ``"fresh layers (no training)"``, claim 8's two paired
+    tests, ``"equivalence test"``, ``"paired test"``; ``""`` for an ablation claim, whose
+    variants' resolution :func:`resolution_table` gives); ``measured``, what this build
+    measured in one short line (the introduction's headline,
+    :mod:`gtalib.book.chapters.headline`).
 
     Within a book build (:data:`gtalib.book.chapters.shared.ENV_SHARED_RESULTS` set) the table
     is computed once, by the first page or snippet that asks for it, and loaded by the others:
@@ -273,7 +261,7 @@ def _claims_table(plan: Plan, run_dir, confidence, results, source, trained_only
         if c.source in ABLATIONS:
             r = (results[c.source] if results else
                  ablation_result(c.source, plan, run_dir, confidence=confidence, source=source))
-            ours, v, seen = _claim_from_final(r.final, largest.get(c.source))
+            ours, v = _claim_from_final(r.final, largest.get(c.source))
             short = _measured_deltas(r.final)
             if r.incomplete:
                 ours += f" (incomplete: {', '.join(display_name(x) for x in r.incomplete)})"
@@ -281,10 +269,10 @@ def _claims_table(plan: Plan, run_dir, confidence, results, source, trained_only
         elif c.source == "main":
             m = main_result(plan, run_dir, confidence=confidence, source=source)
             if m.ppl.empty:
-                ours, v = short = "no complete runs", "not measured"
+                ours, v = short = NO_RUNS, "not measured"
             else:
                 order = m.ppl["avg"].sort_values()
-                ours = "lowest avg PPL: " + ", ".join(
+                ours = "avg PPL: " + ", ".join(
                     f"{k} {x:.3f} ± {m.ppl_ci.loc[k, 'avg']:.3f}" for k, x in order.head(3).items())
                 v, seen = main_claim_verdict(_main_values(m), confidence)
                 short = f"{order.index[0]} lowest ({order.iloc[0]:.3f})"
@@ -300,18 +288,15 @@ def _claims_table(plan: Plan, run_dir, confidence, results, source, trained_only
         rows.append((c.number, c.text, c.paper_value, ours, v, seen, short))
         for named in (ABLATIONS[c.source].near_zero if c.source in ABLATIONS else ()):
             ours_z, v_z = near_zero_claim(r, named)
-            rows.append((f"{c.number} (≈ 0)", f"{display_name(named)}'s |ΔL| below half the "
-                         "other variants' mean ΔL", c.paper_value, ours_z, v_z,
-                         "an equivalence test (two one-sided intervals, paired by seed); its "
-                         "row's own verdict tests only the sign", ours_z))
+            rows.append((f"{c.number} (≈ 0)", f"{display_name(named)}: |ΔL| < ½ · others' mean ΔL",
+                         c.paper_value, ours_z, v_z, "equivalence test", ours_z))
         if c.source in ranked:
             named, lower, says = ranked[c.source]
             values, name = _ranking_values(r if c.source in ABLATIONS else m)
-            ours_r, v_r = (("no complete runs", "not measured") if values.empty else
+            ours_r, v_r = ((NO_RUNS, "not measured") if values.empty else
                            ranking_claim(values, named, lower, confidence, name))
             rows.append((f"{c.number} (ranking)", says, c.paper_value, ours_r, v_r,
-                         "one paired test of the difference to the closest rival; a ranking "
-                         "is not shown by two intervals that merely differ", ours_r))
+                         "paired test", ours_r))
     return pd.DataFrame(rows, columns=["claim", "paper says", "paper value", "ours", "verdict",
                                        "resolution", "measured"]).set_index("claim")
 
@@ -319,7 +304,7 @@ def _claims_table(plan: Plan, run_dir, confidence, results, source, trained_only
 def _measured_deltas(final: pd.DataFrame) -> str:
     """What an ablation measured, in short: the range of its variants' mean final ΔL."""
     if final.empty:
-        return "no complete runs"
+        return NO_RUNS
     lo, hi, n = final["ΔL"].min(), final["ΔL"].max(), len(final)
     pairs = int(final["seeds"].max())
     if n == 1:
@@ -356,24 +341,38 @@ def _ranking_values(result) -> tuple[pd.DataFrame, object]:
 # The claims page
 # ---------------------------------------------------------------------------------------------
 
-#: One variant's piece of an ablation claim's resolution (:func:`_resolution`): "NAME: n ..."
-_PIECE = re.compile(r"^(?P<name>[^:;]+): (?P<rest>(?:n \d+|1 pair).*)$")
-
-
-def resolution_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims' *resolution* (what their seeds could see) as a table under the claims table:
-    one row per variant of an ablation claim (split from :func:`_resolution`'s pieces), one row
-    for any other claim; columns ``claim, variant`` ("—" where the claim is not per variant)
-    and ``what the seeds could see``. The verdict is not repeated: the claims table above
-    states it once per claim."""
+def resolution_table(claims: pd.DataFrame, results: dict,
+                     confidence: float = 0.95) -> pd.DataFrame:
+    """What each claim's seeds could see, as a table under the claims table: one row per
+    variant of an ablation claim (``results``: ablation key → its result,
+    :func:`gtalib.book.chapters.ablation.ablation_results`), with ``n`` (seed pairs), the mean
+    ΔL, its interval, the smallest resolvable |ΔL| and the pairs that would resolve the mean
+    (:func:`gtalib.book.analysis.stats.interval_columns`), ``p (Holm)`` and a ``note``
+    (``"MIXED pairs"`` where some pair mixes sources or machines, see its page); one row for any other
+    claim, variant ``"—"``, its numbers blank and its ``resolution`` as the note. The verdict
+    is not repeated: the claims table above states it once per claim."""
+    source = {c.number: c.source for c in paper_claims()}
     rows = []
     for k, r in claims.iterrows():
-        pieces = [_PIECE.match(x) for x in str(r["resolution"]).split("; ")]
-        if r["resolution"] and all(pieces):
-            rows += [(k, m["name"], m["rest"]) for m in pieces]
-        else:
-            rows.append((k, "—", r["resolution"] or "—"))
-    return pd.DataFrame(rows, columns=["claim", "variant", "what the seeds could see"])
+        final = (results[source[k]].final if source.get(k) in ABLATIONS and source[k] in results
+                 else pd.DataFrame())
+        if final.empty:
+            rows.append(pd.DataFrame({"claim": [k], "variant": ["—"], "note": [r["resolution"] or "—"]}))
+            continue
+        cols = interval_columns(final["seeds"], final["ΔL"], final["CI low"], final["CI high"],
+                                final["resolvable |ΔL|"], final["pairs to resolve"], confidence)
+        mixed = final.get("pair source", pd.Series("", index=final.index)).astype(str)
+        rows.append(pd.DataFrame({
+            "claim": k, "variant": [display_name(v) for v in final.index],
+            "n": final["seeds"].astype(int).astype(str).to_numpy(), **cols,
+            "p (Holm)": [f"{x:.2g}" for x in final["p (Holm)"]],
+            "note": ["MIXED pairs" if "MIXED" in m else "" for m in mixed]}))
+    table = pd.concat(rows, ignore_index=True).fillna("")
+    return table[[c for c in table.columns if c != "note"] + ["note"]]
+
+
+#: The verdicts the claims table colours (bold), by colour.
+_COLORS = {"agrees": "darkgreen", "differs": "crimson"}
 
 
 def show_claims(claims: pd.DataFrame) -> None:
@@ -382,11 +381,8 @@ def show_claims(claims: pd.DataFrame) -> None:
     right (:func:`~gtalib.book.analysis.style.table_style`)."""
 
     def color(v):
-        if v == "agrees":
-            return "color: darkgreen; font-weight: bold"
-        if v == "differs":
-            return "color: crimson; font-weight: bold"
-        return "color: dimgray"
+        return (f"color: {_COLORS[v]}; font-weight: 700" if v in _COLORS else
+                "color: dimgray")
 
     # the claim number as a column: one header row, "claim" beside what the paper says
     table = claims.drop(columns=["resolution", "measured"], errors="ignore").reset_index()
@@ -394,8 +390,8 @@ def show_claims(claims: pd.DataFrame) -> None:
                         prose=["claim", "paper says", "paper value", "ours"]))
 
 
-def show_resolution(claims: pd.DataFrame) -> None:
+def show_resolution(claims: pd.DataFrame, results: dict, confidence: float = 0.95) -> None:
     """Display each claim's resolution (:func:`resolution_table`), a variant's row under its
     claim."""
-    display(table_style(resolution_table(claims).set_index(["claim", "variant"]).style,
-                        prose=["what the seeds could see"]))
+    display(table_style(resolution_table(claims, results, confidence)
+                        .set_index(["claim", "variant"]).style, prose=["note"]))

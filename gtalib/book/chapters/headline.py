@@ -1,7 +1,8 @@
 """The introduction's headline: every claim of the paper in one line (what the paper says, what
 this build measured, the verdict), one overview figure of the four ablations (each variant's
 final ΔL with its interval beside the paper's value, a forest plot coloured by verdict) and how
-many runs this build trained and how they compared with their records.
+many runs this build trained and how they compared with their records (:func:`run_facts`, the
+numbers of ``book/intro.md``'s sentence about them).
 
 Everything comes from the claims page's table (:func:`gtalib.book.chapters.claims.claims_table`,
 computed once per build) and from each figure's result
@@ -11,6 +12,7 @@ headline and the pages cannot disagree. ΔL in nats.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from gtalib.book.analysis.collect import OUTCOME_WORDS
 from gtalib.book.analysis.stats import VERDICTS, aggregate_verdicts
 from gtalib.book.analysis.style import and_join, plural, set_style
 from gtalib.book.chapters.ablation import near_zero_claim
+from gtalib.book.chapters.claims import NO_RUNS
 from gtalib.book.design.chapters import ablation_notebooks
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.figures import claims as paper_claims
@@ -33,12 +36,22 @@ VERDICT_STYLE = {"agrees": ("#1a7f37", "o", True), "differs": ("#c2185b", "s", T
                  "within noise": ("#5f6368", "o", False)}
 #: The headline's figure files, written beside ``headline.md``: one row of panels for a wide
 #: screen, two rows for a phone (the page shows one or the other, by CSS).
-FIGURE_FILES = {"wide": "headline-forest-wide.png", "narrow": "headline-forest-narrow.png"}
+FIGURE_FILES = {layout: f"headline-forest-{layout}.png" for layout in ("wide", "narrow")}
 #: Per layout: the figure's width (inches) and its smallest font (points). Each figure is shown
 #: as wide as the text column (:data:`COLUMN_PX`), so its text shows at points × column px /
 #: (72 × width): 8 pt at 8.5 in ≈ 10 px in the 772-px column at 1400 px, 9 pt at 3.6 in ≈ 12 px
 #: in the 358-px column of a 390-px phone.
 LAYOUTS = {"wide": (8.5, 8), "narrow": (3.6, 9)}
+#: The headline's words for a claim's verdict with the data order's variance added, and for a
+#: joint-design figure's verdict with every pair at data order 0 (``book/intro.md`` says so).
+ANY_ORDER, ORDER_0 = "any order", "order 0"
+#: The class of a verdict in the headline (the book's stylesheet colours it by its word).
+VERDICT_CLASS = "gtalib-verdict"
+#: The run sources (:data:`gtalib.book.pipeline.snippets.RUN_SOURCES`) trained here.
+TRAINED_HERE = ("trained in this build", "in the store before")
+#: The file of the landing page's substitutions (:func:`run_facts`), beside ``headline.md``;
+#: ``book/_ext/gtalib_publish.py`` hands its values to MyST.
+SUBSTITUTIONS = "substitutions.json"
 #: The book's text column (px) in which each layout is shown: at 1400 px and on a 390-px phone.
 COLUMN_PX = {"wide": 772, "narrow": 358}
 
@@ -58,10 +71,10 @@ def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.
     ``verdict`` (the claims table's, counts of a mixed verdict included), ``ranking`` (the
     ranking claim's verdict, ``""`` where the claim ranks nothing), ``≈ 0`` (the verdict of its
     "≈ 0" part, :func:`gtalib.book.chapters.ablation.near_zero_claim`, ``""`` where it has none)
-    ``any data order`` (the
+    ``any order`` (the
     claim's verdict with the data order's variance added, ``""`` where its figure has no
     data-order runs or is read in the joint design, whose verdict holds for any order already)
-    and ``data order 0`` (for a joint-design figure, its verdict with every pair at data order
+    and ``order 0`` (for a joint-design figure, its verdict with every pair at data order
     0; else ``""``).
 
     Args:
@@ -80,7 +93,7 @@ def headline_table(claims: pd.DataFrame, data_orders: dict | None = None) -> pd.
                      "ranking": claims.loc[ranking, "verdict"] if ranking in claims.index
                      else "",
                      "≈ 0": claims.loc[near_zero, "verdict"] if near_zero in claims.index
-                     else "", "any data order": "", "data order 0": ""})
+                     else "", ANY_ORDER: "", ORDER_0: ""})
         column, said = (data_orders or {}).get(c.source, ("", ""))
         if column:
             rows[-1][column] = said
@@ -91,11 +104,11 @@ def data_order_verdicts(tables: dict) -> dict:
     """Ablation key → ``(column, verdict)`` for :func:`headline_table`: its variants' verdicts
     aggregated as the claims are (:func:`gtalib.book.analysis.stats.aggregate_verdicts`, e.g.
     ``"mixed: within noise 7/9, agrees 2/9"``), with the data order's variance added
-    (``"any data order"``) or, for a figure read in the joint design, with every pair at data
-    order 0 (``"data order 0"``). ``tables``: key → the figure's data-order table
+    (:data:`ANY_ORDER`) or, for a figure read in the joint design, with every pair at data
+    order 0 (:data:`ORDER_0`). ``tables``: key → the figure's data-order table
     (:func:`gtalib.book.chapters.curve_features.data_order_table`); an empty one is left out."""
-    return {key: ("data order 0", aggregate_verdicts(table["final verdict"]))
-            if "joint verdict" in table else ("any data order", aggregate_verdicts(table["verdict"]))
+    return {key: (ORDER_0, aggregate_verdicts(table["final verdict"]))
+            if "joint verdict" in table else (ANY_ORDER, aggregate_verdicts(table["verdict"]))
             for key, table in tables.items() if not table.empty}
 
 
@@ -112,13 +125,13 @@ def _verdict_html(verdict: str) -> str:
     if word == "mixed":  # "mixed: agrees 7/9, within noise 2/9" (aggregate_verdicts)
         parts = [part.rsplit(" ", 1) for part in str(verdict).split(": ", 1)[1].split(", ")]
         counts = ": " + ", ".join(f"{n.split('/')[0]} {_PLURAL.get(v, v)}" for v, n in parts)
-    return f'<strong class="gtalib-verdict gtalib-verdict-{css}">{word}</strong>{counts}'
+    return f'<strong class="{VERDICT_CLASS} {VERDICT_CLASS}-{css}">{word}</strong>{counts}'
 
 
 def headline_markdown_table(table: pd.DataFrame) -> str:
     """The headline table as Markdown (MyST): each ablation claim's line links its page."""
     pages = ablation_notebooks()
-    lines = ["| | the paper says | this build measured | verdict |", "|---|---|---|---|"]
+    lines = ["| | paper | this build | verdict |", "|---|---|---|---|"]
     for number, r in table.iterrows():
         says = r["paper says"]
         if r["source"] in pages:
@@ -129,10 +142,9 @@ def headline_markdown_table(table: pd.DataFrame) -> str:
             verdict += f" · ranking {_verdict_html(r['ranking'])}"
         if r.get("≈ 0"):
             verdict += f" · ≈ 0 {_verdict_html(r['≈ 0'])}"
-        if r.get("any data order"):
-            verdict += f" · for any data order {_verdict_html(r['any data order'])}"
-        if r.get("data order 0"):
-            verdict += f" · at data order 0 {_verdict_html(r['data order 0'])}"
+        for order in (ANY_ORDER, ORDER_0):
+            if r.get(order):
+                verdict += f" · {order}: {_verdict_html(r[order])}"
         lines.append(f"| {number} | {says} | {r['measured']} | {verdict} |")
     return "\n".join(lines) + "\n"
 
@@ -197,7 +209,7 @@ def _forest_panel(ax, key: str, result, font: float) -> None:
     ax.tick_params(labelsize=font)
     ax.set_xlabel("final ΔL (nats)", fontsize=font)
     if final.empty:
-        ax.text(0.5, 0.5, "no complete runs", ha="center", va="center",
+        ax.text(0.5, 0.5, NO_RUNS, ha="center", va="center",
                 transform=ax.transAxes, fontsize=font + 1, color="0.3")
         ax.set_yticks([])
         return
@@ -226,17 +238,20 @@ def forest_alt(results: dict) -> str:
         shown = shown_verdicts(key, results[key]) if key in results else pd.Series(dtype=str)
         counts = shown.value_counts()
         said = [f"{plural(int(counts[v]), 'variant')} {v}" for v in VERDICTS if v in counts]
-        said = and_join(said) if said else "no complete runs"
+        said = and_join(said) if said else NO_RUNS
         parts.append(f"{ABLATIONS[key].heading.removesuffix(' ablation')}: {said}")
-    return ("Forest plot of each ablation variant's final loss difference with its 95 % "
-            "interval beside the paper's value, coloured by verdict. " + "; ".join(parts) + ".")
+    return ("Forest plot of each variant's final ΔL, 95 % interval and paper value: "
+            + "; ".join(parts) + ".")
 
 
-def runs_sentence(counts: dict, outcomes: dict) -> str:
-    """How many of this build's runs were trained here and how those with a record compared
-    with it, e.g. ``"This build trained 17 of its 360 runs here and read 343 from the
-    repository's records; the 17 that have a record are bit-identical to it (15) or within
-    the cross-machine envelope (2)."``
+def run_facts(counts: dict, outcomes: dict) -> dict[str, str]:
+    """Where the runs the pages read come from and how those trained here compare with their
+    records, by name, for the landing page's Markdown (MyST substitutions, ``{{ name }}`` in
+    ``book/intro.md``, read from :data:`SUBSTITUTIONS`): ``runs_read`` (``"360 runs"``),
+    ``runs_sources`` (each source with its count, ``"17 trained in this build and 343 read
+    from records"``), ``runs_here`` (those trained here: by this build or earlier into its run
+    store), ``runs_compared`` (those of them that have a record) and ``runs_outcomes`` (how
+    these compared, ``"15 bit-identical and 2 within the envelope"``; ``"none"``).
 
     Args:
         counts: where the runs the pages read come from:
@@ -244,26 +259,15 @@ def runs_sentence(counts: dict, outcomes: dict) -> str:
         outcomes: this build's trained runs that have a record, by outcome
             (:data:`gtalib.training.records.OUTCOMES` → number).
     """
-    total = sum(counts.values())
-    trained, before, read, missing = (counts.get(k, 0) for k in (
-        "trained in this build", "in the store before", "read from records", "missing"))
-    here = trained + before
-    parts = [f"This build's pages (the scale ladder's among them) read {plural(total, 'run')}: "
-             + and_join([f"{trained} trained in this build"] * bool(trained)
-                        + [f"{before} trained earlier into its run store"] * bool(before)
-                        + [f"{read} read from the repository's records"] * bool(read)
-                        + [f"{missing} missing"] * bool(missing) or ["none"]) + "."]
-    compared = sum(outcomes.values())
-    if not here:
-        parts.append("None was trained here.")
-    elif not compared:
-        parts.append(f"None of the {here} in its run store has a record to compare with.")
-    else:
-        said = and_join(f"{n} {OUTCOME_WORDS[k]}" for k, n in outcomes.items() if n)
-        parts.append(f"Of the {plural(here, 'run')} in its run store, {compared} "
-                     f"{'has' if compared == 1 else 'have'} a record: {said} "
-                     "(reproduction page).")
-    return " ".join(parts)
+    sources = [f"{n} {k}" for k, n in counts.items() if n]
+    compared = [f"{n} {OUTCOME_WORDS[k]}" for k, n in outcomes.items() if n]
+    return {
+        "runs_read": plural(sum(counts.values()), "run"),
+        "runs_sources": and_join(sources) if sources else "none",
+        "runs_here": f"{sum(counts.get(k, 0) for k in TRAINED_HERE)}",
+        "runs_compared": f"{sum(outcomes.values())}",
+        "runs_outcomes": and_join(compared) if compared else "none",
+    }
 
 
 def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: dict,
@@ -272,9 +276,11 @@ def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: 
     """Write the headline's figures (:data:`FIGURE_FILES`) into ``out_dir`` and return the
     headline's Markdown (MyST, included by ``book/intro.md``, which names ``out_dir`` as
     ``image_dir``: an included file's image paths are read from the including page): the
-    claims table (:func:`headline_table`, ``data_orders`` as there), the runs
-    (:func:`runs_sentence`) and the figure (wide and narrow, :func:`forest_figure`)."""
+    claims table (:func:`headline_table`, ``data_orders`` as there) and the figure (wide and
+    narrow, :func:`forest_figure`); and write the runs' counts (:func:`run_facts`) into
+    :data:`SUBSTITUTIONS` in ``out_dir``."""
     out_dir = Path(out_dir)
+    (out_dir / SUBSTITUTIONS).write_text(json.dumps(run_facts(counts, outcomes), indent=1))
     for layout, name in FIGURE_FILES.items():
         fig = forest_figure(results, layout)
         fig.savefig(out_dir / name, dpi=200)
@@ -285,5 +291,4 @@ def write_headline(claims: pd.DataFrame, results: dict, counts: dict, outcomes: 
                        f"```\n" for layout, name in FIGURE_FILES.items())
     return ("::::{container} gtalib-headline\n"
             + headline_markdown_table(headline_table(claims, data_orders)) + "\n"
-            + runs_sentence(counts, outcomes) + " Every claim in full: {doc}`generated/claims`."
-            + "\n\n" + images + "::::\n")
+            + images + "::::\n")

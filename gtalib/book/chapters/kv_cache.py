@@ -5,7 +5,9 @@
   the paper trained (docs/variants.md, "Parameter matching and paper sizes" and "Ablation switches").
 - :func:`kv_table`: KV-cache elements per token per layer per device at TP 1/2/4/8 in the
   paper's Table-1 setting (docs/variants.md, "KV cache per device under tensor parallelism").
-- :func:`show_kv_tables`: both on the page (the paper's Table 1 layout, deviations from MHA).
+- :func:`show_kv_table`, :func:`show_params_table`: each on the page (the paper's Table 1
+  layout; deviations from MHA), their captions in the notebook's Markdown with
+  :func:`kv_facts` glued.
 
 Also printed by :mod:`gtalib.cli.tables`::
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 from IPython.display import Markdown, display
+from myst_nb import glue
 
 from gtalib.book.analysis.style import style_best, table_style
 from gtalib.book.design.figures import ablation
@@ -32,7 +35,7 @@ from gtalib.model.kvcache import (
     table1_config,
 )
 from gtalib.model.params import count_params
-from gtalib.model.presets import model_config
+from gtalib.model.presets import PRESETS, model_config
 
 PARAMS_COLUMNS = ["variant", "total_params", "attn_params_per_layer", "kv_elems_per_token_layer"]
 KV_COLUMNS = ["variant", "tp", "kv_elems_per_device"]
@@ -90,18 +93,41 @@ def kv_table(with_units: bool = False) -> pd.DataFrame:
     return df if with_units else df[KV_COLUMNS]
 
 
-def show_kv_tables(kv: pd.DataFrame, params: pd.DataFrame) -> None:
-    """Display the KV-cache chapter: per-device KV elements per token and layer under TP in
-    units of d_h (variant × TP, the paper's Table 1 layout; lowest **bold**, second underlined)
-    and the paper-size parameter table with each total's deviation from MHA."""
+def kv_facts() -> dict[str, str]:
+    """The sizes the page's captions state, by glue name: the Table-1 setting
+    (:func:`gtalib.model.kvcache.table1_config`: ``t1_n_head``, ``t1_head_dim``, ``t1_rope_dim``
+    of the latent family, ``t1_n_kv_head`` of GQA and GTA) and the paper-size models'
+    ``paper_d_model`` (:data:`gtalib.model.presets.PRESETS`; their layers: prose's
+    ``paper_layers``, :func:`gtalib.book.chapters.prose.facts`)."""
+    gqa, mla, paper = table1_config("gqa"), table1_config("mla"), PRESETS["paper"]
+    return {"t1_n_head": f"{mla.n_head}", "t1_head_dim": f"{mla.head_dim}",
+            "t1_rope_dim": f"{mla.qk_rope_head_dim}", "t1_n_kv_head": f"{gqa.n_kv_head}",
+            "paper_d_model": f"{paper['d_model']}"}
+
+
+def glue_kv_facts() -> dict[str, str]:
+    """Glue every :func:`kv_facts` entry, hidden (``{glue:md}`name``` on the page); returns
+    them."""
+    out = kv_facts()
+    for name, text in out.items():
+        glue(name, Markdown(text), display=False)
+    return out
+
+
+def show_kv_table(kv: pd.DataFrame) -> None:
+    """Display per-device KV elements per token and layer under TP in units of d_h (variant ×
+    TP, the paper's Table 1 layout; lowest **bold**, second underlined); ``kv``:
+    :func:`kv_table` with units."""
     wide = kv.pivot(index="variant", columns="tp", values="kv_dh_units").loc[
         list(dict.fromkeys(kv["variant"]))]
     wide.index = [display_name(v) for v in wide.index]
     wide.columns = [f"TP {c}" for c in wide.columns]
-    # notebook Markdown outputs are not typeset by MathJax: plain Unicode, no $...$
-    display(Markdown("KV cache per device, per token and layer, in units of dₕ (64 query "
-                     "heads, dₕ = 128, dᵣ = 64; GQA and GTA with 8 KV heads):"))
     display(style_best(wide, fmt="{:g}"))
+
+
+def show_params_table(params: pd.DataFrame) -> None:
+    """Display the paper-size parameter table (:func:`params_table`) with each total's
+    deviation from MHA."""
     p = params.set_index("variant")
     mha = p.loc["mha", "total_params"]
     p.index = [_row_label(r) for r in p.index]
@@ -111,8 +137,6 @@ def show_kv_tables(kv: pd.DataFrame, params: pd.DataFrame) -> None:
         "attention / layer": p["attn_params_per_layer"].map("{:,}".format),
         "KV elements / token / layer": p["kv_elems_per_token_layer"],
     })
-    display(Markdown("Paper-size models (24 layers, d = 3072), parameter-matched to MHA by the "
-                     "FFN width alone:"))
     display(table_style(shown.style))
 
 

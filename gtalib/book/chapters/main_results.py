@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
+from myst_nb import glue
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -31,7 +32,7 @@ from gtalib.book.analysis.style import plural, set_style, style_best, table_styl
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MLRA4_GATED_AVG_PPL
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import ablation_looks, seeds_of
+from gtalib.book.design.seeds import seeds_of
 
 
 def source_columns(runs: pd.DataFrame) -> list[str]:
@@ -93,12 +94,13 @@ def entropy_gap(runs: pd.DataFrame, entropy: float, column: str = "val_loss") ->
     learned anything beyond token frequencies ends below it.
 
     Returns:
-        DataFrame indexed by label: ``seeds, final val loss (mean), unigram entropy, gap`` with
-        ``gap = entropy − loss`` in nats (positive ⇒ below the entropy).
+        DataFrame indexed by label: ``seeds``, ``val loss`` (the final validation loss, mean
+        over seeds), ``unigram entropy``, ``gap`` with ``gap = entropy − loss`` in nats
+        (positive ⇒ below the entropy).
     """
     f = final_values(runs, column)
     g = f.groupby("label", sort=False)["value"].agg(["count", "mean"])
-    return pd.DataFrame({"seeds": g["count"], "final val loss": g["mean"],
+    return pd.DataFrame({"seeds": g["count"], "val loss": g["mean"],
                          "unigram entropy": entropy, "gap": entropy - g["mean"]})
 
 
@@ -169,8 +171,8 @@ def plot_main_results(mean: pd.DataFrame, half: pd.DataFrame | None = None,
         axes[0].errorbar(mean["avg"].iloc[i], i, xerr=None if err is None else err[i], fmt="o",
                          color=VARIANT_COLORS.get(_variant_of(lbl), "gray"), capsize=3)
     axes[0].set_yticks(range(len(labels)), labels)
-    axes[0].set_xlabel("average validation perplexity over our held-out sources")
-    axes[0].set_title("ours (error bars: t-interval over seeds)", fontsize=10)
+    axes[0].set_xlabel("average perplexity")
+    axes[0].set_title("ours", fontsize=10)
     axes[0].invert_yaxis()
     if paper is not None:
         pv = paper["avg"].to_dict()
@@ -179,8 +181,8 @@ def plot_main_results(mean: pd.DataFrame, half: pd.DataFrame | None = None,
         pcolors = [VARIANT_COLORS[v] for v in pv] + [VARIANT_COLORS["mlra-4"]]
         axes[1].scatter(pvals, range(len(pvals)), c=pcolors, zorder=3)
         axes[1].set_yticks(range(len(plabels)), plabels)
-        axes[1].set_xlabel("average validation perplexity, 7 sets")
-        axes[1].set_title("paper (2.9 B parameters, 98.3 B tokens)", fontsize=10)
+        axes[1].set_xlabel("average perplexity")
+        axes[1].set_title("paper", fontsize=10)
         axes[1].invert_yaxis()
     fig.tight_layout()
     return fig
@@ -191,45 +193,71 @@ def _variant_of(label: str) -> str:
     return label.split(" ")[0].lower()
 
 
-def show_main_results(main, paper: pd.DataFrame | None = None) -> None:
-    """Display the main-results page: incomplete-runs notice, the bar figure, our perplexity
-    table per held-out source (best **bold**, second underlined), loss table, entropy
-    comparison, the paper's table in the same layout, then the seed count and where the runs
-    come from (:func:`gtalib.book.analysis.collect.provenance_html`)."""
-
-    paper = PAPER_MAIN_PPL if paper is None else paper
+def show_main_figure(main: MainResult, paper: pd.DataFrame | None = None) -> None:
+    """Display the page's head: the incomplete-runs notice
+    (:func:`gtalib.book.analysis.collect.missing_notice`) and, where a configuration's runs are
+    all complete, :func:`plot_main_results` beside the paper's values (``paper``: default
+    :data:`gtalib.book.design.paper.PAPER_MAIN_PPL`)."""
     notice = missing_notice(main.collected)
     if notice:
         display(Markdown(notice))
     if not main.ppl.empty:
-        plot_main_results(main.ppl, main.ppl_ci, paper)
+        plot_main_results(main.ppl, main.ppl_ci, PAPER_MAIN_PPL if paper is None else paper)
         plt.show()
-    if not main.ppl.empty:
-        display(Markdown(
-            f"**Ours** (preset `{main.preset}`, {seeds_shown(main.entropy)}, mean over seeds): "
-            f"final validation perplexity on each held-out source of our corpus and their average "
-            f"(the paper's layout); best of each column **bold**, second underlined. "
-            f"{main.confidence:.0%} Student-t half-widths over seeds of the average: "
-            + ", ".join(f"{k} ±{v:.3f}" for k, v in main.ppl_ci["avg"].items()) + "."))
-        display(style_best(main.ppl))
-        display(Markdown("Final validation loss (nats/token), same runs:"))
-        display(style_best(main.loss, fmt="{:.4f}"))
-        display(Markdown(
-            "Did the models learn? Final validation loss against the unigram entropy of the "
-            "training corpus (the loss of the best context-free model); *gap* > 0 means below it."))
+
+
+def show_table(main: MainResult, name: str) -> None:
+    """Display one of the page's tables: ``"ppl"`` (our perplexity per held-out source and
+    their average; best of each column **bold**, second underlined), ``"loss"`` (the same in
+    nats per token), ``"entropy"`` (:func:`entropy_gap`), ``"paper"`` (the paper's table,
+    :data:`gtalib.book.design.paper.PAPER_MAIN_PPL`) or ``"provenance"`` (where the runs come
+    from, :func:`gtalib.book.analysis.collect.provenance_html`); ours show nothing where no
+    configuration is complete.
+
+    Raises:
+        ValueError: another ``name``.
+    """
+    if name == "paper":
+        shown = PAPER_MAIN_PPL.copy()
+        shown.index = [display_name(v) for v in shown.index]
+        display(style_best(shown))
+    elif name == "provenance":
+        display(HTML(provenance_html(main.collected)))
+    elif name not in ("ppl", "loss", "entropy"):
+        raise ValueError(f"name must be ppl, loss, entropy, paper or provenance, got {name!r}")
+    elif main.ppl.empty:
+        return
+    elif name == "entropy":
         display(table_style(main.entropy.style.format(
-            {"final val loss": "{:.4f}", "unigram entropy": "{:.4f}", "gap": "{:+.4f}"})))
-    display(Markdown("**Paper** (2.9 B parameters, 98.3 B tokens, 7 validation sets; gated "
-                     f"MLRA-4 average: {PAPER_MLRA4_GATED_AVG_PPL}):"))
-    shown = paper.copy()
-    shown.index = [display_name(v) for v in shown.index]
-    display(style_best(shown))
-    looks = ablation_looks(main.preset)
-    if looks:  # the ablation figures are read twice; this table is not (methods chapter)
-        display(Markdown(
-            f"This table runs {seeds_of('main', main.preset)} seeds per configuration. The "
-            f"ablation figures at this preset are read at {looks[0]} and then {looks[-1]} seed "
-            f"pairs, a second look declared for those four figures only; reading this table "
-            f"again would be a look that design does not pay for, so it stays at its count "
-            f"(methods chapter, \"A second look at 10 pairs\")."))
-    display(HTML(provenance_html(main.collected)))
+            {"val loss": "{:.4f}", "unigram entropy": "{:.4f}", "gap": "{:+.4f}"})))
+    else:
+        display(style_best(main.ppl) if name == "ppl" else style_best(main.loss, fmt="{:.4f}"))
+
+
+def main_facts(main: MainResult) -> dict[str, str]:
+    """What the page's Markdown states, by glue name (Markdown text): ``main_preset``,
+    ``main_seeds`` (the seeds behind the tables, :func:`seeds_shown`; ``"0 seeds"`` where no
+    configuration is complete), ``main_confidence`` (``"95%"``), ``main_half_widths`` (each
+    configuration's Student-t half-width of the average, ``"MHA ±0.123, ..."``; ``"—"`` where
+    none), ``main_planned_seeds`` (the seeds per configuration this preset plans,
+    :func:`gtalib.book.design.seeds.seeds_of`), ``paper_sets`` (the paper's validation sets)
+    and ``paper_gated_avg`` (gated MLRA-4's average perplexity in the paper)."""
+    ci = main.ppl_ci["avg"] if not main.ppl.empty else pd.Series(dtype=float)
+    return {
+        "main_preset": f"`{main.preset}`",
+        "main_seeds": seeds_shown(main.entropy) if not main.ppl.empty else "0 seeds",
+        "main_confidence": f"{main.confidence:.0%}",
+        "main_half_widths": ", ".join(f"{k} ±{v:.3f}" for k, v in ci.items()) or "—",
+        "main_planned_seeds": f"{seeds_of('main', main.preset)}",
+        "paper_sets": f"{len([c for c in PAPER_MAIN_PPL.columns if c != 'avg'])}",
+        "paper_gated_avg": f"{PAPER_MLRA4_GATED_AVG_PPL}",
+    }
+
+
+def glue_main(main: MainResult) -> dict[str, str]:
+    """Glue every :func:`main_facts` entry, hidden (``{glue:md}`name``` on the page); returns
+    them."""
+    out = main_facts(main)
+    for name, text in out.items():
+        glue(name, Markdown(text), display=False)
+    return out

@@ -41,7 +41,9 @@ from pathlib import Path
 
 from gtalib.book.chapters.ablation import ablation_results
 from gtalib.book.chapters.shared import ENV_SHARED_RESULTS
-from gtalib.book.chapters.against_records import against_records, summary_lines
+from gtalib.book.analysis.collect import OUTCOME_WORDS
+from gtalib.book.analysis.style import plural
+from gtalib.book.chapters.against_records import AgainstRecords, against_records
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.figures import ABLATIONS
@@ -499,3 +501,30 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         raise BookError("the book has problems:\n  " + "\n  ".join(problems))
     return summary
 
+
+def summary_lines(found: AgainstRecords) -> list[str]:
+    """The job's last lines about its records: how the re-trained runs compare, the largest
+    difference, every run outside the envelope by name and every verdict that differs."""
+    runs = found.runs
+    if runs.empty:
+        return ["against records: no run of this build's store has a record to compare with"]
+    counts = runs["outcome"].value_counts()
+    val = runs["max |Δ| val_loss"]
+    worst = runs.loc[val.idxmax()] if val.notna().any() else None
+    equal = bool((runs[["max |Δ| train_loss", "max |Δ| val_loss"]].fillna(0) == 0).all().all())
+    lines = [f"against records: {plural(len(runs), 'run')} of the store compared with their "
+             "records: " + ", ".join(f"{counts.get(k, 0)} {w}" for k, w in OUTCOME_WORDS.items())
+             + (f"; largest |Δ val_loss| {worst['max |Δ| val_loss']:.3g} nats "
+                f"({worst['run_id']} {worst['configuration']}, seed {worst['seed']})"
+                if worst is not None and worst["max |Δ| val_loss"] > 0 else
+                "; every train and validation loss cell equal" if equal else "")]
+    lines += [f"  OUTSIDE THE ENVELOPE: {r.message}" for r in found.outside.itertuples()]
+    differ = found.verdicts[found.verdicts["changed"]] if len(found.verdicts) else found.verdicts
+    checked = len(found.verdicts)
+    if checked:
+        lines.append(f"against records: {checked} verdict(s) of the figures with re-trained runs "
+                     f"read from records and from this build: {len(differ)} changed"
+                     + "".join(f"\n  CHANGED: {r['figure']} {r['variant']}: from records "
+                               f"{r['records']!r}, from this build {r['this build']!r}"
+                               for _, r in differ.iterrows()))
+    return lines

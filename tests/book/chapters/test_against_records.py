@@ -2,12 +2,14 @@
 the store that has a record compared with it, each verdict read both ways."""
 
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from synthetic import synthetic_identity, write_store  # noqa: E402
 
 from gtalib.book.chapters import against_records as AR
+from gtalib.book.pipeline.job import summary_lines
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.plan import make_plan
 from gtalib.training import records
@@ -59,13 +61,18 @@ def test_each_local_run_is_compared_with_its_record(store_and_records, found):
     assert runs.loc[far, "outcome"] == "mismatch"
     assert list(runs["trained here"]) == [r in (near, far) for r in runs.index]
     assert list(found.outside["run_id"]) == [far]
-    lines = AR.summary_lines(found)
+    lines = summary_lines(found)
     assert lines[0].startswith("against records: 3 runs of the store compared with their "
                                "records: 1 bit-identical, 1 within the envelope, 1 outside the "
                                "envelope; largest |Δ val_loss| 0.5 nats (" + far)
     assert lines[1].startswith(f"  OUTSIDE THE ENVELOPE: {far}: MISMATCH")
+    counts = AR.counts_table(found).iloc[0]
+    assert (counts["compared"], counts["trained here"], counts["bit-identical"],
+            counts["within the envelope"], counts["outside the envelope"]) == (3, 2, 1, 1, 1)
+    assert counts["spot-checked"] == int(found.runs["spot-check"].sum())
     md = AR.against_records_markdown(found)
-    assert "**1 outside the envelope**" in md and f"`{far}`" in md
+    assert "**outside the envelope**" in md and f"`{far}`" in md
+    assert md.count("\n| ") >= 3 + len(found.verdicts)  # counts, runs and verdicts tables
 
 
 def test_verdicts_are_read_from_the_records_and_from_this_build(store_and_records, found):
@@ -79,9 +86,9 @@ def test_verdicts_are_read_from_the_records_and_from_this_build(store_and_record
     assert v[v["figure"].str.startswith("claim")]["figure"].tolist()[0] == "claim 4"
     # the records' verdicts are the build's where nothing moved, and the table says which
     recorded = AR.ablation_result("init", plan, store, source="records")
-    assert dict(zip(init["variant"], init["from records"])) == {
+    assert dict(zip(init["variant"], init["records"])) == {
         "GQA": recorded.final.loc["gqa", "verdict"], "MLA": recorded.final.loc["mla", "verdict"]}
-    assert list(v["changed"]) == [a != b for a, b in zip(v["from records"], v["from this build"])]
+    assert list(v["changed"]) == [a != b for a, b in zip(v["records"], v["this build"])]
 
 
 def test_a_store_without_recorded_runs_says_so(tmp_path, monkeypatch):
@@ -90,9 +97,13 @@ def test_a_store_without_recorded_runs_says_so(tmp_path, monkeypatch):
     write_store(tmp_path / "store", "ci", 1)
     found = AR.against_records(make_plan("ci", 1), tmp_path / "store")
     assert found.runs.empty and found.verdicts.empty
-    assert AR.summary_lines(found) == [
+    assert summary_lines(found) == [
         "against records: no run of this build's store has a record to compare with"]
-    assert "nothing was compared" in AR.against_records_markdown(found)
+    assert AR.counts_table(found).iloc[0]["compared"] == 0
+    md = AR.against_records_markdown(found)
+    assert md.count("\n| ") == 1  # the counts table alone: no run, no verdict to show
+    reproduction = (Path(__file__).resolve().parents[3] / "book" / "reproduction.md").read_text()
+    assert "nothing was compared" in reproduction  # the empty state, said once on the page
 
 
 def test_an_unreadable_run_of_the_store_counts_outside_the_envelope(tmp_path, monkeypatch):

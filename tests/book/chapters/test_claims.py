@@ -63,18 +63,44 @@ def test_claims_aggregate_verdicts_by_one_rule(verdicts, expected):
         assert C._claim_from_final(_final(verdicts), largest)[1] == expected
 
 
-def test_claims_resolution_names_each_variants_n_interval_and_what_could_hide():
+def _claims(resolution_of_4: str = "") -> pd.DataFrame:
+    """A claims table with claim 1 (exact) and an ablation claim of the initialisation figure."""
+    from gtalib.book.design.figures import claims as all_claims
+
+    init = next(c.number for c in all_claims() if c.source == "init")
+    return pd.DataFrame({"paper says": ["a", "b", "c"], "paper value": ["1", "2", "2"],
+                         "ours": ["x", "y", "z"], "verdict": ["agrees", "within noise", "agrees"],
+                         "resolution": ["exact (no training)", resolution_of_4, "paired test"]},
+                        index=pd.Index([1, init, f"{init} (ranking)"], name="claim")), init
+
+
+def test_claims_resolution_is_a_table_one_row_per_variant_of_an_ablation_claim():
+    """Each variant's n, mean ΔL, interval, resolvable |ΔL|, pairs to resolve and Holm p from
+    its figure's final table; a MIXED pair source noted; any other claim one row with its note."""
+    from types import SimpleNamespace
+
     final = _final({"mha": "within noise", "tpa": "agrees"})
     final["pair source"] = ["both local on X", "seed 0: both local on X; seed 1: MIXED: ..."]
-    final.loc["tpa", "pairs to resolve"] = 3
-    _, _, seen = C._claim_from_final(final, None)
-    assert seen == (
-        "MHA: n 3, ΔL +0.010 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve — "
-        "(within noise (p = 0.3 adjusted): |ΔL| < 0.100 nats could hide here); "
-        "TPA: n 3, ΔL +0.020 [-0.100, +0.100], resolvable |ΔL| ≥ 0.100, pairs to resolve 3, "
-        "with MIXED pairs (see its page)")
-    one = _final({"gqa": "undetermined (1 seed)"}).assign(seeds=1)
-    assert C._claim_from_final(one, None)[2] == "GQA: 1 pair, ΔL +0.010, no interval"
+    final.loc["tpa", ["ΔL", "CI low", "CI high", "pairs to resolve", "p (Holm)"]] = [
+        0.2, 0.15, 0.25, 3, 0.004]
+    claims, init = _claims()
+    table = C.resolution_table(claims, {"init": SimpleNamespace(final=final)})
+    assert list(table["claim"]) == [1, init, init, f"{init} (ranking)"]
+    assert list(table["variant"]) == ["—", "MHA", "TPA", "—"]
+    assert "verdict" not in table  # stated once per claim, in the claims table above
+    assert list(table["note"]) == ["exact (no training)", "", "MIXED pairs", "paired test"]
+    mha, tpa = table.iloc[1], table.iloc[2]
+    assert (mha["n"], mha["ΔL (mean)"], mha["95% CI"], mha["pairs to resolve"], mha["p (Holm)"]) == (
+        "3", "+0.0100", "[-0.1000, +0.1000]", "—", "0.3")
+    assert (tpa["ΔL (mean)"], tpa["95% CI"], tpa["pairs to resolve"], tpa["p (Holm)"]) == (
+        "+0.2000", "[+0.1500, +0.2500]", "3", "0.004")
+    assert table.iloc[0]["n"] == "" and table.iloc[0]["95% CI"] == ""
+    one = _final({"gqa": "undetermined (1 seed)"}).assign(seeds=1, **{"CI low": math.nan})
+    row = C.resolution_table(claims.iloc[[1]], {"init": SimpleNamespace(final=one)}).iloc[0]
+    assert (row["n"], row["95% CI"], row["pairs to resolve"]) == ("1", "n/a (1 pair)",
+                                                                  "n/a (1 pair)")
+    # without the figure's result (or runs) the claim keeps one row with its note
+    assert list(C.resolution_table(claims, {})["variant"]) == ["—"] * 3
 
 
 def test_aggregate_verdicts_refuses_unknown_or_empty():
@@ -106,9 +132,9 @@ def test_main_claim_verdict_tests_both_halves_as_paired_differences():
     v, seen = main_claim_verdict(frame(mha, mlra4, gated))
     assert v == "agrees"
     st = delta_stats(pd.Series([0.5 - d for d in (0.01, -0.01, 0.0)]))
-    assert (f"gate lowers it further: MLRA-4 − MLRA-4 + gate, paired by seed: {st.mean:+.3f} "
-            f"[{st.low:+.3f}, {st.high:+.3f}] over 3 pairs (positive = the claim), agrees") in seen
-    assert "MLRA-4 lowest of the eleven: MHA − MLRA-4, paired by seed: +1.010" in seen
+    assert seen.endswith(f"; gate: MLRA-4 − MLRA-4 + gate: {st.mean:+.3f} "
+                         f"[{st.low:+.3f}, {st.high:+.3f}], n 3, agrees")
+    assert seen.startswith("lowest: MHA − MLRA-4: +1.010 [")
     worse = [m + 0.3 + d for m, d in zip(mlra4, (0.01, -0.01, 0.0))]
     assert main_claim_verdict(frame(mha, mlra4, worse))[0] == "differs"
     noisy = [m + d for m, d in zip(mlra4, (0.4, -0.5, 0.3))]
@@ -118,24 +144,6 @@ def test_main_claim_verdict_tests_both_halves_as_paired_differences():
     assert main_claim_verdict(frame([m - 0.2 for m in mlra4], mlra4, gated))[0] == "differs"
     assert main_claim_verdict(frame(mha, [])[lambda f: f["key"] == "MHA"])[0].startswith(
         "not measured")
-
-
-def test_claims_resolution_is_a_table_one_row_per_variant_of_an_ablation_claim():
-    import pandas as pd
-
-    final = _final({"mha": "within noise", "tpa": "agrees"})
-    _, _, seen = C._claim_from_final(final, None)
-    claims = pd.DataFrame({"paper says": ["a", "b"], "paper value": ["1", "2"],
-                           "ours": ["x", "y"], "verdict": ["agrees", "within noise"],
-                           "resolution": ["exact (no training)", seen]},
-                          index=pd.Index([1, 4], name="claim"))
-    table = C.resolution_table(claims)
-    assert list(table["variant"]) == ["—", "MHA", "TPA"]
-    assert list(table["claim"]) == [1, 4, 4]
-    assert "verdict" not in table  # stated once per claim, in the claims table above
-    assert table["what the seeds could see"].iloc[0] == "exact (no training)"
-    assert table["what the seeds could see"].iloc[1].startswith("n 3, ΔL +0.010 [-0.100, +0.100]")
-    assert "could hide here" in table["what the seeds could see"].iloc[1]
 
 
 def test_a_ranking_claim_is_one_paired_test_of_the_difference_to_the_closest_rival():
@@ -149,15 +157,16 @@ def test_a_ranking_claim_is_one_paired_test_of_the_difference_to_the_closest_riv
     rows += [("mha", s, v) for s, v in enumerate([0.03, 0.02, 0.04])]
     values = pd.DataFrame(rows, columns=["key", "seed", "value"])
     ours, verdict = ranking_claim(values, "tpa", lower=False)
-    assert verdict == "agrees" and ours.startswith("tpa − mfa, paired by seed: +0.050 [")
+    assert verdict == "agrees" and ours.startswith("tpa − mfa: +0.050 [")
+    assert ours.endswith("], n 3")
     # the claim fails when another variant leads on every seed
     ours, verdict = ranking_claim(values, "mfa", lower=False)
-    assert verdict == "differs" and ours.startswith("mfa − tpa, paired by seed: -0.050")
+    assert verdict == "differs" and ours.startswith("mfa − tpa: -0.050")
     # lowest perplexity: the rival's minus the named one's, so positive is the claim
     ppl = pd.DataFrame([("A", 0, 13.0), ("A", 1, 13.5), ("B", 0, 13.1), ("B", 1, 13.3)],
                        columns=["key", "seed", "value"])
     ours, verdict = ranking_claim(ppl, "A", lower=True)
-    assert verdict == "within noise" and ours.startswith("B − A, paired by seed: -0.050")
+    assert verdict == "within noise" and ours.startswith("B − A: -0.050")
     assert ranking_claim(ppl, "C", lower=True) == ("not measured", "not measured")
 
 

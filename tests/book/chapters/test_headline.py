@@ -42,7 +42,7 @@ def test_one_row_per_claim_with_the_claims_pages_verdict_and_its_ranking_folded_
     row = next(line for line in md.splitlines() if line.startswith(f"| {init} |"))
     assert "{doc}`Initialisation <generated/init_ablation>`" in row
     assert ">mixed</strong>: 7 agree, 2 within noise · ranking " in row
-    assert (table["any data order"] == "").all() and "any data order" not in md
+    assert (table[H.ANY_ORDER] == "").all() and "any order" not in md
     # the latent-scaling claim's ≈ 0 part (an equivalence test) folds in beside its verdict
     latent = next(c.number for c in claims() if c.source == "latent_scale")
     assert table.loc[latent, "≈ 0"] == "differs" and (table.drop(latent)["≈ 0"] == "").all()
@@ -55,17 +55,17 @@ def test_the_data_order_verdicts_fold_into_their_claims_row():
     tables = {"init": pd.DataFrame({"verdict": ["agrees"] * 2 + ["within noise"] * 7}),
               "gate": pd.DataFrame()}  # no data-order runs: left out
     orders = H.data_order_verdicts(tables)
-    assert orders == {"init": ("any data order", "mixed: within noise 7/9, agrees 2/9")}
+    assert orders == {"init": (H.ANY_ORDER, "mixed: within noise 7/9, agrees 2/9")}
     table = H.headline_table(_claims_frame(), orders)
     init = next(c.number for c in claims() if c.source == "init")
-    assert table.loc[init, "any data order"] == orders["init"][1]
-    assert (table.drop(init)["any data order"] == "").all()
-    assert (table["data order 0"] == "").all()
+    assert table.loc[init, H.ANY_ORDER] == orders["init"][1]
+    assert (table.drop(init)[H.ANY_ORDER] == "").all()
+    assert (table[H.ORDER_0] == "").all()
     md = H.headline_markdown_table(table)
     row = next(line for line in md.splitlines() if line.startswith(f"| {init} |"))
-    assert row.endswith("· for any data order <strong class=\"gtalib-verdict "
+    assert row.endswith("· any order: <strong class=\"gtalib-verdict "
                         "gtalib-verdict-mixed\">mixed</strong>: 7 within noise, 2 agree |")
-    assert md.count("for any data order") == 1
+    assert md.count("any order") == 1
 
 
 def test_a_joint_design_figure_shows_its_verdict_at_data_order_0():
@@ -75,16 +75,16 @@ def test_a_joint_design_figure_shows_its_verdict_at_data_order_0():
                                     "final verdict": ["agrees"] * 4 + ["within noise"],
                                     "joint verdict": ["agrees"] * 5})}
     orders = H.data_order_verdicts(tables)
-    assert orders == {"gate": ("data order 0", "mixed: agrees 4/5, within noise 1/5")}
+    assert orders == {"gate": (H.ORDER_0, "mixed: agrees 4/5, within noise 1/5")}
     table = H.headline_table(_claims_frame(), orders)
     gate = next(c.number for c in claims() if c.source == "gate")
-    assert table.loc[gate, "data order 0"] == orders["gate"][1]
-    assert (table["any data order"] == "").all()
+    assert table.loc[gate, H.ORDER_0] == orders["gate"][1]
+    assert (table[H.ANY_ORDER] == "").all()
     md = H.headline_markdown_table(table)
     row = next(line for line in md.splitlines() if line.startswith(f"| {gate} |"))
-    assert row.endswith("· at data order 0 <strong class=\"gtalib-verdict "
+    assert row.endswith("· order 0: <strong class=\"gtalib-verdict "
                         "gtalib-verdict-mixed\">mixed</strong>: 4 agree, 1 within noise |")
-    assert "for any data order" not in md
+    assert "any order" not in md
 
 
 @pytest.mark.parametrize("verdict, word", [
@@ -188,15 +188,48 @@ def test_each_figures_text_shows_at_10_px_or_more_in_its_column():
     assert shown["wide"]["narrow"] < 10  # the wide figure squeezed onto a phone would not be
 
 
-def test_the_runs_sentence_counts_where_the_runs_come_from_and_how_they_compared():
-    counts = {"trained in this build": 17, "in the store before": 0, "read from records": 343,
+def test_the_run_facts_count_where_the_runs_come_from_and_how_they_compared():
+    counts = {"trained in this build": 17, "in the store before": 3, "read from records": 343,
               "missing": 0}
-    text = H.runs_sentence(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
-    assert text.startswith("This build's pages (the scale ladder's among them) read 360 runs: 17 "
-                           "trained in this build and 343 read from the repository's records.")
-    assert "Of the 17 runs in its run store, 17 have a record: 15 bit-identical and 2 within the " \
-           "envelope" in text
-    none = H.runs_sentence({"read from records": 360}, {"bit-identical": 0})
-    assert none.endswith("None was trained here.")
-    fresh = H.runs_sentence({"trained in this build": 22}, {"bit-identical": 0})
-    assert fresh.endswith("None of the 22 in its run store has a record to compare with.")
+    facts = H.run_facts(counts, {"bit-identical": 15, "within envelope": 2, "mismatch": 0})
+    assert facts == {"runs_read": "363 runs",
+                     "runs_sources": "17 trained in this build, 3 in the store before and 343 "
+                                     "read from records",
+                     "runs_here": "20", "runs_compared": "17",
+                     "runs_outcomes": "15 bit-identical and 2 within the envelope"}
+    none = H.run_facts({"read from records": 360}, {"bit-identical": 0})
+    assert (none["runs_here"], none["runs_compared"], none["runs_outcomes"]) == ("0", "0", "none")
+    assert H.run_facts({}, {})["runs_sources"] == "none"
+
+
+def test_the_landing_page_states_the_run_facts_the_build_writes(tmp_path, monkeypatch):
+    """write_headline writes the run facts beside the headline; book/intro.md names each of
+    them (MyST substitutions, enabled in _config.yml and handed over by the book's extension)."""
+    import json
+    import re
+    from pathlib import Path
+
+    monkeypatch.setattr(H, "forest_figure", lambda results, layout: plt.figure())
+    monkeypatch.setattr(H, "forest_alt", lambda results: "alt")
+    md = H.write_headline(_claims_frame(), {}, {"read from records": 2}, {}, tmp_path)
+    assert md.startswith("::::{container} gtalib-headline\n| | paper | this build | verdict |")
+    facts = json.loads((tmp_path / H.SUBSTITUTIONS).read_text())
+    assert facts == H.run_facts({"read from records": 2}, {}) and facts["runs_read"] == "2 runs"
+    book = Path(__file__).resolve().parents[3] / "book"
+    intro = (book / "intro.md").read_text()
+    assert set(re.findall(r"\{\{ (\w+) \}\}", intro)) == set(facts)
+    assert "substitution" in (book / "_config.yml").read_text()
+    assert f'"generated") / "{H.SUBSTITUTIONS}"' in (book / "_ext" / "gtalib_publish.py").read_text()
+
+
+def test_the_landing_page_says_what_the_verdict_cells_words_mean():
+    """The headline's table holds words (its header, a verdict's parts); book/intro.md states
+    once what they mean and links the claims page."""
+    from pathlib import Path
+
+    md = H.headline_markdown_table(H.headline_table(_claims_frame()))
+    assert md.splitlines()[0] == "| | paper | this build | verdict |"
+    intro = (Path(__file__).resolve().parents[3] / "book" / "intro.md").read_text()
+    for word in ("*ranking*", "*≈ 0*", f"*{H.ANY_ORDER}*", f"*{H.ORDER_0}*",
+                 "{doc}`generated/claims`"):
+        assert word in intro

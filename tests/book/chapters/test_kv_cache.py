@@ -141,3 +141,28 @@ def test_cli_csv(capsys, paper_table):
 def test_cli_rejects_unknown_preset(capsys):
     with pytest.raises(SystemExit):
         _cli(["tables", "params", "--preset", "huge"], capsys)
+
+
+def test_kv_facts_state_the_table1_setting_and_the_paper_width():
+    """The captions' sizes, glued from the configs: Table 1's 64 query heads of d_h 128, RoPE
+    width 64, GQA/GTA with 8 KV heads (the paper's setting); the paper models' d_model 3072."""
+    from gtalib.book.chapters.kv_cache import kv_facts
+
+    assert kv_facts() == {"t1_n_head": "64", "t1_head_dim": "128", "t1_rope_dim": "64",
+                          "t1_n_kv_head": "8", "paper_d_model": "3072"}
+
+
+def test_the_kv_page_glues_every_size_its_captions_name():
+    import json
+    import re
+    from pathlib import Path
+
+    from gtalib.book.chapters.kv_cache import kv_facts
+    from gtalib.book.chapters.prose import facts
+
+    nb = json.loads((Path(__file__).resolve().parents[3] / "notebooks" / "kv_cache.ipynb")
+                    .read_text())
+    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    named = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
+    assert {"t1_n_head", "t1_rope_dim", "t1_n_kv_head", "paper_d_model"} <= named
+    assert named <= set(kv_facts()) | set(facts())

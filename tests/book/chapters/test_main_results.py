@@ -13,7 +13,7 @@ def test_entropy_gap():
     runs = runs_frame({("mla", "main", 0): metrics([0, 5], [5.0, 2.0]),
                        ("mla", "main", 1): metrics([0, 5], [5.0, 2.5])})
     g = M.entropy_gap(runs, entropy=3.0)
-    assert g.loc["mla main", "final val loss"] == pytest.approx(2.25)
+    assert g.loc["mla main", "val loss"] == pytest.approx(2.25)
     assert g.loc["mla main", "gap"] == pytest.approx(0.75)
     assert g.loc["mla main", "seeds"] == 2
 
@@ -42,3 +42,45 @@ def test_the_caption_counts_the_seeds_in_the_table():
     assert M.seeds_shown(M.entropy_gap(runs, entropy=3.0)) == "1–2 seeds"
     one = runs[runs["variant"] == "mla"]
     assert M.seeds_shown(M.entropy_gap(one, entropy=3.0)) == "2 seeds"
+
+
+def test_the_facts_the_page_glues():
+    """The caption's seeds, half-widths and the paper's set count, from the tables; an empty
+    result (no configuration complete) still gives every name."""
+    import pandas as pd
+
+    from gtalib.book.design.paper import PAPER_MLRA4_GATED_AVG_PPL
+    from gtalib.book.design.seeds import seeds_of
+
+    runs = runs_frame({("mla", "main", 0): metrics([0, 5], [5.0, 2.0]),
+                       ("mla", "main", 1): metrics([0, 5], [5.0, 2.5])})
+    gap = M.entropy_gap(runs, entropy=3.0)
+    ppl = pd.DataFrame({"avg": [12.0]}, index=["MLA"])
+    main = M.MainResult("ci", 0.95, None, ppl, pd.DataFrame({"avg": [0.4567]}, index=["MLA"]),
+                        ppl, gap)
+    facts = M.main_facts(main)
+    assert facts["main_seeds"] == "2 seeds" and facts["main_half_widths"] == "MLA ±0.457"
+    assert facts["main_confidence"] == "95%" and facts["main_preset"] == "`ci`"
+    assert facts["main_planned_seeds"] == str(seeds_of("main", "ci"))
+    assert facts["paper_sets"] == "7" and facts["paper_gated_avg"] == str(PAPER_MLRA4_GATED_AVG_PPL)
+    empty = M.MainResult("ci", 0.95, None, *[pd.DataFrame()] * 4)
+    assert M.main_facts(empty)["main_seeds"] == "0 seeds"
+    assert M.main_facts(empty)["main_half_widths"] == "—"
+    with pytest.raises(ValueError, match="name must be"):
+        M.show_table(main, "bars")
+
+
+def test_the_page_glues_every_value_its_markdown_names():
+    import json
+    import re
+    from pathlib import Path
+
+    from gtalib.book.chapters.prose import facts
+
+    nb = json.loads((Path(__file__).resolve().parents[3] / "notebooks" / "main_results.ipynb")
+                    .read_text())
+    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    named = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
+    ours = {"main_preset", "main_seeds", "main_confidence", "main_half_widths",
+            "main_planned_seeds", "paper_sets", "paper_gated_avg"}
+    assert ours <= named and named <= ours | set(facts())

@@ -99,7 +99,7 @@ def test_ablation_page_reports_final_table_and_verdicts(built):
     # one verdict per variant of the ci subset (GQA, MLA)
     assert sum(text.count(v) for v in ("agrees", "differs", "within noise")) >= 2
     claims = _outputs_text(dst / "generated" / "claims.ipynb")
-    assert "not measured on a GPU" in claims  # decode: measured on the CPU only, never called a GPU result
+    assert "not measured (no GPU)" in claims  # decode: measured on the CPU only, never called a GPU result
 
 
 def test_missing_runs_are_reported_on_the_page(built, tmp_path):
