@@ -449,6 +449,12 @@ def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monke
     assert facts["tokens"] == f"{tokens / div:.3g}{unit}"
     assert facts["pair_order"] == ("*k*" if r.joint else "0")
     assert facts["smoothing"] == str(r.smoothing) and facts["entropy"] == "3.250"
+    # the plateau rule the page links to states the table's window and margin
+    from notebook_cells import NOTEBOOKS
+
+    methods = (NOTEBOOKS.parent / "book" / "methods.md").read_text()
+    assert (f"a trailing mean over {A.PLATEAU_WINDOW} steps" in methods
+            and f"minus {A.PLATEAU_MARGIN:g} nats" in methods)
     # no complete variant: nothing measured, and the page says so
     empty = A.page_facts(A.ablation_result("init", make_plan("ci", 3), tmp_path / "none"))
     assert (empty["verdict"], empty["verdicts"], empty["pairs"], empty["single_run"]) == (
@@ -480,6 +486,22 @@ def _pasted(facts: set, curve_facts: set) -> set:
         assert names and names <= allowed, (stem, sorted(names - allowed))
         pasted |= names
     return pasted
+
+
+def test_the_plateau_table_gives_each_runs_escape_step_or_never():
+    """Loss at H + 0.5 until step 30 (seed 0) or 50 (seed 1), then at H − 1; the recommended arm
+    of seed 1 never leaves: the trailing mean over 10 steps falls below H − 0.1 once 5 of its
+    steps are low, at 30 + 4 and 50 + 4; "never" for the run that stays."""
+    from types import SimpleNamespace
+
+    H, grid = 3.0, np.arange(1, 81)
+    spec = {("mla", arm, seed): metrics(grid, np.where(grid < e, H + 0.5, H - 1.0))
+            for (arm, seed), e in {("alt", 0): 30, ("rec", 0): 30, ("alt", 1): 50,
+                                   ("rec", 1): 1000}.items()}
+    table = A.plateau_table(SimpleNamespace(runs=runs_frame(spec)), H)
+    assert list(table.columns) == ["seed 0", "seed 1"]
+    assert sorted(table.to_numpy().ravel().tolist()) == ["34", "34", "54", "never"]
+    assert A.plateau_table(SimpleNamespace(runs=pd.DataFrame()), H).empty
 
 
 def test_every_ablation_notebook_shows_the_same_plotting_code_of_at_most_40_lines():
