@@ -360,7 +360,8 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
     ``"none"``), ``pairs`` (the most seed pairs of a variant), ``claim`` (the paper's values),
     ``single_run`` (the variants whose |ΔL| exceeds one arm's seed sd, ``"none"``),
     ``near_zero_variant`` and ``near_zero`` (the variant the paper calls ≈ 0 and the verdict of
-    that claim, :func:`near_zero_claim`; ``"none"`` where the figure has none).
+    that claim, :func:`near_zero_claim`, ``"not measured"`` where it is not complete here;
+    ``"none"`` where the figure has no such variant).
     The caption: ``title``, ``convention``, ``pair_order`` (``"*k*"`` for pair *k* in the joint
     design, else ``"0"``), ``preset`` (as code), ``n_layer``, ``d_model``, ``n_head``,
     ``head_dim``, ``tokens`` (per run, ``"2.05M"``), ``seeds`` (``"3 seeds"``), ``hardware``,
@@ -382,7 +383,7 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
         groups = "; ".join(f"*{v}* for {named(final.index[final['verdict'] == v])}"
                            for v in dict.fromkeys(final["verdict"]))
         pairs, single = int(final["seeds"].max()), named(final.index[final[ONE_RUN] == "yes"])
-    near = [v for v in spec.near_zero if v in final.index]
+    near = list(spec.near_zero)
     tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
     div, unit = token_unit(max(tokens, 1))
     size = PRESETS[result.preset]

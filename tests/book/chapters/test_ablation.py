@@ -441,6 +441,11 @@ def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monke
     assert (facts["title"], facts["convention"], facts["claim"]) == (
         spec.title, spec.convention, spec.claim_value)
     assert (facts["near_zero_variant"], facts["near_zero"]) == ("none", "none")
+    # latent scaling's "barely MLRA-2": named whether or not this build has its runs
+    from dataclasses import replace
+
+    latent = A.page_facts(replace(r, key="latent_scale"))
+    assert (latent["near_zero_variant"], latent["near_zero"]) == ("MLRA-2", "not measured")
     size = PRESETS["ci"]
     assert [facts[k] for k in ("n_layer", "d_model", "n_head", "head_dim")] == [
         str(size[k]) for k in ("n_layer", "d_model", "n_head", "head_dim")]
