@@ -357,7 +357,7 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
     The verdict (right under the figure): ``verdict`` (the figure's, by the claims page's rule,
     :func:`gtalib.book.analysis.stats.aggregate_verdicts`; ``"not measured"`` without a complete
     variant), ``verdicts`` (which variants got which verdict, ``"*agrees* for GQA and MLA"``;
-    ``"none"``), ``pairs`` (the most seed pairs of a variant), ``claim`` (the paper's values),
+    ``"none"``), ``pairs`` (the most seed pairs of a variant, ``"3 seed pairs"``), ``claim`` (the paper's values),
     ``single_run`` (the variants whose |ΔL| exceeds one arm's seed sd, ``"none"``),
     ``near_zero_variant`` and ``near_zero`` (the variant the paper calls ≈ 0 and the verdict of
     that claim, :func:`near_zero_claim`, ``"not measured"`` where it is not complete here;
@@ -365,7 +365,7 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
     The caption: ``title``, ``convention``, ``pair_order`` (``"*k*"`` for pair *k* in the joint
     design, else ``"0"``), ``preset`` (as code), ``n_layer``, ``d_model``, ``n_head``,
     ``head_dim``, ``tokens`` (per run, ``"2.05M"``), ``seeds`` (``"3 seeds"``), ``hardware``,
-    ``smoothing`` (logged steps), ``confidence`` (``"95%"``), ``band_from`` (the seeds from which
+    ``smoothing`` (the trailing mean's length, ``"12 logged steps"``), ``confidence`` (``"95%"``), ``band_from`` (the seeds from which
     the band is shaded, :data:`MIN_BAND_SEEDS`).
     The seeds: ``looks`` (the pair counts the figure is read at, ``"5 and 10"``) and
     ``variants_tested`` (the family's size).
@@ -389,14 +389,14 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
     size = PRESETS[result.preset]
     looks = tuple(result.looks) or ((pairs,) if pairs else ())
     return {
-        "verdict": verdict, "verdicts": groups, "pairs": f"{pairs}", "claim": spec.claim_value,
+        "verdict": verdict, "verdicts": groups, "pairs": plural(pairs, "seed pair"), "claim": spec.claim_value,
         "single_run": single, "near_zero_variant": named(near),
         "near_zero": near_zero_claim(result, near[0])[1] if near else "none",
         "title": spec.title, "convention": spec.convention,
         "pair_order": "*k*" if result.joint else "0", "preset": f"`{result.preset}`",
         **{k: f"{size[k]}" for k in ("n_layer", "d_model", "n_head", "head_dim")},
         "tokens": f"{tokens / div:.3g}{unit}", "seeds": seeds_text(result.seed_counts),
-        "hardware": _hardware(result.collected.cards), "smoothing": f"{result.smoothing}",
+        "hardware": _hardware(result.collected.cards), "smoothing": plural(result.smoothing, "logged step"),
         "confidence": f"{result.confidence:.0%}", "band_from": f"{MIN_BAND_SEEDS}",
         "looks": and_join([f"{n}" for n in looks]) if looks else "0",
         "variants_tested": f"{len([v for v in result.variants if not is_user_variant(v)])}",

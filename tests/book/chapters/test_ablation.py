@@ -355,7 +355,7 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 4, "mla": 4}
     assert A.seeds_text(r.seed_counts) == "4 seeds" and A.seeds_text({}) == "no seeds"
     facts = A.page_facts(r)
-    assert (facts["seeds"], facts["pairs"], facts["preset"]) == ("4 seeds", "4", "`ci`")
+    assert (facts["seeds"], facts["pairs"], facts["preset"]) == ("4 seeds", "4 seed pairs", "`ci`")
     assert (facts["looks"], facts["variants_tested"]) == ("4", "2")  # one look, two variants
     fig = notebook_figure(r, monkeypatch)
     assert "4 seeds" in fig.axes[0].get_title()
@@ -434,7 +434,7 @@ def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monke
     final = r.final
     assert list(final["verdict"]) == ["agrees", "agrees"]
     assert facts["verdict"] == "agrees" and facts["verdicts"] == "*agrees* for GQA and MLA"
-    assert facts["pairs"] == "3" and facts["seeds"] == "3 seeds"
+    assert facts["pairs"] == "3 seed pairs" and facts["seeds"] == "3 seeds"
     shows = [display_name(v) for v in final.index if final.loc[v, "one run shows it?"] == "yes"]
     assert facts["single_run"] == (" and ".join(shows) if shows else "none")
     spec = ablation("init")
@@ -453,7 +453,8 @@ def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monke
     div, unit = A.token_unit(tokens)
     assert facts["tokens"] == f"{tokens / div:.3g}{unit}"
     assert facts["pair_order"] == ("*k*" if r.joint else "0")
-    assert facts["smoothing"] == str(r.smoothing) and facts["entropy"] == "3.250"
+    assert facts["smoothing"] == f"{r.smoothing} logged step" + ("s" if r.smoothing != 1 else "")
+    assert facts["entropy"] == "3.250"
     # the plateau rule the page links to states the table's window and margin
     from notebook_cells import NOTEBOOKS
 
@@ -463,7 +464,7 @@ def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monke
     # no complete variant: nothing measured, and the page says so
     empty = A.page_facts(A.ablation_result("init", make_plan("ci", 3), tmp_path / "none"))
     assert (empty["verdict"], empty["verdicts"], empty["pairs"], empty["single_run"]) == (
-        "not measured", "none", "0", "none")
+        "not measured", "none", "0 seed pairs", "none")
     # the pages paste these values, and every one of them somewhere
     curve_facts = curve_features.page_facts(r, None, pd.DataFrame(), make_plan("ci", 3))
     assert curve_facts["features"] == curve_facts["order_changes"] == "not measured"
