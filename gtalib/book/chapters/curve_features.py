@@ -78,7 +78,8 @@ class Window:
     def facts(self) -> dict[str, str]:
         """The window as a page states it: ``window`` (``"120–250"``, steps),
         ``window_fraction`` (``start / end``, 2 decimals), ``escape`` (the latest escape,
-        ``"step 110"``, or ``"none"``), ``escaped`` (``"12 of 12"`` runs) and ``smoothing`` (steps)."""
+        ``"step 110"``, or ``"none"``), ``escaped`` (``"12 of 12"`` runs) and ``smoothing``
+        (steps)."""
         return {"window": f"{self.start}–{self.end}", "window_fraction": f"{self.fraction:.2f}",
                 "escape": "none" if math.isnan(self.latest) else f"step {int(self.latest)}",
                 "escaped": f"{self.escaped} of {self.runs}", "smoothing": f"{self.smoothing}"}
@@ -470,7 +471,8 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
     differ or are within noise at this scale (:func:`summary_counts`, linking to the page's
     table), and its design and the verdicts another data order changes
     (:func:`data_order_facts`), e.g. ``"- **Initialisation ablation**: 3 of 7 agree, 0 differ, 4
-    within noise ([features](init_ablation.html#…)); joint, changes: GQA"``.
+    within noise ([features](init_ablation.html#…)); joint design, verdicts another data order
+    changes: GQA"`` (the designs: the methods chapter's "Data order").
     ``results``: ablation key → result
     (:func:`gtalib.book.chapters.ablation.ablation_results`)."""
     lines = []
@@ -482,7 +484,8 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
         link = f"{fig.notebook}.html#{ANCHOR}"
         facts = data_order_facts(data_order_table(result, plan, run_dir, source), key, plan)
         lines.append(f"- **{fig.heading}**: {summary_counts(cf)} ([features]({link})); "
-                     f"{facts['design']}, changes: {facts['order_changes']}")
+                     f"{facts['design']} design, verdicts another data order changes: "
+                     f"{facts['order_changes']}")
     return "\n".join(lines)
 
 

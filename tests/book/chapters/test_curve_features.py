@@ -147,7 +147,7 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
     assert line.startswith("- **Initialisation ablation**: ")
     assert "([features](init_ablation.html#the-curves-feature-by-feature))" in line
-    assert line.endswith("; one order, changes: GQA")
+    assert line.endswith("; one order design, verdicts another data order changes: GQA")
 
 
 def test_a_joint_design_figure_sets_its_order_0_verdicts_and_variance_split_beside_its_own(
@@ -195,7 +195,7 @@ def test_a_joint_design_figure_sets_its_order_0_verdicts_and_variance_split_besi
     variance = CF.format_variance(table)
     assert variance.loc["GQA", "data order"].startswith(f"{expected.share['data order']:.0%} [")
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
-    assert line.endswith("; joint, changes: GQA")
+    assert line.endswith("; joint design, verdicts another data order changes: GQA")
 
 
 def test_a_preset_without_data_order_runs_says_so(monkeypatch):
