@@ -20,6 +20,9 @@ from gtalib.book.analysis.stats import (
     visible_text,
 )
 
+#: The final table's column: whether |ΔL| exceeds one arm's seed sd ("yes"/"no"/"n/a").
+ONE_RUN = "one run shows it?"
+
 
 def pair_verdicts(pairs: pd.DataFrame, paper: dict, looks: tuple = (),
                   confidence: float = 0.95) -> pd.DataFrame:
@@ -123,6 +126,5 @@ def final_delta_table(
         rank = int((fam < last[i]).sum())
         need.append(pairs_needed_at(m, s, holm_level(looks, alpha, max(1, len(fam) - rank), -1)))
     table["pairs to resolve"] = need
-    table["one run shows it?"] = [visible_text(m, s) for m, s in
-                                  zip(table["ΔL"], table["seed sd"])]
+    table[ONE_RUN] = [visible_text(m, s) for m, s in zip(table["ΔL"], table["seed sd"])]
     return table

@@ -14,7 +14,7 @@ module               what
 ``headline``         the introduction's headline: every claim in one line, the ablations' forest plot
 ``against_records``  this build's runs against their records, and the verdicts read both ways
 ``curve_features``   the curve figures read feature by feature; the data-order and joint-design tables
-``verdict_parts``    the verdict lead's parts from those tables (feature counts, data-order sentence)
+``verdict_parts``    the verdict's parts from those tables (feature counts, data-order changes)
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
 ``own_attention``    the page "Bring your own attention": the docs' class in the init figure at ci
 ``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)

@@ -1,7 +1,8 @@
 """The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
 paired ΔL curves, their band over seeds, the tidy table of pairs (:func:`pair_table`), whose
 verdicts :func:`gtalib.book.analysis.final_table.pair_verdicts` gives, the final-ΔL table, and
-the page's caption, tables and sentences. The figure itself is drawn by the notebooks' own plotting cell (tagged
+the values the page's Markdown states (:func:`page_facts`, glued by :func:`glue_facts`) and its
+tables. The figure itself is drawn by the notebooks' own plotting cell (tagged
 ``ablation-figure``, the same in the four notebooks), which reads :attr:`AblationResult.curves`
 and :attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
 
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 from IPython.display import HTML, Markdown, display
+from myst_nb import glue
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -47,7 +49,7 @@ from gtalib.book.analysis.curves import (
     plateau_escape,
     seed_band,
 )
-from gtalib.book.analysis.final_table import final_delta_table
+from gtalib.book.analysis.final_table import ONE_RUN, final_delta_table
 from gtalib.book.analysis.stats import (
     aggregate_verdicts,
     final_table_words,
@@ -69,8 +71,13 @@ from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import figure_runs
 from gtalib.book.design.seeds import figure_seeds, looks_of, reads_joint
 from gtalib.book.chapters.shared import shared_file, shared_value
-from gtalib.book.chapters.verdict_parts import data_order_sentence, summary_counts
+from gtalib.book.chapters.verdict_parts import NOT_MEASURED
+from gtalib.book.design.paper import PAPER_PARAMS_B
 from gtalib.model.presets import PRESETS
+
+#: Where a page's "Your variants" links to: the methods chapter's section on the user's own
+#: variants (how they are tested, apart from the paper's claims), from a generated page.
+USER_VARIANTS = "../methods.html#your-own-variants"
 
 # ---------------------------------------------------------------------------------------------
 # The ablation result: curves, band and the final-ΔL table
@@ -243,15 +250,16 @@ def near_zero_claim(result, named: str) -> tuple[str, str]:
     only, as declared for every row; this is the claim's size."""
     runs = result.runs[result.runs["variant"].isin(result.complete)]
     if named not in result.complete or len(result.complete) < 2:
-        return "not measured", "not measured"
+        return NOT_MEASURED, NOT_MEASURED
     wide = final_deltas(runs, result.final_column).pivot(
         index="seed", columns="variant", values="delta").dropna()  # [seed, variant]
     others = wide.drop(columns=named)
     below, above, verdict_ = near_zero_test(*near_zero_differences(
         wide[named].to_numpy(), others.to_numpy().T), result.confidence)
-    head = (f"{display_name(named)} ΔL {wide[named].mean():+.3f} against ±"
-            f"{abs(others.to_numpy().mean()) / 2:.3f} (half the mean ΔL of "
-            f"{and_join(display_name(v) for v in others.columns)})")
+    name, margin = display_name(named), abs(others.to_numpy().mean()) / 2
+    rest = and_join(display_name(v) for v in others.columns)
+    head = (f"{name} ΔL {wide[named].mean():+.3f} against ±{margin:.3f} (half the mean ΔL of "
+            f"{rest})")
     if below.n < 2:
         return head + ", one pair", verdict_
     return (f"{head}; margin − ΔL [{below.low:+.3f}, {below.high:+.3f}], margin + ΔL "
@@ -285,21 +293,6 @@ def seeds_text(counts: dict) -> str:
     return plural(max(counts.values()), "seed") if counts else "no seeds"
 
 
-def drawn_text(counts: dict, confidence: float) -> str:
-    """What an ablation figure draws, as its caption says it: ``"thin lines: each seed's ΔL;
-    bold: mean over 3 seeds; shaded: 95% t-interval of the mean, shown from 3 seeds; the
-    y-range follows the curves, the shading is cut at the frame"`` (``counts``: variant →
-    seeds; below :data:`MIN_BAND_SEEDS` nothing is shaded, and the text says why)."""
-    n = max(counts.values(), default=0)
-    if n < MIN_BAND_SEEDS:
-        band = (f"no shading: the {confidence:.0%} t-interval of the mean is shown from "
-                f"{MIN_BAND_SEEDS} seeds, this figure has {n}; the y-range follows the curves")
-    else:
-        band = (f"shaded: {confidence:.0%} t-interval of the mean, shown from {MIN_BAND_SEEDS} "
-                f"seeds; the y-range follows the curves, the shading is cut at the frame")
-    return f"thin lines: each seed's ΔL; bold: mean over {seeds_text(counts)}; {band}"
-
-
 def plot_paper_reference(fig_spec, ax, variants=None) -> None:
     """The paper's curves of ``fig_spec`` (dashed, ≈) on its 0–100 B token axis; markers at
     100 B for the final ΔL = ln(PPL ratio) where the paper gives only perplexities.
@@ -325,21 +318,22 @@ def plot_paper_reference(fig_spec, ax, variants=None) -> None:
         else:
             final = fig_spec.paper_final(v)
             ax.plot([100], [final], color=color, marker=marker, ms=7, ls="none",
-                    label=f"{display_name(v)} paper final (≈ ln PPL ratio)")
+                    label=f"{display_name(v)} paper, final (≈)")
             if not math.isnan(final):
                 values.append(final)
     lo, hi = min(values), max(values)
     pad = 0.1 * (hi - lo or 1.0)
     ax.set_ylim(lo - pad, hi + pad)
     ax.set_xlim(-3, 105)
-    ax.set_xlabel("training tokens (B), paper's 2.9 B model")
+    ax.set_xlabel(f"training tokens (B), paper's {PAPER_PARAMS_B:g} B model")
     ax.set_ylabel("ΔL (nats)")
-    ax.set_title("paper (≈, read off its figure)", fontsize=10)
+    ax.set_title("paper (≈)", fontsize=10)
     _outside_legend(ax, fontsize=7)
 
 
 def _hardware(cards: list) -> str:
-    """One-line hardware summary from run cards (``device``/``threads`` keys when present)."""
+    """One-line hardware summary from run cards (``device``/``threads`` keys when present;
+    ``"unknown"`` without a run card)."""
     seen = []
     for c in cards:
         dev = c.get("device") or c.get("accelerator") or "?"
@@ -347,43 +341,77 @@ def _hardware(cards: list) -> str:
         s = f"{dev}" + (f", {plural(thr, 'thread')}" if thr else "")
         if s not in seen:
             seen.append(s)
-    return "; ".join(seen) if seen else "unknown (no run card)"
+    return "; ".join(seen) if seen else "unknown"
 
 
-_COLUMN_WORDS = {
-    "train_loss": "training loss on the batch of each step (paired runs share every batch)",
-    "val_loss": "validation loss on the fixed held-out windows",
-}
+#: The plateau-escape rule of :func:`plateau_table`
+#: (:func:`gtalib.book.analysis.curves.plateau_escape`): the trailing mean's window (steps) and
+#: the margin below the unigram entropy (nats).
+PLATEAU_WINDOW, PLATEAU_MARGIN = 10, 0.1
 
 
-def ablation_caption(result) -> str:
-    """Markdown caption: convention, preset, tokens, seeds, hardware, smoothing and what is
-    drawn (:func:`drawn_text`)."""
-    fig_spec = ablation(result.key)
+def page_facts(result, entropy: float | None = None) -> dict[str, str]:
+    """The values an ablation page's Markdown states, by name (glued by :func:`glue_facts` as
+    ``fig_<name>``), as the text it reads; the same names on every page.
+
+    The verdict (right under the figure): ``verdict`` (the figure's, by the claims page's rule,
+    :func:`gtalib.book.analysis.stats.aggregate_verdicts`; ``"not measured"`` without a complete
+    variant), ``verdicts`` (which variants got which verdict, ``"*agrees* for GQA and MLA"``;
+    ``"none"``), ``pairs`` (the most seed pairs of a variant, ``"3 seed pairs"``), ``claim`` (the paper's values),
+    ``single_run`` (the variants whose |ΔL| exceeds one arm's seed sd, ``"none"``),
+    ``near_zero_variant`` and ``near_zero`` (the variant the paper calls ≈ 0 and the verdict of
+    that claim, :func:`near_zero_claim`, ``"not measured"`` where it is not complete here;
+    ``"none"`` where the figure has no such variant).
+    The caption: ``title``, ``convention``, ``pair_order`` (``"*k*"`` for pair *k* in the joint
+    design, else ``"0"``), ``preset`` (as code), ``n_layer``, ``d_model``, ``n_head``,
+    ``head_dim``, ``tokens`` (per run, ``"2.05M"``), ``seeds`` (``"3 seeds"``), ``hardware``,
+    ``smoothing`` (the trailing mean's length, ``"12 logged steps"``), ``confidence`` (``"95%"``), ``band_from`` (the seeds from which
+    the band is shaded, :data:`MIN_BAND_SEEDS`).
+    The seeds: ``looks`` (the pair counts the figure is read at, ``"5 and 10"``) and
+    ``variants_tested`` (the family's size).
+    The plateau (:func:`plateau_table`): ``entropy``, the corpus's unigram entropy (nats, 3
+    decimals; ``"—"`` without ``entropy``)."""
+    final, spec = result.final, ablation(result.key)
+
+    def named(variants) -> str:
+        return and_join([display_name(v) for v in variants]) if len(variants) else "none"
+
+    if final.empty:
+        verdict, groups, pairs, single = NOT_MEASURED, "none", 0, "none"
+    else:
+        verdict = aggregate_verdicts(final["verdict"]).split(":")[0]
+        groups = "; ".join(f"*{v}* for {named(final.index[final['verdict'] == v])}"
+                           for v in dict.fromkeys(final["verdict"]))
+        pairs, single = int(final["seeds"].max()), named(final.index[final[ONE_RUN] == "yes"])
+    near = list(spec.near_zero)
     tokens = int(result.curves["tokens"].max()) if len(result.curves) else 0
     div, unit = token_unit(max(tokens, 1))
     size = PRESETS[result.preset]
-    return (
-        f"**{fig_spec.title}.** {fig_spec.convention}, from paired runs on the same steps, "
-        + ("each pair its own data order (both arms of pair k at initialisation seed k and data "
-           "order k)" if result.joint else
-           "both arms of a pair at one seed and every pair at data order 0, so the band and "
-           "interval cover the initialisation seed's spread, not the data order's")
-        + "; positive means the paper's recommended choice is better. "
-        f"Preset `{result.preset}`: {size['n_layer']} layers, d_model {size['d_model']}, "
-        f"{size['n_head']} heads of {size['head_dim']} (the scale ladder shows what depth does "
-        f"to ΔL), {tokens / div:.3g}{unit} training tokens per run, "
-        f"{seeds_text(result.seed_counts)} per configuration, hardware: {_hardware(result.collected.cards)}. "
-        f"Curves: {_COLUMN_WORDS.get(result.curve_column, result.curve_column)}, each seed's "
-        f"ΔL smoothed by a trailing mean over {plural(result.smoothing, 'logged step')}; "
-        f"{drawn_text(result.seed_counts, result.confidence)}. Table below: "
-        f"{_COLUMN_WORDS.get(result.final_column, result.final_column)} at the last step, "
-        f"unsmoothed. Lower panel: the paper's " + (
-            "curves (2.9 B parameters, 0–100 B tokens), approximate, read off its figure."
-            if fig_spec.paper_curves else "final values (2.9 B parameters, markers at 100 B "
-                                          "tokens), ln of its perplexity ratios; it prints no "
-                                          "curves.")
-    )
+    looks = tuple(result.looks) or ((pairs,) if pairs else ())
+    return {
+        "verdict": verdict, "verdicts": groups, "pairs": plural(pairs, "seed pair"), "claim": spec.claim_value,
+        "single_run": single, "near_zero_variant": named(near),
+        "near_zero": near_zero_claim(result, near[0])[1] if near else "none",
+        "title": spec.title, "convention": spec.convention,
+        "pair_order": "*k*" if result.joint else "0", "preset": f"`{result.preset}`",
+        **{k: f"{size[k]}" for k in ("n_layer", "d_model", "n_head", "head_dim")},
+        "tokens": f"{tokens / div:.3g}{unit}", "seeds": seeds_text(result.seed_counts),
+        "hardware": _hardware(result.collected.cards), "smoothing": plural(result.smoothing, "logged step"),
+        "confidence": f"{result.confidence:.0%}", "band_from": f"{MIN_BAND_SEEDS}",
+        "looks": and_join([f"{n}" for n in looks]) if looks else "0",
+        "variants_tested": f"{len([v for v in result.variants if not is_user_variant(v)])}",
+        "entropy": "—" if entropy is None else f"{entropy:.3f}",
+    }
+
+
+def glue_facts(facts: dict[str, str], prefix: str = "fig_") -> dict[str, str]:
+    """Glue every entry of ``facts`` (:func:`page_facts`,
+    :func:`gtalib.book.chapters.curve_features.page_facts`), hidden, as Markdown named
+    ``<prefix><name>``, into the running notebook (its Markdown pastes them with
+    ``{glue:md}`fig_<name>```); returns ``facts``."""
+    for name, text in facts.items():
+        glue(f"{prefix}{name}", Markdown(text), display=False)
+    return facts
 
 
 def variant_color(fig_spec, variant: str, users=()) -> str:
@@ -393,18 +421,6 @@ def variant_color(fig_spec, variant: str, users=()) -> str:
         return fig_spec.colors[variant]
     users = list(users)
     return USER_COLORS[(users.index(variant) if variant in users else 0) % len(USER_COLORS)]
-
-
-def user_variants_words(result) -> str:
-    """The heading paragraph of the user's own variants on an ablation page: what they are
-    tested against and that they stay out of the paper's claims."""
-    names = and_join([display_name(v) for v in result.user_complete])
-    sign = "> 0" if ablation(result.key).expected_sign > 0 else "< 0"
-    return (f"### Your variants\n\n{names}: drawn beside the paper's variants above, with the "
-            f"same runs, seeds and arms, and tested whether ΔL {sign}, the sign the paper's claim "
-            f"expects, read once at the pairs there are. They form a Holm family of their own, "
-            f"apart from the paper's variants, and no claim of the paper (its verdicts, "
-            f"\"for all nine\") counts them.")
 
 
 def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -424,7 +440,7 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         "verdict": [verdict_text(v, n, x, p, m) for v, n, x, p, m in
                     zip(final["verdict"], final["seeds"], final["resolvable |ΔL|"],
                         final["p (Holm)"], final["ΔL"])],
-        "one run shows it?": final["one run shows it?"],
+        ONE_RUN: final[ONE_RUN],
     })
     if "look 1" in final:  # two looks: the first one's verdict beside the final one
         out.insert(len(out.columns) - 1, f"at {int(final['first pairs'].iloc[0])} pairs",
@@ -437,21 +453,6 @@ def format_final_table(final: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     return out
 
 
-def seeds_paragraph(result) -> str:
-    """The page's **Seeds** paragraph, from the result: the pairs each variant runs, that the
-    count is one for the figure and fixed before the runs, how the pairs are read (one look, or
-    the two declared looks) and the size of the family the verdicts adjust for."""
-    n = seeds_text(result.seed_counts)
-    looks = tuple(result.looks)
-    read = (f"read in two looks declared beforehand, at {looks[0]} and at {looks[-1]} pairs "
-            f"(methods chapter, \"A second look\")" if len(looks) == 2 else
-            "read once (methods chapter, \"Statistics\")")
-    m = len([v for v in result.variants if not is_user_variant(v)])
-    return (f"**Seeds.** At the `{result.preset}` preset every variant runs {n}, both arms: one "
-            f"n for the whole figure, fixed before the runs, {read}, and the verdicts adjust "
-            f"for testing {plural(m, 'variant')} at once.")
-
-
 def show_missing(result) -> None:
     """Display the notice of the runs an ablation page lacks (above its figure), if any."""
     notice = missing_notice(result.collected)
@@ -459,12 +460,13 @@ def show_missing(result) -> None:
         display(Markdown(notice))
 
 
-def show_verdicts(result, verdicts: pd.DataFrame, orders=None, features=None) -> None:
-    """Display what follows an ablation figure: the verdict (:func:`verdict_lead`, ``orders``
-    and ``features`` as there), the caption and the final-ΔL table with its pair sources.
+def show_verdicts(result, verdicts: pd.DataFrame) -> None:
+    """Display the tables that follow an ablation page's verdict and caption (its Markdown,
+    from :func:`page_facts`): the final-ΔL table with its pair sources and, where the page was
+    given the user's own variants, those this figure leaves out (and why) and, under the
+    heading "Your variants", their own table (what it tests: :data:`USER_VARIANTS`).
     ``verdicts``: the page's :func:`gtalib.book.analysis.final_table.pair_verdicts` of
-    :func:`pair_table`, which the table's
-    verdicts must be (the page shows that call).
+    :func:`pair_table`, which the table's verdicts must be (the page shows that call).
 
     Raises:
         ValueError: ``verdicts`` are not the table's (computed from other pairs or another rule).
@@ -472,8 +474,6 @@ def show_verdicts(result, verdicts: pd.DataFrame, orders=None, features=None) ->
     final = result.final
     if list(verdicts.get("verdict", [])) != list(final.get("verdict", [])):
         raise ValueError("the verdicts given are not those of the result's final table")
-    display(Markdown(verdict_lead(result, orders, features)))
-    display(Markdown(ablation_caption(result)))
     if result.complete:
         display(Markdown(final_table_words(result.confidence, result.looks)))
         table = format_final_table(final, result.confidence)
@@ -483,10 +483,12 @@ def show_verdicts(result, verdicts: pd.DataFrame, orders=None, features=None) ->
             display(Markdown(pair_source_lines(dict(zip(
                 map(display_name, final.index), final["pair source"])))))
     if result.left_out:
-        display(Markdown("**Your variants left out of this figure:** " + "; ".join(
-            f"{display_name(v)}: {why}" for v, why in result.left_out.items())))
+        display(table_style(pd.DataFrame(
+            {"left out": list(result.left_out.values())},
+            index=pd.Index([display_name(v) for v in result.left_out], name="variant")).style,
+            prose=["left out"]))
     if result.user_complete:
-        display(Markdown(user_variants_words(result)))
+        display(Markdown(f"### Your variants\n\n[Tested apart]({USER_VARIANTS})"))
         table = format_final_table(result.user_final, result.confidence)
         display(table_style(table.style, prose=[c for c in table.columns
                                                 if c.startswith("verdict")]))
@@ -495,72 +497,33 @@ def show_verdicts(result, verdicts: pd.DataFrame, orders=None, features=None) ->
 def show_runs(result, params=None) -> None:
     """Display an ablation page's reference block, after its figure and tables: the parameters
     of the page (``params``, a :class:`gtalib.book.pipeline.parameters.NotebookParams`, shown
-    as its closed dropdown), the seed policy (:func:`seeds_paragraph`) and where the runs come
-    from (:func:`gtalib.book.analysis.collect.provenance_html`: a compact table, the
-    configurations in a closed dropdown)."""
+    as its closed dropdown) and where the runs come from
+    (:func:`gtalib.book.analysis.collect.provenance_html`: a compact table, the configurations
+    in a closed dropdown); the seed policy is the page's Markdown (:func:`page_facts`)."""
     if params is not None:
         display(params)
-    display(Markdown(seeds_paragraph(result)))
     display(HTML(provenance_html(result.collected)))
 
 
-def verdict_lead(result, orders=None, features=None) -> str:
-    """The page's verdict, for right under its figure: the figure's
-    verdict by the claims page's rule (:func:`gtalib.book.analysis.stats.aggregate_verdicts`)
-    against the paper's claim, which variants got which verdict, the equivalence test of a
-    variant the paper calls ≈ 0 (:func:`near_zero_claim`), and whether a single run
-    could show the effects; for a figure the paper draws as curves (``features``: its
-    :func:`gtalib.book.chapters.curve_features.curve_features`), how its features read, so
-    that a final ΔL that agrees beside curves that do not is said where the verdict is; where
-    the figure has data-order runs (``orders``: its
-    :func:`gtalib.book.chapters.curve_features.data_order_table`), which verdicts the data
-    order's variance changes
-    (:func:`gtalib.book.chapters.verdict_parts.data_order_sentence`)."""
-    final = result.final
-    spec = ablation(result.key)
-    if final.empty:
-        return (f"**Verdict: not measured**: no variant has complete runs (paper: "
-                f"{spec.claim_value}).")
-    word = aggregate_verdicts(final["verdict"]).split(":")[0]
-    groups = [f"*{v}* for {and_join(display_name(x) for x in final.index[final['verdict'] == v])}"
-              for v in dict.fromkeys(final["verdict"])]
-    n = int(final["seeds"].max())
-    lead = (f"**Verdict: {word}.** Over {plural(n, 'seed pair')}, {'; '.join(groups)} "
-            f"(paper: {spec.claim_value}).")
-    seen = [display_name(v) for v in final.index[final["one run shows it?"] == "yes"]]
-    single = (f" A single run of each arm would show the effect for {and_join(seen)} only; the "
-              "others need the paired seeds to tell it from seed noise." if seen and
-              len(seen) < len(final) else
-              " A single run of each arm would show every one of these effects." if seen else
-              " No single run of each arm would show these effects: |ΔL| is below the "
-              "seed-to-seed spread of one arm's loss, as it would be for each of the paper's "
-              "single-seed curves at this scale.")
-    shape = (f" Read feature by feature ([below](#the-curves-feature-by-feature)), "
-             f"the curves give {summary_counts(features)}." if features is not None else "")
-    size = "".join(
-        f" {display_name(v)}'s row tests the sign only; the paper's ≈ 0 for it, tested as an "
-        f"equivalence against half the other variants' mean ΔL (claims page), "
-        f"*{near_zero_claim(result, v)[1]}*." for v in spec.near_zero if v in final.index)
-    return lead + size + single + shape + data_order_sentence(orders)
-
-
-def show_plateaus(result, entropy: float, margin: float = 0.1, window: int = 10) -> None:
-    """Display the plateau-escape step of every run of an ablation (docs/cpu_regime.md): first step at
-    which the training loss (trailing mean over ``window`` steps) falls below the corpus's
-    unigram entropy minus ``margin`` nats."""
-
+def plateau_table(result, entropy: float, margin: float = PLATEAU_MARGIN,
+                  window: int = PLATEAU_WINDOW) -> pd.DataFrame:
+    """The plateau-escape step of every run of an ablation (docs/cpu_regime.md): the first step
+    at which the training loss (trailing mean over ``window`` steps) falls below the corpus's
+    unigram ``entropy`` minus ``margin`` nats, by run label (rows) and seed (columns
+    ``seed <k>``), ``"never"`` where it does not within the run; empty without runs."""
     if result.runs.empty:
-        display(Markdown("No complete runs: no plateau to report."))
-        return
+        return pd.DataFrame()
     e = plateau_escape(result.runs, entropy, margin, window)
     table = e.pivot_table(index="label", columns="seed", values="escape_step", aggfunc="first",
                           dropna=False)
     table.columns = [f"seed {c}" for c in table.columns]
-    table = table.map(lambda x: "not within run" if pd.isna(x) else f"{int(x)}")
-    display(Markdown(
-        f"Plateau escape step per run: the first step at which the training loss (trailing mean "
-        f"over {window} steps) falls below the corpus's unigram entropy ({entropy:.3f} nats) "
-        f"minus {margin} nats. Compare the arms' steps: "
-        f"the arm that leaves the plateau later starts its descent behind, and escape steps "
-        f"that differ between seeds add to the seed-to-seed spread."))
-    display(table)
+    return table.map(lambda x: "never" if pd.isna(x) else f"{int(x)}")
+
+
+def show_plateaus(result, entropy: float, margin: float = PLATEAU_MARGIN,
+                  window: int = PLATEAU_WINDOW) -> None:
+    """Display :func:`plateau_table` (nothing without runs; the rule and how to read it: the
+    page's Markdown and the methods chapter)."""
+    table = plateau_table(result, entropy, margin, window)
+    if len(table):
+        display(table)

@@ -1,7 +1,7 @@
 """The curve figures read feature by feature (initialisation and gating pages, the claims page):
 what the paper's figure shows of each curve's course, its top, slowest and lowest curves, their
-convergence and their order, tested on this build's curves over seeds; and the data-order check
-of each variant's final verdict.
+convergence and their order, tested on this build's curves over seeds; the data-order check
+of each variant's final verdict; and the values their pages state of both (:func:`page_facts`).
 
 The window (methods chapter, "The curves read feature by feature"): the paper's curves begin at
 its first logged point, about 1 B of 100 B tokens, after its models have left the start of
@@ -38,30 +38,18 @@ from gtalib.book.analysis.collect import collect_runs
 from gtalib.book.analysis.curves import final_deltas, plateau_escape
 from gtalib.book.analysis.sequential import holm_level, holm_rejects
 from gtalib.book.analysis.stats import VARIANCE_SOURCES, data_order_stats, variance_components
-from gtalib.book.analysis.style import and_join, plural, table_style
+from gtalib.book.analysis.style import and_join, md_table, plural, table_style
 from gtalib.book.chapters.ablation import ablation_result
 from gtalib.book.chapters.shared import derived_file, shared_value
-from gtalib.book.chapters.verdict_parts import is_joint, summary_counts
+from gtalib.book.chapters.verdict_parts import is_joint, order_changes, summary_counts
 from gtalib.book.design.figures import ablation, figure_variants
 from gtalib.book.design.names import display_name, is_user_variant
 from gtalib.training.runs import resolve_run_dir
 
-#: What each feature is, in the table's words: kind → (the paper's feature, what is measured).
-WORDS = {
-    "course": ("{v} falls", "change of ΔL from the window's start to the end (nats)"),
-    "top": ("{v} on top",
-            "smallest margin over the window of its mean ΔL above the next curve (nats)"),
-    "slowest": ("{v} falls slowest",
-                "smallest margin of its change above every other variant's, fall counted "
-                "positive (nats)"),
-    "lowest": ("{v} ends lowest",
-               "smallest margin of the other variants' final ΔL above its own (nats)"),
-    "convergence": ("curves {way}",
-                    "per seed pair, the spread of the variants' ΔL at the end ÷ at the "
-                    "window's start (geometric mean over the pairs)"),
-    "order": ("order of the ends",
-              "Kendall's τ between the variants' mean final ΔL and the paper's"),
-}
+#: A feature's row in the features table, as the paper's figure shows it (what each measures:
+#: the methods chapter, "The curves read feature by feature"): kind → its name.
+NAMES = {"course": "{v} falls", "top": "{v} on top", "slowest": "{v} falls slowest",
+         "lowest": "{v} ends lowest", "convergence": "curves {way}", "order": "end order"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +61,7 @@ class Window:
         escaped, runs: the runs that left the plateau, of all the figure's runs.
         latest: the latest escape step (NaN when no run escaped: the window is then the last
             half of the run). smoothing: the drawn curve's trailing window (steps).
+        :meth:`facts`: the values a page states.
     """
 
     start: int
@@ -86,17 +75,14 @@ class Window:
     def fraction(self) -> float:
         return self.start / self.end
 
-    def words(self) -> str:
-        """The window as the page states it."""
-        if math.isnan(self.latest):
-            why = (f"no run of the figure left the unigram plateau, so the window is the last "
-                   f"half of the run")
-        else:
-            why = (f"the last of the figure's runs left the unigram plateau at step "
-                   f"{int(self.latest)} ({self.escaped} of {self.runs} runs left it), and the "
-                   f"drawn curves average {self.smoothing} steps")
-        return (f"Window: steps {self.start}–{self.end}, i.e. {self.fraction:.2f}–1.00 of the "
-                f"run ({why}).")
+    def facts(self) -> dict[str, str]:
+        """The window as a page states it: ``window`` (``"120–250"``, steps),
+        ``window_fraction`` (``start / end``, 2 decimals), ``escape`` (the latest escape,
+        ``"step 110"``, or ``"none"``), ``escaped`` (``"12 of 12"`` runs) and ``smoothing``
+        (steps)."""
+        return {"window": f"{self.start}–{self.end}", "window_fraction": f"{self.fraction:.2f}",
+                "escape": "none" if math.isnan(self.latest) else f"step {int(self.latest)}",
+                "escaped": f"{self.escaped} of {self.runs}", "smoothing": f"{self.smoothing}"}
 
 
 def feature_window(result, entropy: float) -> Window:
@@ -192,8 +178,8 @@ def _paper_words(f, cf: CurveFeatures) -> str:
     if f.kind == "convergence":
         firsts = [fig.paper_curves[v][0][1] for v in cf.paper]
         lasts = [fig.paper_curves[v][-1][1] for v in cf.paper]
-        if np.std(firsts) == 0:
-            return f"all start at {firsts[0]:.3f}, end {min(lasts):.3f}–{max(lasts):.3f}"
+        if np.std(firsts) == 0:  # a ratio of spreads from none: the values themselves
+            return f"{firsts[0]:.3f} → {min(lasts):.3f}–{max(lasts):.3f}"
         return f"{np.std(lasts) / np.std(firsts):.2f}"
     if f.kind == "order":
         # tied values (several curves end at ≈ 0.020) share a rank: "=" between them
@@ -202,8 +188,8 @@ def _paper_words(f, cf: CurveFeatures) -> str:
             ties.setdefault(round(cf.paper[v], 4), []).append(display_name(v))
         return " > ".join(" = ".join(names) for names in ties.values())
     knots = fig.paper_curves[f.variant]
-    if f.kind == "top":  # the paper's words: its first knots are read too coarsely to show it
-        return "drawn highest throughout"
+    if f.kind == "top":  # its first knots are read too coarsely to show it: the paper's drawing
+        return "highest"
     if f.kind == "slowest":
         return f"falls slowest: {knots[0][1]:.3f} → {knots[-1][1]:.3f}"
     return f"lowest at 100 B: {knots[-1][1]:.3f}"
@@ -222,12 +208,10 @@ def _number(kind: str, x: float) -> str:
 def features_table(cf: CurveFeatures) -> pd.DataFrame:
     """The features table as printed: one row per feature, the paper's feature and value, this
     build's value with its interval, the Holm-adjusted p-value and the verdict (what each row
-    measures: :func:`reading_words`)."""
-    fig = ablation(cf.key)
+    measures: the methods chapter, "The curves read feature by feature")."""
     rows = []
     for f, p, verdict in zip(cf.features, cf.p_holm, cf.verdicts):
-        head = WORDS[f.kind][0]
-        name = head.format(v=display_name(f.variant) if f.variant else "", way=_way(cf))
+        name = NAMES[f.kind].format(v=display_name(f.variant) if f.variant else "", way=_way(cf))
         interval = (f"n/a ({plural(f.n, 'pair')})" if math.isnan(f.low) else
                     f"[{_number(f.kind, f.low)}, {_number(f.kind, f.high)}]")
         rows.append({"feature": name, PAPER_COLUMN: _paper_words(f, cf),
@@ -237,47 +221,11 @@ def features_table(cf: CurveFeatures) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("feature")
 
 
-def features_words(cf: CurveFeatures) -> str:
-    """The lead above the features table: the counts and the window."""
-    note = (" The window comes from the runs of the variants shown here, a subset of the "
-            "figure's: the whole figure's window, set by all of its runs, can start later and "
-            "give each course another value." if cf.subset else "")
-    return f"**{summary_counts(cf)}.** {cf.window.words()}{note}"
-
-
-def reading_words(cf: CurveFeatures) -> str:
-    """How the features table is measured and decided, folded under it: each feature's measure
-    and the rule of the verdicts."""
-    kinds = dict.fromkeys(f.kind for f in cf.features)
-    measures = "; ".join(f"*{WORDS[k][0].format(v='a variant', way=_way(cf))}*: "
-                         f"{WORDS[k][1]}" for k in kinds)
-    alpha = 1 - cf.confidence
-    return (
-        f"What each row measures: {measures}. A course and the convergence are read per seed "
-        f"pair, with a paired Student-t interval; the order is Kendall's test across the "
-        f"variants, its interval a bootstrap over the pairs; the top, slowest and lowest "
-        f"curves resample the seed pairs of all variants together (percentile bootstrap, "
-        f"{ft.BOOTSTRAP_RESAMPLES:,} resamples from a fixed generator seed; undetermined below "
-        f"{ft.MIN_BOOTSTRAP_PAIRS} pairs), their p-value the share of resamples on the far side "
-        f"of no feature. The figure's features are one family: their p-values are adjusted "
-        f"together (Holm), and a feature *agrees* or *differs* when its adjusted p-value is at "
-        f"most {alpha:.2g} and its value lies on the paper's or the other side, else it is "
-        f"*within noise*; the intervals are unadjusted {cf.confidence:.0%} intervals. The lowest "
-        f"end and the order read the final validation ΔL of the table above; the other rows read "
-        f"the drawn curves. Methods chapter, \"The curves read feature by feature\".")
-
-
 def show_features(cf: CurveFeatures | None) -> None:
-    """Display a curve figure's features section from its :func:`curve_features` (the lead, the
-    table and, folded, how it is read), or the sentence that there are no curves to read."""
-    if cf is None:
-        display(Markdown("Fewer than two variants of this figure are complete here: there are "
-                         "no curves to read feature by feature."))
-        return
-    display(Markdown(features_words(cf)))
-    display(table_style(features_table(cf).style).hide(names=True))
-    display(Markdown(f"<details><summary>How the features are measured and decided</summary>"
-                     f"\n\n{reading_words(cf)}\n\n</details>"))
+    """Display a curve figure's features table (:func:`features_table`); nothing where there
+    are no curves to read (``cf`` is ``None``: the page's counts say *not measured*)."""
+    if cf is not None:
+        display(table_style(features_table(cf).style).hide(names=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,9 +256,10 @@ def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
     figure's last look (:func:`gtalib.book.analysis.sequential.holm_level`).
 
     Returns:
-        DataFrame by variant: ``sd over seeds, sd over data orders, data orders, ΔL,
-        interval low/high, dof, p, verdict, final verdict, flipped``; empty without
-        data-order runs.
+        DataFrame by variant: ``sd seeds`` (of its final ΔL over the seeds, data order 0),
+        ``sd orders`` (of the pair at seed 0 over its data orders), ``data orders, ΔL, low,
+        high`` (the interval), ``dof, p, verdict, final verdict`` (the figure's final table's)
+        and ``flipped`` (the two verdicts differ); empty without data-order runs.
     """
     if orders.empty or result.final.empty:
         return pd.DataFrame()
@@ -325,8 +274,8 @@ def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
         st = data_order_stats(at["delta"], [seed0, *mine.sort_values("data_order")["delta"]],
                               result.confidence)
         rows.append((v, st.sd_init, st.sd_data, st.k, st.mean, st.low, st.high, st.dof, st.p))
-    table = pd.DataFrame(rows, columns=["variant", "sd over seeds", "sd over data orders",
-                                        "data orders", "ΔL", "low", "high", "dof", "p"])
+    table = pd.DataFrame(rows, columns=["variant", "sd seeds", "sd orders", "data orders", "ΔL",
+                                        "low", "high", "dof", "p"])
     if table.empty:
         return table
     table = table.set_index("variant")
@@ -352,7 +301,7 @@ def joint_check(result, base, orders: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         :func:`data_order_check`'s table (its ``final verdict`` is the verdict at data order 0)
-        with ``joint verdict``, ``joint ΔL``, ``sd over joint pairs``, ``changed at order 0``
+        with ``joint verdict``, ``joint ΔL``, ``sd joint`` (over the joint pairs), ``changed``
         (the verdict at data order 0 is not the joint one) and, per source of
         :data:`~gtalib.book.analysis.stats.VARIANCE_SOURCES`, ``share <source>`` with its
         interval ``share <source> low/high``; empty where either design has no complete
@@ -378,7 +327,7 @@ def joint_check(result, base, orders: pd.DataFrame) -> pd.DataFrame:
         except ValueError:  # too few pairs in one of the three sets here
             continue
         row = {"joint verdict": result.final.loc[v, "verdict"],
-               "joint ΔL": float(result.final.loc[v, "ΔL"]), "sd over joint pairs": vc.sd_joint}
+               "joint ΔL": float(result.final.loc[v, "ΔL"]), "sd joint": vc.sd_joint}
         for src in VARIANCE_SOURCES:
             row.update({f"share {src}": vc.share[src], f"share {src} low": vc.share_low[src],
                         f"share {src} high": vc.share_high[src]})
@@ -386,7 +335,7 @@ def joint_check(result, base, orders: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     table = table.loc[list(rows)].join(pd.DataFrame.from_dict(rows, orient="index"))
-    table["changed at order 0"] = table["final verdict"] != table["joint verdict"]
+    table["changed"] = table["final verdict"] != table["joint verdict"]
     return table
 
 
@@ -413,84 +362,43 @@ def _data_order_table(result, plan, run_dir, source):
     return joint_check(result, base, orders)
 
 
-def data_order_words(table: pd.DataFrame, key: str, plan) -> str:
-    """The paragraph of the data-order section: the design, the spreads and the flips."""
+def data_order_facts(table: pd.DataFrame, key: str, plan) -> dict[str, str]:
+    """What a page states of its figure's data order (``table``: its :func:`data_order_table`):
+    ``design`` (``"joint"``: pair *k* at seed *k* and data order *k*; ``"one order"``: every
+    pair at data order 0), ``orders`` (the data orders its pair at seed 0 repeats at, those
+    the plan reads or, where the set is declared but not all recorded, those declared;
+    ``"none"``), ``order_read`` (``"yes"``/``"no"``: the repeats are read here), and
+    ``order_changes`` (:func:`gtalib.book.chapters.verdict_parts.order_changes`)."""
     refs = plan.data_order_refs.get(key, ())
-    if key in plan.one_order_refs:
-        return _joint_words(table, refs)
-    if not refs:
-        declared = ablation(key).data_orders_declared.get(plan.preset)
-        why = (f"its pair at seed 0 is declared at data orders "
-               f"{and_join(list(map(str, declared)))}, and the book reads such a set only once "
-               f"every run of it is recorded, which this figure's is not" if declared else
-               "no pair of it is repeated at other data orders")
-        return ("**Data order.** Every pair of this figure reads the same data order (data "
-                "order 0); its intervals cover the spread over initialisation seeds only. "
-                f"At the `{plan.preset}` preset {why}, so this page cannot say how much another "
-                "order would move ΔL (methods chapter, \"Data order\").")
-    orders = sorted({dict(r.train)["data_seed"] for r in refs})
-    if table.empty:
-        return (f"**Data order.** The pair at seed 0 of each variant is declared at data orders "
-                f"{and_join(list(map(str, orders)))}, but none of these runs is complete here.")
-    flips = [display_name(v) for v in table.index[table["flipped"]]]
-    ratio = (table["sd over data orders"] / table["sd over seeds"]).median()
-    return (
-        f"**Data order.** Every pair of the figure reads data order 0, so its interval covers "
-        f"the spread over initialisation seeds only. The pair at seed 0 of each variant was "
-        f"trained again at data orders {and_join(list(map(str, orders)))} (both arms sharing each "
-        f"order): the table sets the spread of its final ΔL over the data orders beside the "
-        f"spread over seeds (median ratio {ratio:.2f}), and tests each variant again with the "
-        f"data order's variance added to the mean's (a two-way random-effects model with "
-        f"Satterthwaite's degrees of freedom; methods chapter, \"Data order\"), its p-values "
-        f"adjusted across the figure's variants by Holm's procedure as the final table's are: "
-        f"the printed interval is a variant's own, so one that excludes zero can still be "
-        f"*within noise*. "
-        + (f"The verdict changes for {plural(len(flips), 'variant')}: {', '.join(flips)}."
-           if flips else "No verdict changes."))
-
-
-def _joint_words(table: pd.DataFrame, refs) -> str:
-    """:func:`data_order_words` of a figure read in the joint design."""
-    lead = ("**Data order.** Each pair of this figure read its own data order: pair *k* trained "
-            "both arms at initialisation seed *k* and data order *k*, so the data order's "
-            "variance averages down with the pairs as the seed's does, and the verdicts above "
-            "hold for any data order (methods chapter, \"Data order\").")
-    if table.empty:
-        return lead + " The figure's one-order pairs are not complete here, so nothing is set beside them."
-    orders = sorted({dict(r.train)["data_seed"] for r in refs})
-    n = int(table["sd over joint pairs"].notna().sum())
-    changed = [display_name(v) for v in table.index[table["changed at order 0"]]]
-    return (
-        f"{lead} Below, folded, the same figure with every pair at data order 0 (its pair at "
-        f"seed 0 repeated at data orders {and_join(list(map(str, orders)))}): its verdicts at "
-        f"data order 0 "
-        + (f"differ from the joint ones for {and_join(changed)}" if changed else
-           "are the joint ones")
-        + f"; and, for each of the {plural(n, 'variant')}, the variance of a pair's ΔL split "
-        "into the initialisation seed, the data order and the rest (method of moments over "
-        "the three sets of pairs, with a parametric-bootstrap interval).")
+    orders = (sorted({dict(r.train)["data_seed"] for r in refs}) if refs else
+              list(ablation(key).data_orders_declared.get(plan.preset, ())))
+    return {"design": "joint" if key in plan.one_order_refs else "one order",
+            "orders": and_join(list(map(str, orders))) if orders else "none",
+            "order_read": "yes" if len(table) else "no",
+            "order_changes": order_changes(table)}
 
 
 def format_data_order(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """The data-order table as printed (a joint-design figure's: its verdicts by design)."""
+    """The data-order table as printed (a joint-design figure's: its verdicts by design), its
+    columns named as the methods chapter's "Data order" explains them."""
     if is_joint(table):
         out = pd.DataFrame({
-            "verdict, each pair its own order": table["joint verdict"],
-            "verdict, data order 0": table["final verdict"],
-            "verdict, data order 0 + order variance": table["verdict"],
-            "ΔL, own orders": table["joint ΔL"].map("{:+.4f}".format),
-            "ΔL, data order 0": table["ΔL"].map("{:+.4f}".format),
+            "verdict, joint": table["joint verdict"],
+            "verdict, order 0": table["final verdict"],
+            "+ order variance": table["verdict"],
+            "ΔL, joint": table["joint ΔL"].map("{:+.4f}".format),
+            "ΔL, order 0": table["ΔL"].map("{:+.4f}".format),
         })
     else:
         out = pd.DataFrame({
             # of the pair's ΔL, not of one arm's loss (the final table's "seed sd")
-            "sd of ΔL over seeds": table["sd over seeds"].map("{:.4f}".format),
-            "sd of ΔL over data orders": table["sd over data orders"].map("{:.4f}".format),
-            "ΔL (mean)": table["ΔL"].map("{:+.4f}".format),
-            f"{confidence:.0%} interval, any data order": [
+            "sd seeds": table["sd seeds"].map("{:.4f}".format),
+            "sd orders": table["sd orders"].map("{:.4f}".format),
+            "ΔL": table["ΔL"].map("{:+.4f}".format),
+            f"{confidence:.0%} interval": [
                 f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(table["low"], table["high"])],
-            "verdict, any data order": table["verdict"],
-            "verdict, data order 0": table["final verdict"],  # the figure's final table's
+            "verdict": table["verdict"],
+            "verdict, order 0": table["final verdict"],  # the figure's final table's
             "changed?": ["yes" if f else "no" for f in table["flipped"]],
         })
     out.index = pd.Index([display_name(v) for v in table.index], name="variant")
@@ -502,9 +410,9 @@ def format_variance(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     seeds at data order 0, over the data orders at seed 0 and over the joint pairs, and each
     source's share of the variance with its interval (:func:`joint_check`)."""
     out = pd.DataFrame({
-        "sd of ΔL: seeds (order 0)": table["sd over seeds"].map("{:.4f}".format),
-        "orders (seed 0)": table["sd over data orders"].map("{:.4f}".format),
-        "joint pairs": table["sd over joint pairs"].map("{:.4f}".format),
+        "sd seeds": table["sd seeds"].map("{:.4f}".format),
+        "sd orders": table["sd orders"].map("{:.4f}".format),
+        "sd joint": table["sd joint"].map("{:.4f}".format),
         **{f"share: {src}" if src == VARIANCE_SOURCES[0] else src: [
             f"{m:.0%} [{lo:.0%}, {hi:.0%}]" if math.isfinite(m) else "—"
             for m, lo, hi in zip(table[f"share {src}"], table[f"share {src} low"],
@@ -514,10 +422,10 @@ def format_variance(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
     return out
 
 
-def show_data_order(table: pd.DataFrame, result, plan) -> None:
-    """Display the data-order section of ``result``'s page from its :func:`data_order_table`
-    (a joint-design figure's earlier design and variance table folded away)."""
-    display(Markdown(data_order_words(table, result.key, plan)))
+def show_data_order(table: pd.DataFrame, result) -> None:
+    """Display the data-order table of ``result``'s page from its :func:`data_order_table`
+    (a joint-design figure's, at data order 0, folded with its variance table); nothing
+    without one (the page's facts say so, :func:`data_order_facts`)."""
     if table.empty:
         return
     printed = format_data_order(table, result.confidence)
@@ -531,33 +439,41 @@ def show_data_order(table: pd.DataFrame, result, plan) -> None:
     # that it scrolls sideways inside the column on a phone (the book's stylesheet)
     boxed = [f'<div class="pst-scrollable-table-container">{t.to_html()}</div>'
              for t in (styled, variance)]
-    display(Markdown(
-        "<details><summary>At data order 0: verdicts, and the variance of ΔL by source"
-        f"</summary>\n\n{boxed[0]}\n\n{boxed[1]}\n\n"
-        f"Shares are of the summed variance estimates, each truncated at 0; "
-        f"{result.confidence:.0%} intervals from 4,000 parametric-bootstrap draws."
-        "\n\n</details>"))
+    display(Markdown(f"<details><summary>Data order 0</summary>\n\n{boxed[0]}\n\n{boxed[1]}"
+                     "\n\n</details>"))
+
+
+def page_facts(result, features: CurveFeatures | None, orders: pd.DataFrame,
+               plan) -> dict[str, str]:
+    """The values a curve figure's page states of its features and data order, by name (glued
+    beside :func:`gtalib.book.chapters.ablation.page_facts` by
+    :func:`~gtalib.book.chapters.ablation.glue_facts`): ``features`` (:func:`summary_counts`
+    of ``features``, its :func:`curve_features`), the window's ``window``, ``window_fraction``,
+    ``escape`` and ``escaped`` (:meth:`Window.facts`; ``"—"`` without features) and
+    :func:`data_order_facts` of ``orders`` (its :func:`data_order_table`)."""
+    window = features.window.facts() if features is not None else {}
+    return {"features": summary_counts(features),
+            **{k: window.get(k, "—") for k in ("window", "window_fraction", "escape", "escaped")},
+            **data_order_facts(orders, result.key, plan)}
 
 
 # ---------------------------------------------------------------------------------------------
 # The claims page's lines
 # ---------------------------------------------------------------------------------------------
 
-#: The heading of a curve page's features section; its anchor is what the claims page links to.
-SECTION = "The curves, feature by feature"
-
-
-def _anchor(heading: str) -> str:
-    """The HTML anchor Sphinx gives a section ``heading`` (lower case, runs of other characters
-    as one hyphen)."""
-    return "-".join("".join(c if c.isalnum() else " " for c in heading.lower()).split())
+#: The heading of a curve page's features section, "The curves, feature by feature", as Sphinx
+#: anchors it: what the claims page links to.
+ANCHOR = "the-curves-feature-by-feature"
 
 
 def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "build") -> str:
     """One Markdown line per curve figure for the claims page: how many of its features agree,
-    differ or are within noise at this scale (linking to the page's table), and how many of its
-    verdicts a data order other than the shared one would change, where the figure has
-    data-order runs. ``results``: ablation key → result
+    differ or are within noise at this scale (:func:`summary_counts`, linking to the page's
+    table), and its design and the verdicts another data order changes
+    (:func:`data_order_facts`), e.g. ``"- **Initialisation ablation**: 3 of 7 agree, 0 differ, 4
+    within noise ([features](init_ablation.html#…)); joint design, verdicts another data order
+    changes: GQA"`` (the designs: the methods chapter's "Data order").
+    ``results``: ablation key → result
     (:func:`gtalib.book.chapters.ablation.ablation_results`)."""
     lines = []
     for key, result in results.items():
@@ -565,45 +481,37 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
         if not fig.paper_curves:
             continue
         cf = curve_features(result, entropy) if result.complete else None
-        link = f"{fig.notebook}.html#{_anchor(SECTION)}"
-        orders = data_order_table(result, plan, run_dir, source)
-        order_words = ("each pair read its own data order; with every pair at data order 0, "
-                       f"{int(orders['changed at order 0'].sum())} of "
-                       f"{plural(len(orders), 'verdict')} read otherwise"
-                       if is_joint(orders) else
-                       "its pairs share one data order, not repeated at others here"
-                       if orders.empty else
-                       f"with the data order's variance added, {int(orders['flipped'].sum())} "
-                       f"of {plural(len(orders), 'verdict')} change")
-        lines.append(f"- **{fig.heading}** (the paper's curves): {summary_counts(cf)} "
-                     f"([the features]({link})); {order_words}.")
+        link = f"{fig.notebook}.html#{ANCHOR}"
+        facts = data_order_facts(data_order_table(result, plan, run_dir, source), key, plan)
+        lines.append(f"- **{fig.heading}**: {summary_counts(cf)} ([features]({link})); "
+                     f"{facts['design']} design, verdicts another data order changes: "
+                     f"{facts['order_changes']}")
     return "\n".join(lines)
 
 
 def methods_markdown(results: dict, plan, run_dir, entropy: float) -> str:
-    """The methods chapter's numbers of this build for the curve figures: each figure's window
-    and, per variant, the spread of its final ΔL over data orders beside the spread over
-    initialisation seeds (or that its pairs share one data order here)."""
-    parts = []
+    """The methods chapter's numbers of this build for the curve figures, a Markdown table: one
+    row per figure and variant, ``figure, window`` (steps, :meth:`Window.facts`), ``variant``,
+    ``sd orders`` and ``sd seeds`` (nats, of the final ΔL over the data orders of the pair at
+    seed 0 and over the seeds at data order 0; "—" where it has no data-order runs here) and,
+    for a joint-design figure, ``shares`` (of a pair's ΔL variance: initialisation seed / data
+    order / residual); "—" alone where no curve figure was built."""
+    rows = []
     for key, result in results.items():
         fig = ablation(key)
         if not fig.paper_curves or result.curves.empty:
             continue
-        parts.append(f"- **{fig.heading}.** {feature_window(result, entropy).words()}")
+        window = feature_window(result, entropy).facts()["window"]
         table = data_order_table(result, plan, run_dir)
         if table.empty:
-            parts.append(f"  Its pairs all read data order 0; none is repeated at another "
-                         f"order at `{plan.preset}` here.")
-            continue
-        spreads = ", ".join(f"{display_name(v)} {r['sd over data orders']:.4f} vs "
-                            f"{r['sd over seeds']:.4f}" for v, r in table.iterrows())
-        parts.append(f"  Standard deviation of the final ΔL over data orders (the pair at seed "
-                     f"0) vs over initialisation seeds (data order 0), nats: {spreads}.")
-        if is_joint(table):
-            shares = ", ".join(
-                f"{display_name(v)} " + " / ".join(f"{r[f'share {src}']:.0%}"
-                                                   for src in VARIANCE_SOURCES)
-                for v, r in table.iterrows())
-            parts.append(f"  Each pair read its own data order; share of a pair's ΔL variance "
-                         f"from the initialisation seed / the data order / the rest: {shares}.")
-    return "\n".join(parts) + "\n" if parts else "No curve figure was built.\n"
+            rows.append((fig.heading, window, "—", "—", "—", "—"))
+        for v, r in table.iterrows():
+            shares = (" / ".join(f"{r[f'share {src}']:.0%}" for src in VARIANCE_SOURCES)
+                      if is_joint(table) else "—")
+            rows.append((fig.heading, window, display_name(v), f"{r['sd orders']:.4f}",
+                         f"{r['sd seeds']:.4f}", shares))
+    if not rows:
+        return "—\n"
+    out = pd.DataFrame(rows, columns=["figure", "window", "variant", "sd orders", "sd seeds",
+                                      "shares"])
+    return md_table(out, index=False) + "\n"

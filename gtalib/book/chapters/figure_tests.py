@@ -31,6 +31,7 @@ from scipy import stats
 from statsmodels.stats.meta_analysis import combine_effects
 
 from gtalib.book.analysis.curves import final_deltas, final_values
+from gtalib.book.analysis.final_table import ONE_RUN
 from gtalib.book.analysis.sequential import holm_level, nominal_levels
 from gtalib.book.analysis.stats import pairs_needed_at, spread_rule_verdict
 from gtalib.book.analysis.style import plural, table_style
@@ -40,7 +41,10 @@ from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import Plan
 
 COLUMNS = ["figure", "variants", "pairs", "pooled ΔL", "interval", "τ²", "I²", "p by look",
-           "verdict", "variants' verdicts", "one run shows it"]
+           "verdict", "variants' verdicts", "single run"]
+#: Where the page's columns are explained: the methods chapter's statistics (its "One run shows
+#: it?" and the figure-level test), from a generated page.
+METHODS = "../methods.html#statistics"
 
 
 def pooled(means, variances, confidence: float = 0.95) -> dict:
@@ -61,14 +65,13 @@ def pooled(means, variances, confidence: float = 0.95) -> dict:
         raise ValueError(f"variances must be positive, got {v.tolist()}")
     with np.errstate(divide="ignore", invalid="ignore"):  # I² of identical means: 0/0, floored
         r = combine_effects(m, v, method_re="iterated", alpha=1 - confidence)
-    # the HKSJ standard error ("random effect wls"), floored at the plain random-effects one:
-    # unfloored, it is anti-conservative when the variants' means agree more closely than their
-    # standard errors say (Röver, Knapp & Friede 2015, BMC Med. Res. Methodol. 15:99)
-    frame = r.summary_frame()
+    # the HKSJ standard error (statsmodels' "random effect wls" row), floored at the plain
+    # random-effects one: unfloored, it is anti-conservative when the variants' means agree more
+    # closely than their standard errors say (Röver, Knapp & Friede 2015, BMC Med. Res.
+    # Methodol. 15:99)
     k = len(m)
-    mean = float(frame.loc["random effect wls", "eff"])
-    se = max(float(frame.loc["random effect wls", "sd_eff"]),
-             float(frame.loc["random effect", "sd_eff"]))
+    mean = float(r.mean_effect_re)
+    se = max(float(r.sd_eff_w_re_hksj), float(r.sd_eff_w_re))
     h = float(stats.t.ppf(0.5 + confidence / 2, k - 1)) * se
     p = float(2 * stats.t.sf(abs(mean) / se, k - 1)) if se > 0 else (0.0 if mean else 1.0)
     return {"mean": mean, "low": mean - h, "high": mean + h, "p": p,
@@ -132,7 +135,7 @@ def figure_tests_table(plan: Plan, run_dir, confidence: float = 0.95,
             first = final["look 1"].value_counts()
             verdicts += f" (at {t['looks'][0][0]} pairs: " + ", ".join(
                 f"{v} {c}" for v, c in first.items()) + ")"
-        shows = int((final["one run shows it?"] == "yes").sum())
+        shows = int((final[ONE_RUN] == "yes").sum())
         rows.append((
             key, len(final), n, f"{last['mean']:+.4f}",
             f"[{last['low']:+.4f}, {last['high']:+.4f}]", f"{last['tau2']:.2g}",
@@ -146,27 +149,14 @@ def figure_tests_table(plan: Plan, run_dir, confidence: float = 0.95,
     return out.set_index("figure")
 
 
-def single_run_words(table: pd.DataFrame) -> str:
-    """What the "one run shows it" counts mean for the paper's single-seed figures."""
-    return (
-        "*One run shows it*: the variants whose mean |ΔL| exceeds one arm's seed-to-seed "
-        "standard deviation of the final loss. For the others, a single pair of runs, such as "
-        "each curve of the paper's figures (one seed per configuration), could not tell the "
-        "effect from the seed's own variation at this scale: the paper's curves are single "
-        "draws, and at this scale most of their per-variant differences would be within one "
-        "seed's noise. *Pooled ΔL* answers whether the change helps these variants on average; "
-        "it does not say it helps every one (τ², I²: how much the true effects differ between "
-        "variants).")
-
-
 def show_figure_tests(table: pd.DataFrame) -> None:
-    """Display the figure-level tests and what their columns mean (under the claims page's
-    heading "Each ablation claim as a whole")."""
+    """Display the figure-level tests (under the claims page's heading "Each ablation claim as a
+    whole") and a link to what their columns mean (:data:`METHODS`)."""
     # the figure as a column that may wrap ("Latent-scaling / ablation"): the eleven columns
     # then fit the page's column at 1400 px
     display(table_style(table.reset_index().style.hide(axis="index"),
                         prose=["figure", "p by look", "variants' verdicts"]))
-    display(Markdown(single_run_words(table)))
+    display(Markdown(f"[What the columns mean]({METHODS})"))
 
 
 def prediction_table(results: dict, confidence: float = 0.95) -> pd.DataFrame:
@@ -212,7 +202,10 @@ def rule_comparison(result) -> pd.DataFrame:
 
     Returns:
         DataFrame ``[figure, variant, n, ΔL, CI, seed spread, p, p (Holm), spread rule,
-        verdict, why]`` (nats; one row per variant whose verdicts differ).
+        verdict, why]`` (nats; one row per variant whose verdicts differ). ``why``: where
+        this book's verdict is *within noise*, the unadjusted p-value → the Holm-adjusted one
+        (``"p 0.012 → 0.036 (Holm, 3 variants)"``); otherwise |ΔL| against the seed spread that
+        held the spread rule back (``"|ΔL| 0.120 ≤ spread 0.640"``).
     """
     final, rows = result.final, []
     if final.empty:
@@ -226,10 +219,8 @@ def rule_comparison(result) -> pd.DataFrame:
                                   int(r["seeds"]))
         if old == r["verdict"]:
             continue
-        why = (f"the interval excludes zero (p = {r['p']:.2g}), but not once adjusted for "
-               f"{plural(m, 'variant')} (p = {r['p (Holm)']:.2g})" if r["verdict"] == "within noise"
-               else f"|ΔL| {abs(r['ΔL']):.3f} ≤ seed spread {spread:.3f}: the spread test, not "
-                    f"the paired test, held it back")
+        why = (f"p {r['p']:.2g} → {r['p (Holm)']:.2g} (Holm, {plural(m, 'variant')})"
+               if r["verdict"] == "within noise" else f"|ΔL| {abs(r['ΔL']):.3f} ≤ spread {spread:.3f}")
         rows.append({"figure": ablation(result.key).heading, "variant":
                      display_name(v), "n": int(r["seeds"]), "ΔL": f"{r['ΔL']:+.3f}",
                      "CI": f"[{r['CI low']:+.3f}, {r['CI high']:+.3f}]",

@@ -1,6 +1,7 @@
 """The ablation chapters (gtalib.book.chapters.ablation): the final-ΔL table and the ablation result on
 synthetic metrics whose ΔL, CI and verdicts are known in closed form, and the regression tests of
-the book-review fixes to their figure and captions (paper panel limits, legends, band, seeds)."""
+the book-review fixes to their figure and captions (paper panel limits, legends, band, seeds), and
+the values the pages' Markdown states (page_facts)."""
 
 import math
 
@@ -21,7 +22,8 @@ from gtalib.book.analysis import style
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import figure_tests
 from gtalib.book.chapters import shared
-from gtalib.book.chapters.verdict_parts import data_order_sentence
+from gtalib.book.chapters import curve_features
+from gtalib.book.chapters.verdict_parts import order_changes, summary_counts
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name
@@ -297,7 +299,8 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
                                                                        seeds):
     """Every seed thin, the mean bold; the t-interval shaded only from 3 seeds (with 2,
     t = 12.7 makes it cover the plot); the y-range is the curves' (seeds and means, 8 %
-    margin, and 0), so a wider band is clipped; legend and caption say what is drawn."""
+    margin, and 0), so a wider band is clipped; the legend and the caption's values say what is
+    drawn."""
     from dataclasses import replace
 
     import synthetic
@@ -325,12 +328,9 @@ def test_band_is_drawn_from_three_seeds_and_the_curves_set_the_y_range(tmp_path,
     assert labels[-3 if seeds >= 3 else -2:] == (
         ["each seed's ΔL", f"mean over {seeds} seeds"]
         + (["95% t-interval of the mean"] if seeds >= 3 else []))
-    caption = A.ablation_caption(r)
-    assert (f"thin lines: each seed's ΔL; bold: mean over {seeds} seeds; " + (
-        "shaded: 95% t-interval of the mean, shown from 3 seeds; the y-range follows the curves, "
-        "the shading is cut at the frame." if seeds >= 3 else
-        "no shading: the 95% t-interval of the mean is shown from 3 seeds, this figure has 2; "
-        "the y-range follows the curves.")) in caption
+    facts = A.page_facts(r)
+    assert (facts["seeds"], facts["band_from"], facts["confidence"]) == (
+        f"{seeds} seeds", f"{style.MIN_BAND_SEEDS}", "95%")
     plt.close(fig)
 
 
@@ -354,18 +354,15 @@ def test_a_figures_own_seed_count_reaches_its_table_and_every_caption(tmp_path, 
     assert r.final.loc["gqa", "seeds"] == r.final.loc["mla", "seeds"] == 4
     assert r.curves.groupby("variant")["seed"].nunique().to_dict() == {"gqa": 4, "mla": 4}
     assert A.seeds_text(r.seed_counts) == "4 seeds" and A.seeds_text({}) == "no seeds"
-    assert "4 seeds per configuration" in A.ablation_caption(r)
-    assert "bold: mean over 4 seeds; shaded" in A.ablation_caption(r)
-    assert "Over 4 seed pairs, " in A.verdict_lead(r)
-    assert ("At the `ci` preset every variant runs 4 seeds, both arms" in A.seeds_paragraph(r)
-            and "read once" in A.seeds_paragraph(r) and "testing 2 variants" in A.seeds_paragraph(r))
+    facts = A.page_facts(r)
+    assert (facts["seeds"], facts["pairs"], facts["preset"]) == ("4 seeds", "4 seed pairs", "`ci`")
+    assert (facts["looks"], facts["variants_tested"]) == ("4", "2")  # one look, two variants
     fig = notebook_figure(r, monkeypatch)
     assert "4 seeds" in fig.axes[0].get_title()
     plt.close(fig)
     text = snippets.statistics_markdown(3, preset="ci")
     assert "the gating figure runs 4 (factor 3.18: 1.59 standard deviations)" in text
     assert "runs 4" not in snippets.statistics_markdown(3, preset="ci", max_steps=7)
-    assert "no shading" in A.drawn_text({"gqa": 2, "mla": 2}, 0.95)
 
 
 def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():
@@ -386,39 +383,131 @@ def test_rule_comparison_names_a_verdict_the_spread_rule_would_hold_back():
                              final_column="val_loss", key="init")
     moved = figure_tests.rule_comparison(result)
     assert list(moved["variant"]) == ["MLA"] and moved.iloc[0]["spread rule"] == "within noise"
-    assert moved.iloc[0]["seed spread"] == "0.640" and "spread test" in moved.iloc[0]["why"]
+    assert moved.iloc[0]["seed spread"] == "0.640"
+    assert moved.iloc[0]["why"] == "|ΔL| 0.120 ≤ spread 0.640"  # the spread test held it back
 
 
-def test_the_verdict_lead_says_which_verdicts_the_data_order_changes():
-    """From a data-order table (curve_features.data_order_table's columns): the flips grouped
-    by their old and new verdict, the variants that keep a resolved verdict named, nothing
-    without data-order runs."""
+def test_the_verdict_names_the_variants_whose_verdict_the_data_order_changes():
+    """From a data-order table (curve_features.data_order_table's columns): the variants whose
+    verdict the data order's variance turns, "none" where none turns, "not measured" without
+    data-order runs; in a joint-design table, those whose verdict at data order 0 differs."""
     orders = pd.DataFrame({"verdict": ["agrees", "within noise", "within noise", "within noise"],
                            "final verdict": ["agrees", "agrees", "agrees", "within noise"]},
                           index=["mha", "gqa", "mla", "gta"])
     orders["flipped"] = orders["verdict"] != orders["final verdict"]
-    assert data_order_sentence(orders) == (
-        " With the data order's variance added ([another data order](#another-data-order), "
-        "below), GQA and MLA move from *agrees* to *within noise*; MHA keeps its verdict.")
+    assert order_changes(orders) == "GQA and MLA"
     same = orders.assign(verdict=orders["final verdict"], flipped=False)
-    assert data_order_sentence(same).endswith("every verdict stands.")
-    assert data_order_sentence(None) == data_order_sentence(pd.DataFrame()) == ""
+    assert order_changes(same) == "none"
+    assert order_changes(None) == order_changes(pd.DataFrame()) == "not measured"
+    joint = pd.DataFrame({"joint verdict": ["agrees", "agrees"], "changed": [False, True]},
+                         index=["gqa", "mla"])
+    assert order_changes(joint) == "MLA"
 
 
-def test_the_verdict_lead_names_the_curves_features_where_the_figure_has_them(monkeypatch):
-    """A curve figure's lead adds its features' counts (so that curves which do not agree are
-    said beside a final ΔL that does); without features it says nothing of them."""
+def test_the_features_counts_as_the_verdict_states_them():
+    """A curve figure's lead counts its features' verdicts (so that curves which do not agree
+    are said beside a final ΔL that does), undetermined ones apart; without features, "not
+    measured"."""
     from types import SimpleNamespace
 
-    final = pd.DataFrame({"seeds": [10, 10], "ΔL": [0.02, 0.03], "verdict": ["agrees"] * 2,
-                          "one run shows it?": ["yes", "yes"]}, index=["gqa", "mla"])
-    result = SimpleNamespace(final=final, key="gate")
     features = SimpleNamespace(verdicts=["agrees", "differs", "differs", "within noise"],
                                counts=lambda: {"agrees": 1, "differs": 2, "within noise": 1})
-    lead = A.verdict_lead(result, None, features)
-    assert lead.endswith(" Read feature by feature ([below](#the-curves-feature-by-feature)), "
-                         "the curves give 1 of 4 agree, 2 differ, 1 within noise.")
-    assert "feature by feature" not in A.verdict_lead(result)
+    assert summary_counts(features) == "1 of 4 agree, 2 differ, 1 within noise"
+    few = SimpleNamespace(verdicts=["agrees", "undetermined (3 pairs)"],
+                          counts=lambda: {"agrees": 1, "undetermined (3 pairs)": 1})
+    assert summary_counts(few) == "1 of 2 agree, 0 differ, 0 within noise, 1 undetermined"
+    assert summary_counts(None) == "not measured"
+
+
+def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monkeypatch):
+    """page_facts on a synthetic store (every pair ΔL = EFFECT["init"] > 0, the paper's sign):
+    the verdict, its variants, the pairs, the sizes of the preset, the tokens per run and the
+    seeds, each as the result holds them."""
+    import synthetic
+
+    from gtalib.model.presets import PRESETS
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    synthetic.write_store(tmp_path, "ci", seeds=3, max_steps=20)
+    r = A.ablation_result("init", make_plan("ci", 3), tmp_path)
+    facts = A.page_facts(r, entropy=3.25)
+    final = r.final
+    assert list(final["verdict"]) == ["agrees", "agrees"]
+    assert facts["verdict"] == "agrees" and facts["verdicts"] == "*agrees* for GQA and MLA"
+    assert facts["pairs"] == "3 seed pairs" and facts["seeds"] == "3 seeds"
+    shows = [display_name(v) for v in final.index if final.loc[v, "one run shows it?"] == "yes"]
+    assert facts["single_run"] == (" and ".join(shows) if shows else "none")
+    spec = ablation("init")
+    assert (facts["title"], facts["convention"], facts["claim"]) == (
+        spec.title, spec.convention, spec.claim_value)
+    assert (facts["near_zero_variant"], facts["near_zero"]) == ("none", "none")
+    # latent scaling's "barely MLRA-2": named whether or not this build has its runs
+    from dataclasses import replace
+
+    latent = A.page_facts(replace(r, key="latent_scale"))
+    assert (latent["near_zero_variant"], latent["near_zero"]) == ("MLRA-2", "not measured")
+    size = PRESETS["ci"]
+    assert [facts[k] for k in ("n_layer", "d_model", "n_head", "head_dim")] == [
+        str(size[k]) for k in ("n_layer", "d_model", "n_head", "head_dim")]
+    tokens = int(r.curves["tokens"].max())
+    div, unit = A.token_unit(tokens)
+    assert facts["tokens"] == f"{tokens / div:.3g}{unit}"
+    assert facts["pair_order"] == ("*k*" if r.joint else "0")
+    assert facts["smoothing"] == f"{r.smoothing} logged step" + ("s" if r.smoothing != 1 else "")
+    assert facts["entropy"] == "3.250"
+    # the plateau rule the page links to states the table's window and margin
+    from notebook_cells import NOTEBOOKS
+
+    methods = (NOTEBOOKS.parent / "book" / "methods.md").read_text()
+    assert (f"a trailing mean over {A.PLATEAU_WINDOW} steps" in methods
+            and f"minus {A.PLATEAU_MARGIN:g} nats" in methods)
+    # no complete variant: nothing measured, and the page says so
+    empty = A.page_facts(A.ablation_result("init", make_plan("ci", 3), tmp_path / "none"))
+    assert (empty["verdict"], empty["verdicts"], empty["pairs"], empty["single_run"]) == (
+        "not measured", "none", "0 seed pairs", "none")
+    # the pages paste these values, and every one of them somewhere
+    curve_facts = curve_features.page_facts(r, None, pd.DataFrame(), make_plan("ci", 3))
+    assert curve_facts["features"] == curve_facts["order_changes"] == "not measured"
+    assert _pasted(set(facts), set(curve_facts)) == set(facts) | set(curve_facts)
+
+
+def _pasted(facts: set, curve_facts: set) -> set:
+    """The ``fig_<name>`` values the ablation pages' Markdown pastes (names without the prefix),
+    each page's a subset of ``facts`` (ablation.page_facts) and, on a page whose hidden cell
+    also glues curve_features.page_facts, of ``curve_facts``; every page glues them."""
+    import re
+
+    import nbformat
+
+    from notebook_cells import NOTEBOOKS
+
+    pasted = set()
+    for stem in (*ABLATION_NOTEBOOKS, "own_attention"):
+        nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        names = {n.removeprefix("fig_") for n in re.findall(r"\{glue:md\}`(fig_[^`]+)`", text)}
+        assert "ablation.glue_facts(" in code and "ablation.page_facts(result" in code, stem
+        allowed = facts | (curve_facts if "curve_features.page_facts(" in code else set())
+        assert names and names <= allowed, (stem, sorted(names - allowed))
+        pasted |= names
+    return pasted
+
+
+def test_the_plateau_table_gives_each_runs_escape_step_or_never():
+    """Loss at H + 0.5 until step 30 (seed 0) or 50 (seed 1), then at H − 1; the recommended arm
+    of seed 1 never leaves: the trailing mean over 10 steps falls below H − 0.1 once 5 of its
+    steps are low, at 30 + 4 and 50 + 4; "never" for the run that stays."""
+    from types import SimpleNamespace
+
+    H, grid = 3.0, np.arange(1, 81)
+    spec = {("mla", arm, seed): metrics(grid, np.where(grid < e, H + 0.5, H - 1.0))
+            for (arm, seed), e in {("alt", 0): 30, ("rec", 0): 30, ("alt", 1): 50,
+                                   ("rec", 1): 1000}.items()}
+    table = A.plateau_table(SimpleNamespace(runs=runs_frame(spec)), H)
+    assert list(table.columns) == ["seed 0", "seed 1"]
+    assert sorted(table.to_numpy().ravel().tolist()) == ["34", "34", "54", "never"]
+    assert A.plateau_table(SimpleNamespace(runs=pd.DataFrame()), H).empty
 
 
 def test_every_ablation_notebook_shows_the_same_plotting_code_of_at_most_40_lines():

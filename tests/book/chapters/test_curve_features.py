@@ -14,7 +14,7 @@ from gtalib.book.analysis import curves as C
 from gtalib.book.analysis import features as ft
 from gtalib.book.chapters import ablation as A
 from gtalib.book.chapters import shared
-from gtalib.book.chapters.verdict_parts import data_order_sentence
+from gtalib.book.chapters.verdict_parts import order_changes
 from gtalib.book.chapters import curve_features as CF
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design import figures
@@ -48,11 +48,14 @@ def test_the_window_starts_after_the_last_run_leaves_the_plateau_plus_the_smooth
     latest = max(escapes.values()) + 4
     assert (w.latest, w.start, w.end) == (latest, latest + 5, 100)
     assert w.escaped == w.runs == 12
-    assert f"{w.start / 100:.2f}–1.00 of the run" in w.words()
+    assert w.facts() == {"window": f"{latest + 5}–100", "window_fraction": f"{w.start / 100:.2f}",
+                         "escape": f"step {latest}", "escaped": "12 of 12", "smoothing": "5"}
     # no run ever leaves the plateau: the last half of the run
     never = {k: 1000 for k in escapes}
     w = CF.feature_window(_result(never, flat), H)
-    assert (w.start, w.escaped) == (50, 0) and "no run" in w.words()
+    assert (w.start, w.escaped) == (50, 0)
+    assert (w.facts()["window"], w.facts()["escape"], w.facts()["escaped"]) == (
+        "50–100", "none", "0 of 12")
 
 
 def test_a_figure_reads_the_courses_and_the_features_its_paper_names():
@@ -82,11 +85,11 @@ def test_a_figure_reads_the_courses_and_the_features_its_paper_names():
     table = CF.features_table(cf)
     assert list(table["verdict"]) == cf.verdicts
     assert CF.summary_counts(cf).startswith(f"{cf.verdicts.count('agrees')} of 7 agree")
-    # three of the figure's nine variants: the page says its window is theirs
-    assert cf.subset and "a subset of the figure's" in CF.features_words(cf)
+    # three of the figure's nine variants: the window is theirs
+    assert cf.subset
     # the paper's order with its ties (MHA 0.0168, TPA 0.0346, GTA 0.020)
-    assert table.loc["order of the ends", CF.PAPER_COLUMN] == "TPA > GTA > MHA"
-    assert "*curves close up*" in CF.reading_words(cf)
+    assert table.loc["end order", CF.PAPER_COLUMN] == "TPA > GTA > MHA"
+    assert "curves close up" in table.index  # the paper's initialisation curves converge
 
     # at three pairs a bootstrap feature is not decided, and leaves the Holm family
     few = _result({k: e for k, e in escapes.items() if k[2] < 3}, deltas)
@@ -96,7 +99,7 @@ def test_a_figure_reads_the_courses_and_the_features_its_paper_names():
     assert got3[("order", None)] == "within noise"  # Kendall's test across three variants
     assert got3[("course", "tpa")] == "agrees"  # a t interval still holds at three pairs
     assert np.isnan(cf3.p_holm[[f.kind == "top" for f in cf3.features]]).all()
-    assert CF.summary_counts(cf3).endswith("2 undetermined (too few pairs)")  # top, slowest
+    assert CF.summary_counts(cf3).endswith(", 2 undetermined")  # top, slowest
 
 
 def _write(run_dir, plan, ref, delta, seed_noise=0.0):
@@ -127,23 +130,24 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     assert len(orders) == 4
     table = CF.data_order_check(result, orders)
     # GQA: ΔL 0.05, 0.05 + (−0.15 − 0.05) and 0.25 over its data orders: sd ≈ 0.2
-    assert table.loc["gqa", "sd over data orders"] == pytest.approx(
+    assert table.loc["gqa", "sd orders"] == pytest.approx(
         np.std([0.05, -0.15, 0.25], ddof=1), abs=1e-9)
-    assert table.loc["gqa", "sd over seeds"] == pytest.approx(
+    assert table.loc["gqa", "sd seeds"] == pytest.approx(
         np.std(list(seed_delta.values()), ddof=1), abs=1e-9)
     assert table.loc["gqa", "verdict"] == "within noise" and table.loc["gqa", "flipped"]
     assert table.loc["mla", "verdict"] == "agrees" and not table.loc["mla", "flipped"]
-    words = CF.data_order_words(table, "init", plan)
-    assert "The verdict changes for 1 variant: GQA." in words
+    assert CF.data_order_facts(table, "init", plan) == {
+        "design": "one order", "orders": "1 and 2", "order_read": "yes", "order_changes": "GQA"}
     printed = CF.format_data_order(table)
     assert list(printed["changed?"]) == ["yes", "no"]
     assert list(printed.index) == ["GQA", "MLA"]
-    assert printed.loc["GQA", "sd of ΔL over data orders"] == f"{np.std([0.05, -0.15, 0.25], ddof=1):.4f}"
-    assert printed.loc["MLA", "verdict, any data order"] == "agrees"
+    assert printed.loc["GQA", "sd orders"] == f"{np.std([0.05, -0.15, 0.25], ddof=1):.4f}"
+    assert list(printed["verdict"]) == ["within noise", "agrees"]  # with the order's variance
+    assert list(printed["verdict, order 0"]) == ["agrees", "agrees"]
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
-    assert line.startswith("- **Initialisation ablation** (the paper's curves): ")
-    assert "(init_ablation.html#the-curves-feature-by-feature)" in line
-    assert line.endswith("with the data order's variance added, 1 of 2 verdicts change.")
+    assert line.startswith("- **Initialisation ablation**: ")
+    assert "([features](init_ablation.html#the-curves-feature-by-feature))" in line
+    assert line.endswith("; one order design, verdicts another data order changes: GQA")
 
 
 def test_a_joint_design_figure_sets_its_order_0_verdicts_and_variance_split_beside_its_own(
@@ -171,7 +175,7 @@ def test_a_joint_design_figure_sets_its_order_0_verdicts_and_variance_split_besi
     table = CF.data_order_table(result, plan, tmp_path)
     assert CF.is_joint(table)
     assert list(table["final verdict"]) == ["agrees", "agrees"]  # at data order 0
-    assert list(table["changed at order 0"]) == [True, False]
+    assert list(table["changed"]) == [True, False]
     # the variance split is variance_components over every distinct pair the figure has
     cells = {(s, 0): seed_delta[s] for s in range(4)}
     cells.update({(0, d): seed_delta[0] + order_swing["gqa"][d] for d in (1, 2)})
@@ -181,32 +185,32 @@ def test_a_joint_design_figure_sets_its_order_0_verdicts_and_variance_split_besi
     for src in CF.VARIANCE_SOURCES:
         assert table.loc["gqa", f"share {src}"] == pytest.approx(expected.share[src], abs=1e-6)
     assert table.loc["gqa", "share data order"] > 0.8  # the swing is the order's
-    assert table.loc["gqa", "sd over joint pairs"] == pytest.approx(expected.sd_joint, abs=1e-6)
-    words = CF.data_order_words(table, "init", plan)
-    assert words.startswith("**Data order.** Each pair of this figure read its own data order")
-    assert "differ from the joint ones for GQA" in words
-    assert data_order_sentence(table).endswith("GQA would read otherwise.")
+    assert table.loc["gqa", "sd joint"] == pytest.approx(expected.sd_joint, abs=1e-6)
+    facts = CF.data_order_facts(table, "init", plan)
+    assert (facts["design"], facts["order_read"], facts["order_changes"]) == ("joint", "yes", "GQA")
+    assert order_changes(table) == "GQA"
     printed = CF.format_data_order(table)
-    assert list(printed["verdict, each pair its own order"]) == ["within noise", "agrees"]
-    assert list(printed["verdict, data order 0"]) == ["agrees", "agrees"]
+    assert list(printed["verdict, joint"]) == ["within noise", "agrees"]
+    assert list(printed["verdict, order 0"]) == ["agrees", "agrees"]
     variance = CF.format_variance(table)
     assert variance.loc["GQA", "data order"].startswith(f"{expected.share['data order']:.0%} [")
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
-    assert line.endswith("each pair read its own data order; with every pair at data order 0, "
-                         "1 of 2 verdicts read otherwise.")
+    assert line.endswith("; joint design, verdicts another data order changes: GQA")
 
 
 def test_a_preset_without_data_order_runs_says_so(monkeypatch):
     monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
     plan = make_plan("ci", 2)
     assert CF.data_order_check(types.SimpleNamespace(final=pd.DataFrame()), pd.DataFrame()).empty
-    assert "no pair of it is repeated" in CF.data_order_words(pd.DataFrame(), "gate", plan)
+    assert "gate" not in plan.data_order_refs and "gate" not in plan.one_order_refs
+    assert CF.data_order_facts(pd.DataFrame(), "gate", plan) == {
+        "design": "one order", "orders": "none", "order_read": "no",
+        "order_changes": "not measured"}
     # declared but not read (the set is not all recorded): the page says which orders wait
     monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
                                                           data_orders_declared={"ci": (1, 2)}))
-    words = CF.data_order_words(pd.DataFrame(), "gate", plan)
-    assert "its pair at seed 0 is declared at data orders 1 and 2" in words
-    assert "only once every run of it is recorded" in words
+    facts = CF.data_order_facts(pd.DataFrame(), "gate", plan)
+    assert (facts["orders"], facts["order_read"]) == ("1 and 2", "no")
 
 
 def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_one(

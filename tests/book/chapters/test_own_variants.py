@@ -77,9 +77,20 @@ def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(st
     assert set(mine.user_curves["variant"]) == {NOPE}
     shown = A.format_final_table(mine.user_final, mine.confidence)
     assert list(shown.index) == ["NoPE"] and "paper ΔL (≈)" not in shown.columns
-    words = A.user_variants_words(mine)
-    assert words.startswith("### Your variants") and "NoPE" in words
-    assert "Holm family of their own" in words and "for all nine" in words
+    shown_objects = []
+    monkeypatch.setattr(A, "display", shown_objects.append)
+    A.show_verdicts(mine, mine.final)  # the page's tables: the paper's, then its own
+    from IPython.display import Markdown
+
+    heading = [o.data for o in shown_objects
+               if isinstance(o, Markdown) and "Your variants" in o.data]
+    assert heading == [f"### Your variants\n\n[Tested apart]({A.USER_VARIANTS})"]
+    assert list(shown_objects[-1].data.index) == ["NoPE"]  # the last table: its own row
+    # what "tested apart" means, once, in the methods chapter's section the link opens
+    methods = (REPO / "book" / "methods.md").read_text()
+    section = methods.split("(your-own-variants)=\n### Your own variants\n", 1)[1].split("\n#", 1)[0]
+    assert A.USER_VARIANTS.endswith("#your-own-variants")
+    assert "Holm family of their own" in section and '"for all nine"' in section
     fig = notebook_figure(mine, monkeypatch)  # the notebooks' plotting cell
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert {"GQA", "MLA", "NoPE"} <= set(labels)

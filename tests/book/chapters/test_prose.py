@@ -47,14 +47,16 @@ def _page_glue() -> set[str]:
 def test_every_pasted_name_is_a_fact_and_every_fact_is_pasted():
     """Every fact of prose.facts() is pasted by some page, except those each figure's spec brings
     (figure_facts: a page pastes the ones it quotes). A page may also paste the names a chapters
-    module glues from its data (its ``GLUE_NAMES``), and values of its own run or record glued
-    by a ``glue_*`` function of its chapter module (whose test checks that page's names)."""
+    module glues from its data (its ``GLUE_NAMES``), values of its own run or record glued by a
+    ``glue_*`` function of its chapter module (whose test checks that page's names), and an
+    ablation page its own values (``fig_<name>``, ablation.page_facts and
+    curve_features.page_facts; tests/book/chapters/test_ablation.py checks their names)."""
     facts = prose.facts()
     page = _page_glue()
     assert not page & set(facts), "a chapters module glues a name prose.facts() has"
     used = {}
     for stem in registry.notebooks():
-        names = set(GLUE.findall(_markdown(stem))) - page
+        names = {n for n in GLUE.findall(_markdown(stem)) if not n.startswith("fig_")} - page
         own = names - set(facts)
         assert not own or re.search(rf"\b{stem}\.glue_\w+\(", _code(stem)), (
             f"{stem} pastes unknown facts {sorted(own)}")
