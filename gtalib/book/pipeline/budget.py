@@ -59,15 +59,15 @@ REST_S = BEFORE_TRAIN_S + AFTER_TRAIN_S
 BUDGET_FILL = 0.9
 #: A run's seconds outside its optimizer steps (Lightning's setup, the data module, the evaluations,
 #: the probes, its files) within its card's wall time, added to the FLOPs estimate (a recorded
-#: cost includes it): the ``ci`` book's 34 runs of 20 steps took 29 s by their cards where 20
-#: calibrated steps each make 18 s (benchmarks/budget_prediction.md, 2026-12-06, Intel Xeon
-#: family 6 model 207, idle machine), about 0.33 s per run. (1.3 s, taken from the whole
-#: training phase's wall time, had predicted that family 2.1× too long.)
-RUN_SETUP_S = 0.35
+#: cost includes it). Two ``ci`` books of 34 runs of 20 steps on an idle Intel Xeon (family 6
+#: model 207, 2026-12-06, benchmarks/budget_prediction.md): their cards took 29 s and 15 s where
+#: their calibrated steps make 18 s and 7.5 s, 0.33 s and 0.22 s a run; their mean. (1.3 s,
+#: taken from a whole training phase's wall time, had predicted that family 2.1× too long.)
+RUN_SETUP_S = 0.27
 #: Starting the cluster and its workers' first imports, and timing the calibration, before the
-#: first run (seconds): the same ``ci`` build's training phase took 27.5 s, its cards 14.5 s per
-#: worker, about 13 s more.
-START_S = 12.0
+#: first run (seconds): the same two builds' training phases took 13 s and 7 s more than their
+#: cards' seconds per worker.
+START_S = 10.0
 #: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones.
 CALIBRATION_STEPS = 4
 WARMUP_STEPS = 1
