@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from gtalib.book.design.names import display_name
 from gtalib.book.design.run_specs import RunRef
 from gtalib.model.gpt import GPT
 from gtalib.model.params import count_params
@@ -106,9 +107,11 @@ def family(spec) -> tuple:
 
 
 def family_words(fam: tuple) -> str:
-    """A family (:func:`family`) in words: ``"1,000-step runs (8 layers, d_model 128)"``."""
-    n_layer, d_model, steps = fam
-    return f"{steps:,}-step runs ({n_layer} layers, d_model {d_model})"
+    """A family (:func:`family`) in words: ``"1,000-step runs (8 layers, d_model 128)"``; a
+    :func:`variant_family` with its variant first: ``"MLRA-4, 1,000-step runs (…)"``."""
+    *variant, n_layer, d_model, steps = fam
+    words = f"{steps:,}-step runs ({n_layer} layers, d_model {d_model})"
+    return f"{display_name(variant[0])}, {words}" if variant else words
 
 
 def training_flops(spec) -> float:
@@ -151,8 +154,10 @@ class Calibration:
         threads: torch threads of the calibration (those of one run).
         workers: the workers it was timed on at once (their median), or 0: in the job's own
             process.
-        families: :func:`family` → :class:`FamilyCalibration`, of the reference run and of one
-            run per other family to train (empty: every run scaled by :attr:`factor`).
+        families: :func:`family` (or :func:`variant_family`) → :class:`FamilyCalibration`,
+            of the reference run, of one run per other family to train and of one run per
+            variant that this CPU kind has not recorded (:func:`calibration_specs`); empty: every
+            run scaled by :attr:`factor`.
         cpu: this machine's CPU kind (:func:`gtalib.training.record_costs.this_cpu`).
         timed: ``False`` for :func:`flops_calibration`, which times nothing.
     """
@@ -190,19 +195,36 @@ def _by_cpu(row) -> dict:
     return dict(row["by_cpu"].iloc[0]) if len(row) and "by_cpu" in row else {}
 
 
-def calibration_specs(plan, todo=(), costs=None) -> list:
-    """The runs :func:`calibrate` times: the reference (:func:`reference_spec`), then one run of
-    every other family (:func:`family`) among ``todo`` (RunSpecs, in the job's order): its first
-    run whose configuration is recorded, else its first run."""
+def variant_family(spec) -> tuple:
+    """A run's variant within its family, ``(variant, n_layer, d_model, max_steps)``: timed on
+    its own where this CPU kind has no record of the run's configuration, since variants do not
+    slow down alike from one CPU kind to another (MLRA-4 took 1.9× the prediction scaled from
+    another kind through GLA-2's step on an Intel Xeon family 6 model 207:
+    benchmarks/budget_prediction.md)."""
+    return (spec.model.variant, *family(spec))
+
+
+def _recorded_here(costs, spec, cpu) -> bool:
+    return costs is not None and cpu in _by_cpu(_row(costs, spec))
+
+
+def calibration_specs(plan, todo=(), costs=None, cpu: str | None = None) -> dict:
+    """The runs :func:`calibrate` times, by key: the reference (:func:`reference_spec`) and one
+    run of every other family (:func:`family`) among ``todo`` (RunSpecs, in the job's order),
+    its first run whose configuration is recorded, else its first run; and, for every
+    :func:`variant_family` of ``todo`` with a run whose configuration the CPU kind ``cpu`` (this
+    machine's, :func:`gtalib.training.record_costs.this_cpu`, when ``None``) has not recorded,
+    such a run of it (one recorded elsewhere first)."""
+    cpu = record_costs.this_cpu() if cpu is None else cpu
     ref = reference_spec(plan)
     chosen = {family(ref): ref}
     for s in todo:
-        fam = family(s)
         known = costs is not None and len(_row(costs, s))
-        if fam not in chosen or (known and not len(_row(costs, chosen[fam]))
-                                 and chosen[fam] is not ref):
-            chosen[fam] = s
-    return list(chosen.values())
+        for key, wanted in ((family(s), True), (variant_family(s), not _recorded_here(costs, s, cpu))):
+            if wanted and (key not in chosen or (known and not len(_row(costs, chosen[key]))
+                                                 and chosen[key] is not ref)):
+                chosen[key] = s
+    return chosen
 
 
 def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
@@ -269,8 +291,8 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
 
     costs = record_costs.cost_table() if costs is None else costs
     families = {}
-    for spec in calibration_specs(plan, todo, costs):
-        fam, n = family(spec), spec.train.max_steps
+    for fam, spec in calibration_specs(plan, todo, costs).items():
+        n = spec.train.max_steps
         per = per_step_of(spec, measured if fam == family(reference_spec(plan))
                           else (family_measured or {}).get(fam))
         recorded = {cpu: d["train_s"] / n for cpu, d in _by_cpu(_row(costs, spec)).items()
@@ -345,27 +367,34 @@ def gpu_words(specs) -> str:
 def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]:
     """``(seconds, basis)``: a run's expected wall time on one worker here.
 
-    With a calibration of its family (:attr:`Calibration.families`) recorded on a CPU kind that
-    also recorded the run's configuration: that configuration's recorded core-seconds there
-    (median) × the family's seconds per step here over its recorded seconds per step there,
-    this machine's kind first, else the kind with the most runs of it (``basis``
+    Where this machine's CPU kind recorded the run's configuration and its family's timed run
+    (:attr:`Calibration.families`): that configuration's recorded core-seconds here (median) ×
+    the family's seconds per step now over its recorded seconds per step here. Otherwise the
+    same through the run's own variant timed now (:func:`variant_family`), else through its
+    family, on a CPU kind that recorded both, the kind with the most runs of it (``basis``
     ``"recorded"``). Otherwise its recorded core-seconds (median over every kind) ×
     :attr:`Calibration.factor` (``"recorded"``), and for a configuration never recorded its
-    FLOPs at its family's rate (else the reference's) plus :data:`RUN_SETUP_S` (``"FLOPs"``)."""
+    FLOPs at its variant's, else its family's, else the reference's rate plus
+    :data:`RUN_SETUP_S` (``"FLOPs"``)."""
 
     row = _row(costs, spec)
     threads = calibration.threads
     fam = calibration.families.get(family(spec))
     if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
         by = _by_cpu(row)
-        common = [k for k in by if fam is not None and k in fam.recorded]
-        if common:
-            kind = (calibration.cpu if calibration.cpu in common
-                    else max(common, key=lambda k: (by[k]["runs"], k)))
-            return (by[kind]["core_s"] / threads * fam.seconds_per_step / fam.recorded[kind],
-                    "recorded")
+        # the run's family timed against this kind's records where this kind recorded the run;
+        # else the run's variant timed on its own (variant_family), else the family elsewhere
+        here = calibration.cpu in by and fam is not None and calibration.cpu in fam.recorded
+        for fc in ((fam,) if here else (calibration.families.get(variant_family(spec)), fam)):
+            common = [k for k in by if fc is not None and k in fc.recorded]
+            if common:
+                kind = (calibration.cpu if calibration.cpu in common
+                        else max(common, key=lambda k: (by[k]["runs"], k)))
+                return (by[kind]["core_s"] / threads * fc.seconds_per_step / fc.recorded[kind],
+                        "recorded")
         return float(row["core_s_median"].iloc[0]) / threads * calibration.factor, "recorded"
-    rate = fam.flops_per_s if fam is not None else calibration.flops_per_s
+    fc = calibration.families.get(variant_family(spec)) or fam
+    rate = fc.flops_per_s if fc is not None else calibration.flops_per_s
     return training_flops(spec) / rate + RUN_SETUP_S, "FLOPs"
 
 

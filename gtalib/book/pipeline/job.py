@@ -39,14 +39,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from gtalib.book.chapters.ablation import ablation_results
-from gtalib.book.chapters.shared import ENV_SHARED_RESULTS
 from gtalib.book.analysis.collect import OUTCOME_WORDS
 from gtalib.book.analysis.style import plural
+from gtalib.book.chapters.ablation import ablation_results
 from gtalib.book.chapters.against_records import AgainstRecords, against_records
+from gtalib.book.chapters.shared import ENV_SHARED_RESULTS
 from gtalib.book.design.chapters import toc_yaml
-from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.seeds import DEFAULT_SEEDS, check_seeds, counts_words
 from gtalib.book.design.spot_check import training_tiers
 from gtalib.book.pipeline import budget
@@ -126,8 +126,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     if step_s > budget.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
         cal, measured = budget.flops_calibration(plan, costs, threads or 1), {}
     else:
-        timed = {budget.family(s): calibrate_workers(client, s, threads or 1) if client else {}
-                 for s in budget.calibration_specs(plan, todo, costs)}
+        timed = {key: calibrate_workers(client, s, threads or 1) if client else {}
+                 for key, s in budget.calibration_specs(plan, todo, costs).items()}
         measured = timed.pop(budget.family(ref))
         cal = budget.calibrate(plan, costs, threads or 1, measured=measured, todo=todo,
                                family_measured=timed)

@@ -7,6 +7,7 @@ import pytest
 from synthetic import synthetic_identity  # noqa: E402
 
 from gtalib.book.design import run_specs as specs
+from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import make_plan
 from gtalib.book.pipeline import budget
 from gtalib.training import record_costs
@@ -218,7 +219,11 @@ def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
     """The default book (cpu, 2 workers, 60 min, nothing in the store) at the slowest CPU's
     factor over the recorded costs: the whole spot-check set is trained, and its tasks (with the
     runs they bring along) alone leave a tenth of the budget's training time free."""
-    from gtalib.book.design.spot_check import SLOWEST_FACTOR, spot_check_refs, training_tiers
+    from gtalib.book.design.spot_check import (
+        SLOWEST_FACTOR,
+        spot_check_refs,
+        training_tiers,
+    )
     from gtalib.book.pipeline.job import DEFAULT_BUDGET_MIN
 
     plan = make_plan("cpu", 3)
@@ -316,6 +321,35 @@ def test_each_family_is_scaled_from_a_cpu_kind_that_recorded_it(ci_specs):
     # without a family calibration: the overall median × factor, as before
     plain = budget.Calibration(9.0, 1.0, 1e9)
     assert budget.expected_seconds(b, plain, costs)[0] == pytest.approx(80.0 * 9.0)
+
+
+def test_a_variant_this_kind_never_recorded_is_timed_and_scaled_on_its_own(ci_specs):
+    """Variants do not slow down alike from one CPU kind to another: a run whose configuration
+    this kind (A) never recorded gets a calibration of its own variant (calibration_specs) and
+    is scaled through it from the kind that recorded both; a run recorded here keeps its
+    family's calibration against this kind's records. Closed form."""
+    plan, todo = ci_specs
+    a = todo[0]
+    b = next(s for s in todo if budget.family(s) == budget.family(a)
+             and s.model.variant != a.model.variant)
+    by_a = {"A": {"runs": 3, "core_s": 100.0, "train_s": 100.0}}
+    by_b = {"B": {"runs": 2, "core_s": 80.0, "train_s": 80.0}}
+    costs = pd.DataFrame([{"key": record_costs.config_key(s), "core_s_median": m,
+                           "train_s_median": m, "by_cpu": by}
+                          for s, m, by in ((a, 100.0, by_a), (b, 80.0, by_b))])
+    chosen = budget.calibration_specs(plan, [a, b], costs, cpu="A")
+    assert chosen[budget.variant_family(b)] is b
+    assert budget.variant_family(a) not in chosen  # recorded on this kind: its family serves
+    n = a.train.max_steps
+    fam = budget.FamilyCalibration("x", 0.3, {"A": 100.0 / n}, 1e9)
+    own = budget.FamilyCalibration("y", 0.5, {"B": 80.0 / n}, 1e9)
+    cal = budget.Calibration(9.0, 1.0, 1e9, families={budget.family(a): fam,
+                                                      budget.variant_family(b): own}, cpu="A")
+    assert budget.expected_seconds(a, cal, costs)[0] == pytest.approx(100.0 * 0.3 * n / 100.0)
+    # b: 80 s on B × its own variant's step now over its step on B
+    assert budget.expected_seconds(b, cal, costs)[0] == pytest.approx(80.0 * 0.5 * n / 80.0)
+    assert budget.family_words(budget.variant_family(b)).startswith(
+        f"{display_name(b.model.variant)}, {n:,}-step runs")
 
 
 def test_family_times_sum_predicted_and_measured_per_family(ci_specs):
