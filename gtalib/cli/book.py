@@ -87,7 +87,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="Lightning accelerator for training (default auto: a GPU if present)")
     p.add_argument("--only", default=None,
                    help="comma-separated notebooks to execute; only the runs they read are "
-                        "trained (default: all of " + ", ".join(notebooks()) + ")")
+                        "trained; the HTML is built only where every other page was executed "
+                        "before (default: all of " + ", ".join(notebooks()) + ")")
     p.add_argument("--variants", type=user_variants, default=(), metavar="MODULE:CLASS,...",
                    help="your own attention variants (subclasses of gtalib's Attention, by import "
                         "path; docs/interfaces.md), trained and drawn beside the paper's on every "

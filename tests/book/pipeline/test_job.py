@@ -227,6 +227,13 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
             f"{len(every) - len(recorded)} missing") in "\n".join(lines)
     with pytest.raises(ValueError, match="--train-recorded.*--no-train"):
         book.build_book("ci", 1, train=False, train_recorded=True)
+    # --only on a book never built whole: no HTML (its links to the other pages cannot
+    # resolve, and the -W build would fail after the notebooks ran), one line says why
+    monkeypatch.setattr(book, "build_html", lambda *a, **k: pytest.fail("HTML built"))
+    lines = []
+    book.build_book("ci", 1, run_dir=tmp_path / "empty", train=False, notebooks=["kv_cache"],
+                    book_dir=tmp_path / "fresh", log=lines.append)
+    assert any(ln.startswith("html: not built: ") and "init_ablation" in ln for ln in lines)
     # the reproduction page's run cards read a recorded run's card from its bundle
     info = snippets.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
                                         plan, tmp_path / "empty")
