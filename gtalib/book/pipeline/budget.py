@@ -204,10 +204,6 @@ def variant_family(spec) -> tuple:
     return (spec.model.variant, *family(spec))
 
 
-def _recorded_here(costs, spec, cpu) -> bool:
-    return costs is not None and cpu in _by_cpu(_row(costs, spec))
-
-
 def calibration_specs(plan, todo=(), costs=None, cpu: str | None = None) -> dict:
     """The runs :func:`calibrate` times, by key: the reference (:func:`reference_spec`) and one
     run of every other family (:func:`family`) among ``todo`` (RunSpecs, in the job's order),
@@ -220,7 +216,8 @@ def calibration_specs(plan, todo=(), costs=None, cpu: str | None = None) -> dict
     chosen = {family(ref): ref}
     for s in todo:
         known = costs is not None and len(_row(costs, s))
-        for key, wanted in ((family(s), True), (variant_family(s), not _recorded_here(costs, s, cpu))):
+        here = costs is not None and cpu in _by_cpu(_row(costs, s))
+        for key, wanted in ((family(s), True), (variant_family(s), not here)):
             if wanted and (key not in chosen or (known and not len(_row(costs, chosen[key]))
                                                  and chosen[key] is not ref)):
                 chosen[key] = s
