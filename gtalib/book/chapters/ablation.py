@@ -350,6 +350,10 @@ def _hardware(cards: list) -> str:
 PLATEAU_WINDOW, PLATEAU_MARGIN = 10, 0.1
 
 
+#: The fold's title over the final table's column definitions (:func:`show_verdicts`).
+COLUMNS = "The columns"
+
+
 def page_facts(result, entropy: float | None = None) -> dict[str, str]:
     """The values an ablation page's Markdown states, by name (glued by :func:`glue_facts` as
     ``fig_<name>``), as the text it reads; the same names on every page.
@@ -475,7 +479,9 @@ def show_verdicts(result, verdicts: pd.DataFrame) -> None:
     if list(verdicts.get("verdict", [])) != list(final.get("verdict", [])):
         raise ValueError("the verdicts given are not those of the result's final table")
     if result.complete:
-        display(Markdown(final_table_words(result.confidence, result.looks)))
+        # what each column means is reference: folded, so the table follows the verdict
+        display(Markdown(f"<details><summary>{COLUMNS}</summary>\n\n"
+                         f"{final_table_words(result.confidence, result.looks)}\n\n</details>"))
         table = format_final_table(final, result.confidence)
         verdict_cols = [c for c in table.columns if c.startswith(("verdict", "at "))]
         display(table_style(table.style, prose=verdict_cols))
