@@ -68,6 +68,8 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None, only=None
         # per configuration family: the job's last lines (gtalib.book.pipeline.budget.family_times)
         "families": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in f.items()}
                      for f in s.get("families", [])],
+        "configurations": [{k: (round(v, 1) if isinstance(v, float) else v)
+                            for k, v in f.items()} for f in s.get("configurations", [])],
     }
 
 
@@ -77,6 +79,9 @@ def _preset(row: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
+    from gtalib.book.pipeline.budget import CONFIG_TOLERANCE
+
+    tol = f"±{CONFIG_TOLERANCE * 100:.0f} %"
     lines = [
         "# The book's wall-time prediction against the measured wall time",
         "",
@@ -105,7 +110,7 @@ def markdown(rows: list[dict]) -> str:
             f"{r['load_after'][0]} |")
     lines += ["", "## Per configuration family", "",
               "The same builds, each family's runs (one calibration each: "
-              "`gtalib.book.pipeline.budget.family`) on one worker: the sum of their predicted "
+              "`gtalib.book.pipeline.calibration.family`) on one worker: the sum of their predicted "
               "seconds against the sum of their measured wall times (their cards), as the job's "
               "last lines print them. Rows recorded before the per-family calibration have none.",
               "", "| date (UTC) | CPU | commit | preset | family | runs | predicted → measured (s) "
@@ -116,6 +121,24 @@ def markdown(rows: list[dict]) -> str:
                 f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
                 f"{_preset(r)} | {f['family']} | {f['runs']} | {f['predicted_s']:.0f} → "
                 f"{f['measured_s']:.0f} | {f['measured_s'] / f['predicted_s']:.2f} |")
+    lines += ["", "## Per configuration", "",
+              "The same builds, per configuration (a configuration's runs differ in seed and data "
+              "order only, which its recorded cost leaves out: "
+              "`gtalib.training.record_costs.config_key`): how many configurations' measured "
+              f"seconds came within {tol} of their predicted seconds, and the lowest and highest "
+              "ratio (measured / predicted); each configuration's seconds are in "
+              "`budget_prediction.json`. Rows recorded before 2026-12-06 07:30 have none.",
+              "", f"| date (UTC) | CPU | commit | preset | configurations | within {tol} | "
+              "ratios |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratios = [c["measured_s"] / c["predicted_s"] for c in r.get("configurations", [])
+                  if c["predicted_s"] > 0]
+        if ratios:
+            lines.append(
+                f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
+                f"{_preset(r)} | {len(ratios)} | "
+                f"{sum(abs(x - 1) <= CONFIG_TOLERANCE for x in ratios)} | "
+                f"{min(ratios):.2f}–{max(ratios):.2f} |")
     lines += ["", f"Versions: torch {rows[-1]['torch']}, Lightning {rows[-1]['lightning']}. The "
               "default book's own predictions from fresh clones, beside the measured times: "
               "`benchmarks/book_wall_time.md`.", ""]

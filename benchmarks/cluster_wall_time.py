@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
 from gtalib.book.design.ladder import ladder_runs
 
 HERE = Path(__file__).resolve().parent
@@ -60,8 +61,8 @@ def markdown() -> str:
     import torch
 
     from gtalib.book.chapters import ladder_width as width
-    from gtalib.book.pipeline.budget import training_flops
     from gtalib.book.design.plan import make_plan
+    from gtalib.book.pipeline.calibration import training_flops
     from gtalib.training import record_costs
 
     costs = record_costs.cost_table()

@@ -479,7 +479,7 @@ def sample_output_problems(text: str) -> list[str]:
     from types import SimpleNamespace
 
     from gtalib.book.design.spot_check import spot_check_refs
-    from gtalib.book.pipeline import budget
+    from gtalib.book.pipeline import budget, calibration
 
     m = re.search(r"prints its\nprediction:\n\n```\n(.*?)```", text, re.S)
     if not m:
@@ -493,7 +493,7 @@ def sample_output_problems(text: str) -> list[str]:
     runs = [SimpleNamespace(run_id=str(i)) for i in range(n_train)]
     choice = budget.Choice([runs], [None] * n_read, {}, {}, train_min * 60, job_min * 60,
                            budget_min * 60, workers, frozenset(r.run_id for r in runs[:n_spot]))
-    cal = budget.Calibration(step, recorded, 1e9, 1, workers)
+    cal = calibration.Calibration(step, recorded, 1e9, 1, workers)
     problems = []
     if budget.describe(choice, cal, where).splitlines() != lines:
         problems.append("sample output: describe() prints other lines for these numbers:\n"

@@ -2,17 +2,8 @@
 
 A run's expected cost is its configuration's recorded core-seconds (``book/recorded/``:
 :func:`gtalib.training.record_costs.cost_table`, ``docs/recorded_runs.md``) scaled to this
-machine, or, for a configuration never recorded, its training FLOPs at the rate measured here.
-The scale comes from short timed calibrations (:func:`calibrate`), one per configuration family
-(:func:`family`: depth, width and training length) among the runs to train: a few optimizer steps
-of one run of the family (the preset's MHA for the reference family, else the first run of the
-family in the job's order), one thread, on random tokens, whose seconds per step are compared
-with the same configuration's recorded seconds per step *on each CPU kind that recorded it*. A
-run is then scaled from the cost recorded on a CPU kind that recorded both it and its family's
-calibration run (this machine's kind when it has one, else the kind with the most runs of it),
-so that neither a family's own pace nor the machine and load a record was made on bleeds into
-another's prediction: one factor for every configuration missed the 1,000-step gating runs by
-1.28–1.44× on three CPU kinds (``benchmarks/budget_prediction.md``).
+machine by the calibrations of :mod:`gtalib.book.pipeline.calibration`, or, for a configuration
+never recorded, its training FLOPs at the rate measured here (:func:`expected_seconds`).
 
 The wall time of a set of tasks on ``W`` workers is the makespan of the greedy schedule that
 starts the spot-check tasks first and, within each class, the longest first (Graham 1969,
@@ -23,30 +14,29 @@ job's: :func:`gtalib.book.design.spot_check.training_tiers`, the spot-check set 
 predicted wall time of the job stays within the budget; the rest is read from records, whole
 tasks (both arms of every ΔL pair) at a time. Beside the time, :func:`store_bytes` predicts the
 space the chosen runs need in the run store (from the same records, and the models' sizes), which
-the job checks before it trains. Reads the records (:mod:`gtalib.training.records`) and builds
-models (:mod:`gtalib.model`); trains nothing.
+the job checks before it trains. Reads the records (:mod:`gtalib.training.records`); trains nothing.
 """
 
 from __future__ import annotations
 
 import heapq
-import json
 import math
-import time
+import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import pandas as pd
-import torch
-
-from gtalib.book.design.names import display_name
-from gtalib.book.design.run_specs import RunRef
-from gtalib.model.gpt import GPT
+from gtalib.book.pipeline.calibration import (
+    Calibration,
+    cost_by_cpu,
+    cost_row,
+    family,
+    family_words,
+    training_flops,
+    variant_family,
+)
 from gtalib.model.params import count_params
 from gtalib.training import record_costs
 from gtalib.training.disk import run_bytes
-from gtalib.training.machine import untrim_malloc
-from gtalib.training.runs import RunSpec
 
 #: The rest of the job besides training, in seconds on the machine the README's wall time was
 #: measured on (benchmarks/book_wall_time.md, default book: corpus 10.0 s, notebooks 45.0 s,
@@ -69,14 +59,6 @@ RUN_SETUP_S = 0.27
 #: first run (seconds): the same two builds' training phases took 13 s and 7 s more than their
 #: cards' seconds per worker.
 START_S = 10.0
-#: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones.
-CALIBRATION_STEPS = 4
-WARMUP_STEPS = 1
-#: A calibration step predicted longer than this (seconds, from its FLOPs at the recorded
-#: throughput, :func:`recorded_flops_per_s`) is not timed: the ``paper`` preset's 2.9 B-parameter
-#: step would take hours on a CPU. Its runs are then costed from FLOPs alone
-#: (:func:`flops_calibration`).
-MAX_TIMED_STEP_S = 10.0
 #: What a GPU would need, for runs too large for a CPU (:func:`gpu_words`): an H100 SXM's dense
 #: bf16 peak (989 TFLOP/s, NVIDIA's data sheet) at 40 % of it, a utilisation assumed, not
 #: measured; and 16 bytes per parameter for fp32 master weights, their gradients and AdamW's two
@@ -98,249 +80,6 @@ def groups(specs) -> list[list]:
     for s in specs:
         by[group_key(s)].append(s)
     return list(by.values())
-
-
-def family(spec) -> tuple:
-    """A run's configuration family, ``(n_layer, d_model, max_steps)``: the runs one calibration
-    scales (:func:`calibrate`); at ``cpu`` the 250-step runs and the 1,000-step gating runs."""
-    return (spec.model.n_layer, spec.model.d_model, spec.train.max_steps)
-
-
-def family_words(fam: tuple) -> str:
-    """A family (:func:`family`) in words: ``"1,000-step runs (8 layers, d_model 128)"``; a
-    :func:`variant_family` with its variant first: ``"MLRA-4, 1,000-step runs (…)"``."""
-    *variant, n_layer, d_model, steps = fam
-    words = f"{steps:,}-step runs ({n_layer} layers, d_model {d_model})"
-    return f"{display_name(variant[0])}, {words}" if variant else words
-
-
-def training_flops(spec) -> float:
-    """Training FLOPs of a run, ``6 · parameters · tokens`` (Kaplan et al. 2020, "Scaling Laws
-    for Neural Language Models", Sec. 2.1)."""
-
-    return 6.0 * count_params(spec.model)["total"] * spec.train.max_steps * spec.train.tokens_per_step
-
-
-@dataclass(frozen=True)
-class FamilyCalibration:
-    """One configuration family's calibration (:func:`calibrate`).
-
-    Attributes:
-        run: the timed run's configuration in words (:meth:`RunSpec.describe`, less its seed).
-        seconds_per_step: its optimizer step here (seconds; median over the workers).
-        recorded: CPU kind (:func:`gtalib.training.record_costs.cost_table`'s names) → the same
-            configuration's recorded seconds per step there (median; empty: never recorded).
-        flops_per_s: training FLOPs per second of it here (:func:`training_flops` of one step
-            over ``seconds_per_step``).
-    """
-
-    run: str
-    seconds_per_step: float
-    recorded: dict
-    flops_per_s: float
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The speed of the workers (or of this machine), from :func:`calibrate`.
-
-    Attributes:
-        seconds_per_step: one optimizer step of the reference run (seconds, ``threads`` torch
-            threads).
-        recorded_seconds_per_step: the same configuration's seconds per step in its records
-            (median; ``None`` when it has none).
-        flops_per_s: training FLOPs per second here (:func:`training_flops` of one step over
-            ``seconds_per_step``).
-        threads: torch threads of the calibration (those of one run).
-        workers: the workers it was timed on at once (their median), or 0: in the job's own
-            process.
-        families: :func:`family` (or :func:`variant_family`) → :class:`FamilyCalibration`,
-            of the reference run, of one run per other family to train and of one run per
-            variant that this CPU kind has not recorded (:func:`calibration_specs`); empty: every
-            run scaled by :attr:`factor`.
-        cpu: this machine's CPU kind (:func:`gtalib.training.record_costs.this_cpu`).
-        timed: ``False`` for :func:`flops_calibration`, which times nothing.
-    """
-
-    seconds_per_step: float
-    recorded_seconds_per_step: float | None
-    flops_per_s: float
-    threads: int = 1
-    workers: int = 0
-    families: dict = field(default_factory=dict)
-    cpu: str | None = None
-    timed: bool = True
-
-    @property
-    def factor(self) -> float:
-        """This machine's time for recorded work over the recorded time (1.0 without a record)."""
-        if not self.recorded_seconds_per_step:
-            return 1.0
-        return self.seconds_per_step / self.recorded_seconds_per_step
-
-
-def reference_spec(plan):
-    """The calibration's run: the preset's MHA at its default options, seed 0."""
-
-    return plan.spec(RunRef("mha", "main", (), 0))
-
-
-def _row(costs, spec):
-    """``costs``'s row of ``spec``'s configuration (empty when it has none)."""
-    return costs[costs["key"] == record_costs.config_key(spec)]
-
-
-def _by_cpu(row) -> dict:
-    """CPU kind → ``{"runs", "core_s", "train_s"}`` of a cost-table row (empty without one)."""
-    return dict(row["by_cpu"].iloc[0]) if len(row) and "by_cpu" in row else {}
-
-
-def variant_family(spec) -> tuple:
-    """A run's variant within its family, ``(variant, n_layer, d_model, max_steps)``: timed on
-    its own where this CPU kind has no record of the run's configuration, since variants do not
-    slow down alike from one CPU kind to another (MLRA-4 took 1.9× the prediction scaled from
-    another kind through GLA-2's step on an Intel Xeon family 6 model 207:
-    benchmarks/budget_prediction.md)."""
-    return (spec.model.variant, *family(spec))
-
-
-def calibration_specs(plan, todo=(), costs=None, cpu: str | None = None) -> dict:
-    """The runs :func:`calibrate` times, by key: the reference (:func:`reference_spec`) and one
-    run of every other family (:func:`family`) among ``todo`` (RunSpecs, in the job's order),
-    its first run whose configuration is recorded, else its first run; and, for every
-    :func:`variant_family` of ``todo`` with a run whose configuration the CPU kind ``cpu`` (this
-    machine's, :func:`gtalib.training.record_costs.this_cpu`, when ``None``) has not recorded,
-    such a run of it (one recorded elsewhere first)."""
-    cpu = record_costs.this_cpu() if cpu is None else cpu
-    ref = reference_spec(plan)
-    chosen = {family(ref): ref}
-    for s in todo:
-        known = costs is not None and len(_row(costs, s))
-        here = costs is not None and cpu in _by_cpu(_row(costs, s))
-        for key, wanted in ((family(s), True), (variant_family(s), not here)):
-            if wanted and (key not in chosen or (known and not len(_row(costs, chosen[key]))
-                                                 and chosen[key] is not ref)):
-                chosen[key] = s
-    return chosen
-
-
-def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
-    """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
-    process: ``steps`` steps (after :data:`WARMUP_STEPS` untimed ones) of its model, AdamW, its
-    batch of random tokens, ``threads`` torch threads. Runs on a Dask worker too
-    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), where it first resets glibc's malloc
-    thresholds as a training task does.
-
-    Raises:
-        ValueError: ``steps`` or ``threads`` < 1.
-    """
-
-
-    if steps < 1 or threads < 1:
-        raise ValueError(f"steps and threads must be >= 1, got steps={steps!r}, threads={threads!r}")
-    untrim_malloc()
-    spec = RunSpec.from_dict(spec_dict)
-    cfg = spec.train
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        gen = torch.Generator().manual_seed(0)
-        model = GPT(spec.model)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
-        micro = cfg.micro_batch_size or cfg.batch_size
-        # (micro, seq_len + 1) token ids per forward; batch_size / micro forwards make one step
-        idx = torch.randint(0, spec.model.vocab_size, (micro, cfg.seq_len + 1), generator=gen)
-        t0 = 0.0
-        for i in range(WARMUP_STEPS + steps):
-            if i == WARMUP_STEPS:
-                t0 = time.perf_counter()
-            for _ in range(cfg.batch_size // micro):
-                _, loss = model(idx[:, :-1], idx[:, 1:])
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        return (time.perf_counter() - t0) / steps
-    finally:
-        torch.set_num_threads(old_threads)
-
-
-def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
-              measured: dict | None = None, todo=(),
-              family_measured: dict | None = None) -> Calibration:
-    """This machine's :class:`Calibration`: :func:`time_steps` of every run of
-    :func:`calibration_specs` (the reference, and one run per other family of ``todo``), each
-    compared with the recorded seconds per step of its configuration, overall (the median over
-    its bundles, for the reference's :attr:`Calibration.factor`) and per CPU kind (for
-    :func:`expected_seconds`); ``costs``: :func:`gtalib.training.record_costs.cost_table`, read
-    when ``None``. ``measured``: the reference's seconds per step already timed on the workers
-    (worker → seconds, from :func:`gtalib.book.pipeline.schedule.calibrate_workers`, all at once,
-    so that they contend as the runs will), ``family_measured`` the same per family; their
-    median is used, else the step is timed here, in this process.
-
-    Raises:
-        ValueError: ``steps`` or ``threads`` < 1.
-    """
-
-    def per_step_of(spec, timed) -> float:
-        if timed:
-            return float(pd.Series(list(timed.values())).median())
-        return time_steps(spec.to_dict(), threads, steps)
-
-    costs = record_costs.cost_table() if costs is None else costs
-    families = {}
-    for fam, spec in calibration_specs(plan, todo, costs).items():
-        n = spec.train.max_steps
-        per = per_step_of(spec, measured if fam == family(reference_spec(plan))
-                          else (family_measured or {}).get(fam))
-        recorded = {cpu: d["train_s"] / n for cpu, d in _by_cpu(_row(costs, spec)).items()
-                    if d["train_s"] > 0}
-        families[fam] = FamilyCalibration(spec.describe().replace(f" seed={spec.seed}", ""),
-                                          per, recorded, training_flops(spec) / n / per)
-    spec = reference_spec(plan)
-    ref = families[family(spec)]
-    row = _row(costs, spec)
-    recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
-                if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
-    return Calibration(ref.seconds_per_step, recorded, ref.flops_per_s, threads,
-                       len(measured) if measured else 0, families, record_costs.this_cpu())
-
-
-def _key_spec(key: str) -> RunSpec:
-    """A RunSpec of a cost table's configuration (:func:`gtalib.training.record_costs.config_key`,
-    which leaves the seed and the data order out): seed 0, data order 0."""
-    d = json.loads(key)
-    return RunSpec.from_dict({**d, "seed": 0, "train": {**d["train"], "data_seed": 0}})
-
-
-def recorded_flops_per_s(costs) -> float:
-    """The training throughput of the recorded runs, FLOPs per second of one thread: the median
-    over the recorded configurations of :func:`training_flops` over their median core-seconds
-    (``costs``: :func:`gtalib.training.record_costs.cost_table`, whose ``key`` is the spec).
-
-    Raises:
-        ValueError: ``costs`` has no timed configuration.
-    """
-    rates = [training_flops(_key_spec(r.key)) / r.core_s_median
-             for r in costs.itertuples() if r.core_s_median > 0]
-    if not rates:
-        raise ValueError("no recorded run with a measured time: nothing to derive a throughput from")
-    return float(pd.Series(rates).median())
-
-
-def timed_step_s(spec, costs) -> float:
-    """One optimizer step of ``spec``'s run at the recorded throughput (seconds): what timing it
-    would cost before :data:`MAX_TIMED_STEP_S` stops it."""
-    return training_flops(spec) / spec.train.max_steps / recorded_flops_per_s(costs)
-
-
-def flops_calibration(plan, costs, threads: int = 1) -> Calibration:
-    """A :class:`Calibration` that times nothing: the reference run's step from its FLOPs at
-    :func:`recorded_flops_per_s`, so every run is costed from its FLOPs (no model is built), for
-    a preset whose step is too large to time (:data:`MAX_TIMED_STEP_S`)."""
-    rate = recorded_flops_per_s(costs)
-    spec = reference_spec(plan)
-    return Calibration(training_flops(spec) / spec.train.max_steps / rate, None, rate, threads, 0,
-                       {}, record_costs.this_cpu(), timed=False)
 
 
 def gpu_words(specs) -> str:
@@ -374,11 +113,11 @@ def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]
     FLOPs at its variant's, else its family's, else the reference's rate plus
     :data:`RUN_SETUP_S` (``"FLOPs"``)."""
 
-    row = _row(costs, spec)
+    row = cost_row(costs, spec)
     threads = calibration.threads
     fam = calibration.families.get(family(spec))
     if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
-        by = _by_cpu(row)
+        by = cost_by_cpu(row)
         # the run's family timed against this kind's records where this kind recorded the run;
         # else the run's variant timed on its own (variant_family), else the family elsewhere
         here = calibration.cpu in by and fam is not None and calibration.cpu in fam.recorded
@@ -622,27 +361,60 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     return "\n".join(lines)
 
 
-def family_times(specs, predicted: dict, measured: dict) -> list[dict]:
-    """Predicted against measured seconds per configuration family (:func:`family`), for the
-    job's last lines and ``benchmarks/budget_prediction.md``: one dict per family of the runs
-    ``specs`` (RunSpecs) that ``measured`` (run id → wall seconds, from their cards) holds, in
-    order of first appearance: ``family`` (words), ``runs``, ``predicted_s`` (sum of
-    ``predicted``, run id → seconds) and ``measured_s``."""
+#: How far a configuration's measured seconds may stray from its prediction and still count as
+#: predicted (measured / predicted within 1 ± this; issue-level target, not a fitted value).
+CONFIG_TOLERANCE = 0.15
+
+
+def configuration_words(spec) -> str:
+    """A run's configuration in words, without its seed and data order (which a cost leaves out:
+    :func:`gtalib.training.record_costs.config_key`): its variant and options, then its family."""
+    words = re.sub(r" (data_)?seed=\d+", "", spec.describe()).replace(
+        f" steps={spec.train.max_steps}", "")
+    return f"{words}, {family_words(family(spec))}"
+
+
+def family_times(specs, predicted: dict, measured: dict, per: str = "family") -> list[dict]:
+    """Predicted against measured seconds per configuration family (:func:`family`), or with
+    ``per="configuration"`` per configuration (:func:`gtalib.training.record_costs.config_key`),
+    for the job's last lines and ``benchmarks/budget_prediction.md``: one dict per family (or
+    configuration) of the runs ``specs`` (RunSpecs) that ``measured`` (run id → wall seconds,
+    from their cards) holds, in order of first appearance: ``family`` (or ``configuration``:
+    words), ``runs``, ``predicted_s`` (sum of ``predicted``, run id → seconds) and
+    ``measured_s``.
+
+    Raises:
+        ValueError: ``per`` is neither ``"family"`` nor ``"configuration"``.
+    """
+    keys = {"family": (family, lambda s: family_words(family(s))),
+            "configuration": (record_costs.config_key, configuration_words)}
+    if per not in keys:
+        raise ValueError(f"per must be 'family' or 'configuration', got {per!r}")
+    key, words = keys[per]
     out = {}
     for s in specs:
         if s.run_id not in measured or s.run_id not in predicted:
             continue
-        row = out.setdefault(family(s), {"family": family_words(family(s)), "runs": 0,
-                                         "predicted_s": 0.0, "measured_s": 0.0})
+        row = out.setdefault(key(s), {per: words(s), "runs": 0, "predicted_s": 0.0,
+                                      "measured_s": 0.0})
         row["runs"] += 1
         row["predicted_s"] += float(predicted[s.run_id])
         row["measured_s"] += float(measured[s.run_id])
     return list(out.values())
 
 
-def family_lines(rows: list[dict]) -> list[str]:
+def family_lines(rows: list[dict], configurations: list[dict] = ()) -> list[str]:
     """The job's lines for :func:`family_times`: runs, predicted and measured one-worker
-    seconds and their ratio (measured / predicted) per family."""
-    return [f"prediction: {r['family']}: {r['runs']} run(s), predicted "
-            f"{_minutes(r['predicted_s'])}, measured {_minutes(r['measured_s'])} "
-            f"(× {r['measured_s'] / r['predicted_s']:.2f})" for r in rows if r["predicted_s"] > 0]
+    seconds and their ratio (measured / predicted) per family; then, of ``configurations``
+    (the same per configuration), how many came within :data:`CONFIG_TOLERANCE` and the range
+    of their ratios."""
+    lines = [f"prediction: {r['family']}: {r['runs']} run(s), predicted "
+             f"{_minutes(r['predicted_s'])}, measured {_minutes(r['measured_s'])} "
+             f"(× {r['measured_s'] / r['predicted_s']:.2f})" for r in rows if r["predicted_s"] > 0]
+    ratios = [r["measured_s"] / r["predicted_s"] for r in configurations if r["predicted_s"] > 0]
+    if ratios:
+        within = sum(abs(x - 1) <= CONFIG_TOLERANCE for x in ratios)
+        lines.append(f"prediction: {within} of {len(ratios)} configuration(s) within "
+                     f"±{CONFIG_TOLERANCE * 100:.0f} % of their measured time (× {min(ratios):.2f}"
+                     f"–{max(ratios):.2f})")
+    return lines

@@ -4,10 +4,11 @@
 
 1. builds the preset's corpus if it is missing (:mod:`gtalib.data`);
 2. predicts what each missing run of every figure costs on this machine (a short timed
-   calibration, :mod:`gtalib.book.pipeline.budget`), prints the predicted wall time on its ``J``
-   workers, keeps within ``--budget MINUTES`` (default 60) by reading from the repository's
-   recorded runs (``book/recorded/``, :mod:`gtalib.training.records`) the tasks that would not
-   fit, whole ΔL pairs at a time, and trains the rest on a Dask cluster
+   calibration, :mod:`gtalib.book.pipeline.calibration`; the costs,
+   :mod:`gtalib.book.pipeline.budget`), prints the predicted wall time on its ``J`` workers,
+   keeps within ``--budget MINUTES`` (default 60) by reading from the repository's recorded runs
+   (``book/recorded/``, :mod:`gtalib.training.records`) the tasks that would not fit, whole ΔL
+   pairs at a time, and trains the rest on a Dask cluster
    (:mod:`gtalib.book.pipeline.schedule`), printing which worker trains which run and an ETA;
    ``--train-recorded`` trains every run, the scale ladder's too, whatever the budget;
 3. computes each ablation figure's result once, into a folder private to the build
@@ -50,7 +51,7 @@ from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.plan import Plan, make_plan
 from gtalib.book.design.seeds import DEFAULT_SEEDS, check_seeds, counts_words
 from gtalib.book.design.spot_check import training_tiers
-from gtalib.book.pipeline import budget
+from gtalib.book.pipeline import budget, calibration
 from gtalib.book.pipeline.execute import (
     execute_notebooks,
     notebook_errors,
@@ -108,8 +109,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     ``train_recorded``: all), counting the seconds since ``started`` (the job's
     ``time.perf_counter()`` at its start; ``None``: a prediction made before the job). The
     calibration (one run per configuration family to train,
-    :func:`gtalib.book.pipeline.budget.calibration_specs`) runs on every worker of ``client`` at
-    once (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process;
+    :func:`gtalib.book.pipeline.calibration.calibration_specs`) runs on every worker of
+    ``client`` at once (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process;
     ``workers`` is then the number that answered. Prints the calibration, the prediction and what is read
     from records; with ``list_runs`` also the runs it would train, by figure
     (:func:`runs_by_figure`).
@@ -122,16 +123,16 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     todo = list({s.run_id: s for _, s in labelled
                  if not is_done(run_path(s, run_dir))}.values())
     costs = record_costs.cost_table()
-    ref = budget.reference_spec(plan)
-    step_s = budget.timed_step_s(ref, costs)
-    if step_s > budget.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
-        cal, measured = budget.flops_calibration(plan, costs, threads or 1), {}
+    ref = calibration.reference_spec(plan)
+    step_s = calibration.timed_step_s(ref, costs)
+    if step_s > calibration.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
+        cal, measured = calibration.flops_calibration(plan, costs, threads or 1), {}
     else:
         timed = {key: calibrate_workers(client, s, threads or 1) if client else {}
-                 for key, s in budget.calibration_specs(plan, todo, costs).items()}
-        measured = timed.pop(budget.family(ref))
-        cal = budget.calibrate(plan, costs, threads or 1, measured=measured, todo=todo,
-                               family_measured=timed)
+                 for key, s in calibration.calibration_specs(plan, todo, costs).items()}
+        measured = timed.pop(calibration.family(ref))
+        cal = calibration.calibrate(plan, costs, threads or 1, measured=measured, todo=todo,
+                                    family_measured=timed)
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
         workers = len(measured)
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
@@ -433,14 +434,16 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                 deadline=None if deadline is None else t_all + deadline, optional=optional,
                 first=choice.first)]
         trained = [s for _, s in specs if is_done(run_path(s, run_dir))]
-        families = budget.family_times(trained, seconds, {
-            s.run_id: runs.load_card(run_path(s, run_dir))["wall_time_s"] for s in trained})
+        walls = {s.run_id: runs.load_card(run_path(s, run_dir))["wall_time_s"] for s in trained}
+        families = budget.family_times(trained, seconds, walls)
+        configurations = budget.family_times(trained, seconds, walls, per="configuration")
         dropped = sum(s.run_id in optional and not is_done(run_path(s, run_dir)) for _, s in specs)
         predicted = {"predicted_train_s": choice.train_wall_s,
                      "predicted_total_s": choice.job_wall_s, "budget_min": budget_min,
                      "runs_trained": len(trained),
                      # what the budget left to the records, and what the deadline then dropped
-                     "runs_read": len(choice.read) + dropped, "families": families}
+                     "runs_read": len(choice.read) + dropped, "families": families,
+                     "configurations": configurations}
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
@@ -501,7 +504,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         times["html_s"] = time.perf_counter() - t0
     times["total_s"] = time.perf_counter() - t_all
     log("times: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in times.items()))
-    for line in budget.family_lines(predicted.get("families", [])):
+    for line in budget.family_lines(predicted.get("families", []),
+                                    predicted.get("configurations", [])):
         log(line)
     for line in summary_lines(against):  # last: a run outside its envelope is not missed
         log(line)

@@ -43,13 +43,8 @@ from distributed import Client, Event, LocalCluster, as_completed, get_worker
 from distributed.core import Status
 from tqdm import tqdm
 
-from gtalib.book.pipeline.budget import (
-    groups,
-    late_tasks,
-    start_order,
-    time_steps,
-    training_flops,
-)
+from gtalib.book.pipeline.budget import groups, late_tasks, start_order
+from gtalib.book.pipeline.calibration import time_steps, training_flops
 from gtalib.book.pipeline.stops import (
     SchedulerLost,
     dropped_messages,
@@ -327,7 +322,7 @@ def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
 
 
 def calibrate_workers(client, spec, threads: int = 1, timeout: float = 30.0) -> dict:
-    """Seconds per step of ``spec``'s run (:func:`gtalib.book.pipeline.budget.time_steps`) on every
+    """Seconds per step of ``spec``'s run (:func:`gtalib.book.pipeline.calibration.time_steps`) on every
     worker of ``client`` at once, so that they share the machine as the runs will: worker
     address → seconds. Empty when no worker joins within ``timeout`` seconds (batch jobs still
     queued): the caller then times the step in its own process."""
@@ -416,7 +411,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             ``batch``: options of :func:`batch_cluster`).
         seconds: run id → expected seconds on one worker
             (:func:`gtalib.book.pipeline.budget.expected_seconds`); default: each run's training FLOPs
-            (:func:`gtalib.book.pipeline.budget.training_flops`), in units of 10^10.
+            (:func:`gtalib.book.pipeline.calibration.training_flops`), in units of 10^10.
         client, where: a client already open (:func:`open_cluster`) and what it is; the other
             cluster options are then ignored and the client is left open.
         deadline, optional: a ``time.perf_counter()`` value by which training should end, and

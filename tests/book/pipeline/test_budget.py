@@ -1,6 +1,7 @@
 """What the book's runs cost on this machine and which fit a budget (:mod:`gtalib.book.pipeline.budget`)."""
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -9,7 +10,7 @@ from synthetic import synthetic_identity  # noqa: E402
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import make_plan
-from gtalib.book.pipeline import budget
+from gtalib.book.pipeline import budget, calibration
 from gtalib.training import record_costs
 
 
@@ -54,23 +55,23 @@ def _costs(spec_seconds=()) -> pd.DataFrame:
 def test_expected_seconds_scale_records_and_fall_back_to_flops(ci_specs):
     _, todo = ci_specs
     a, b = todo[0], next(s for s in todo if record_costs.config_key(s) != record_costs.config_key(todo[0]))
-    cal = budget.Calibration(seconds_per_step=0.2, recorded_seconds_per_step=0.1, flops_per_s=1e9)
+    cal = calibration.Calibration(seconds_per_step=0.2, recorded_seconds_per_step=0.1, flops_per_s=1e9)
     assert cal.factor == pytest.approx(2.0)
     costs = _costs([(a, 30.0)])
     assert budget.expected_seconds(a, cal, costs) == (pytest.approx(60.0), "recorded")
     sec, basis = budget.expected_seconds(b, cal, costs)
-    assert basis == "FLOPs" and sec == pytest.approx(budget.training_flops(b) / 1e9
+    assert basis == "FLOPs" and sec == pytest.approx(calibration.training_flops(b) / 1e9
                                                      + budget.RUN_SETUP_S)
     # 6 · N · D (Kaplan et al. 2020), in closed form for one run
     from gtalib.model.params import count_params
 
-    assert budget.training_flops(b) == 6 * count_params(b.model)["total"] * (
+    assert calibration.training_flops(b) == 6 * count_params(b.model)["total"] * (
         b.train.max_steps * b.train.batch_size * b.train.seq_len)
 
 
 def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_specs):
     _, todo = ci_specs
-    cal = budget.Calibration(1.0, 1.0, 1e9)
+    cal = calibration.Calibration(1.0, 1.0, 1e9)
     costs = _costs([(s, 100.0) for s in todo])  # every run 100 s here
     tasks = budget.groups(todo)
     unrecorded = {s.run_id for s in tasks[1]}  # the second task has no record
@@ -103,22 +104,44 @@ def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_
 
 def test_calibration_compares_this_machine_with_the_record(ci_specs, monkeypatch):
     plan, _ = ci_specs
-    ref = budget.reference_spec(plan)
+    ref = calibration.reference_spec(plan)
     assert (ref.model.variant, ref.seed) == ("mha", 0)
     costs = _costs([(ref, 0.5 * ref.train.max_steps)])  # recorded: 0.5 s per step
-    cal = budget.calibrate(plan, costs, steps=2)
+    cal = calibration.calibrate(plan, costs, steps=2)
     assert cal.recorded_seconds_per_step == pytest.approx(0.5)
     assert cal.factor == pytest.approx(cal.seconds_per_step / 0.5)
     assert cal.flops_per_s == pytest.approx(
-        budget.training_flops(ref) / ref.train.max_steps / cal.seconds_per_step)
-    assert budget.calibrate(plan, _costs(), steps=1).factor == 1.0  # nothing recorded
+        calibration.training_flops(ref) / ref.train.max_steps / cal.seconds_per_step)
+    assert calibration.calibrate(plan, _costs(), steps=1).factor == 1.0  # nothing recorded
     with pytest.raises(ValueError, match="steps"):
-        budget.calibrate(plan, costs, steps=0)
+        calibration.calibrate(plan, costs, steps=0)
+
+
+def test_a_calibration_is_the_median_step_after_the_warm_up(ci_specs, monkeypatch):
+    plan, _ = ci_specs
+    ref = calibration.reference_spec(plan)
+    # each step's seconds on a scripted clock: slow warm-up steps, then one step held up by
+    # other work; the calibration reads neither (a mean of the timed steps would say 2.0 s)
+    steps = [7.0] * calibration.WARMUP_STEPS + [1.0, 1.25, 9.0, 1.0, 1.5, 1.0, 1.0, 1.25]
+    assert len(steps) == calibration.WARMUP_STEPS + calibration.CALIBRATION_STEPS
+    clock = {"now": 0.0, "calls": 0}
+
+    def perf_counter():  # called at each step's start and end, in turn
+        if clock["calls"] % 2:
+            clock["now"] += steps[clock["calls"] // 2]
+        clock["calls"] += 1
+        return clock["now"]
+
+    monkeypatch.setattr(calibration, "time", SimpleNamespace(perf_counter=perf_counter))
+    assert calibration.time_steps(ref.to_dict()) == pytest.approx(1.125)
+    assert clock["calls"] == 2 * len(steps)
+    with pytest.raises(ValueError):
+        calibration.steady_step_s([])
 
 
 def test_the_job_prints_its_prediction(ci_specs):
     plan, todo = ci_specs
-    cal = budget.Calibration(0.3, 0.2, 2e9)
+    cal = calibration.Calibration(0.3, 0.2, 2e9)
     recorded = {s.run_id: True for s in todo}
     c = budget.choose(todo, recorded, cal, _costs(), workers=2, budget_s=3600)
     text = budget.describe(c, cal, "this machine")
@@ -147,7 +170,7 @@ def test_late_tasks_drops_the_optional_tasks_that_would_end_after_the_deadline()
 
 def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci_specs):
     _, todo = ci_specs
-    cal = budget.Calibration(1.5, 1.0, 1e9)  # this machine 1.5x the records
+    cal = calibration.Calibration(1.5, 1.0, 1e9)  # this machine 1.5x the records
     costs = _costs([(s, 100.0) for s in todo])
     c = budget.choose(todo, {s.run_id: True for s in todo}, cal, costs, 2, budget_s=600)
     # the corpus comes before training, inside the time the deadline counts from the job's start
@@ -166,7 +189,7 @@ def test_at_the_predicted_pace_the_deadline_drops_nothing_the_prediction_fitted(
     that counted the time before training twice (the corpus in both the job's clock and the
     rest of the job, the drop "× 1.00 of the prediction") drops runs at some budget."""
     _, todo = ci_specs
-    cal = budget.Calibration(1.0, 1.0, 1e9)
+    cal = calibration.Calibration(1.0, 1.0, 1e9)
     costs = _costs([(s, 20.0 + 7.0 * i) for i, s in enumerate(todo)])
     recorded = {s.run_id: True for s in todo}
     first = {todo[-1].run_id}
@@ -202,7 +225,7 @@ def test_start_order_puts_the_spot_check_first_then_the_longest():
 
 def test_choose_trains_the_spot_check_before_runs_offered_earlier(ci_specs):
     _, todo = ci_specs
-    cal = budget.Calibration(1.0, 1.0, 1e9)
+    cal = calibration.Calibration(1.0, 1.0, 1e9)
     costs = _costs([(s, 100.0) for s in todo])
     tasks = budget.groups(todo)
     recorded = {s.run_id: True for s in todo}
@@ -229,7 +252,7 @@ def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
     plan = make_plan("cpu", 3)
     todo = list({s.run_id: s for s in map(plan.spec, sum(training_tiers(plan), ()))}.values())
     first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
-    cal = budget.Calibration(SLOWEST_FACTOR, 1.0, 1e9)  # recorded costs × the factor
+    cal = calibration.Calibration(SLOWEST_FACTOR, 1.0, 1e9)  # recorded costs × the factor
     costs = record_costs.cost_table()
     recorded = {s.run_id: True for s in todo}
     c = budget.choose(todo, recorded, cal, costs, 2, DEFAULT_BUDGET_MIN * 60, first)
@@ -244,7 +267,7 @@ def test_a_later_tier_waits_until_every_task_of_the_earlier_ones_fits(ci_specs, 
     """A seed-0 task that does not fit keeps every other-seed task out, even one that would fit:
     more variants are checked before more seeds; within a tier a smaller task still fills in."""
     _, todo = ci_specs
-    cal = budget.Calibration(1.0, 1.0, 1e9)
+    cal = calibration.Calibration(1.0, 1.0, 1e9)
     tasks = budget.groups(todo)[:4]
     big, small, other_seed, small_2 = tasks
     seconds = {**{s.run_id: 1000.0 for s in big}, **{s.run_id: 10.0 for s in small + small_2},
@@ -272,22 +295,22 @@ def test_the_paper_preset_is_costed_from_flops_without_building_its_model(monkey
     def no_model(*_a, **_k):
         raise AssertionError("a model was built or timed")
 
-    monkeypatch.setattr(budget, "time_steps", no_model)
-    monkeypatch.setattr(budget, "GPT", no_model)
+    monkeypatch.setattr(calibration, "time_steps", no_model)
+    monkeypatch.setattr(calibration, "GPT", no_model)
     costs = record_costs.cost_table()
-    rate = budget.recorded_flops_per_s(costs)
+    rate = calibration.recorded_flops_per_s(costs)
     # the recorded cpu reference itself: its FLOPs over its recorded core-seconds is of that order
-    cpu_ref = budget.reference_spec(make_plan("cpu", 3))
+    cpu_ref = calibration.reference_spec(make_plan("cpu", 3))
     row = costs[costs["key"] == record_costs.config_key(cpu_ref)].iloc[0]
-    assert 0.3 < rate / (budget.training_flops(cpu_ref) / row["core_s_median"]) < 3
+    assert 0.3 < rate / (calibration.training_flops(cpu_ref) / row["core_s_median"]) < 3
     plan = make_plan("paper", 1, notebooks=["init_ablation"])
     plan.data(build=True)  # the run ids hash the GPT-2-tokenised corpus (seconds; no model)
-    ref = budget.reference_spec(plan)
-    assert budget.timed_step_s(ref, costs) > budget.MAX_TIMED_STEP_S
-    cal = budget.flops_calibration(plan, costs)
+    ref = calibration.reference_spec(plan)
+    assert calibration.timed_step_s(ref, costs) > calibration.MAX_TIMED_STEP_S
+    cal = calibration.flops_calibration(plan, costs)
     assert not cal.timed and cal.flops_per_s == pytest.approx(rate)
     sec, basis = budget.expected_seconds(ref, cal, costs)
-    assert basis == "FLOPs" and sec == pytest.approx(budget.training_flops(ref) / rate
+    assert basis == "FLOPs" and sec == pytest.approx(calibration.training_flops(ref) / rate
                                                      + budget.RUN_SETUP_S)
     n = count_params(ref.model)["total"]
     hours = 6 * n * ref.train.max_steps * ref.train.tokens_per_step / (989e12 * 0.4) / 3600
@@ -303,7 +326,7 @@ def test_each_family_is_scaled_from_a_cpu_kind_that_recorded_it(ci_specs):
     against B, whatever the reference family's factor: the prediction is recorded cost on B ×
     this machine's step over B's step, in closed form."""
     _, todo = ci_specs
-    a, b = todo[0], next(s for s in todo if budget.family(s) == budget.family(todo[0])
+    a, b = todo[0], next(s for s in todo if calibration.family(s) == calibration.family(todo[0])
                          and record_costs.config_key(s) != record_costs.config_key(todo[0]))
     by_a = {"A": {"runs": 3, "core_s": 100.0, "train_s": 100.0},
             "B": {"runs": 1, "core_s": 50.0, "train_s": 50.0}}
@@ -312,14 +335,14 @@ def test_each_family_is_scaled_from_a_cpu_kind_that_recorded_it(ci_specs):
                            "train_s_median": m, "by_cpu": by}
                           for s, m, by in ((a, 90.0, by_a), (b, 80.0, by_b))])
     n = a.train.max_steps
-    fam = budget.FamilyCalibration("x", 0.3, {"A": 100.0 / n, "B": 50.0 / n}, 1e9)
-    cal = budget.Calibration(9.0, 1.0, 1e9, families={budget.family(a): fam}, cpu="A")
+    fam = calibration.FamilyCalibration("x", 0.3, {"A": 100.0 / n, "B": 50.0 / n}, 1e9)
+    cal = calibration.Calibration(9.0, 1.0, 1e9, families={calibration.family(a): fam}, cpu="A")
     # a on this machine's own kind A: 100 s × 0.3 / (100/n)
     assert budget.expected_seconds(a, cal, costs)[0] == pytest.approx(100.0 * 0.3 * n / 100.0)
     # b only on B: 80 s × 0.3 / (50/n), not 80 s × the reference factor 9
     assert budget.expected_seconds(b, cal, costs)[0] == pytest.approx(80.0 * 0.3 * n / 50.0)
     # without a family calibration: the overall median × factor, as before
-    plain = budget.Calibration(9.0, 1.0, 1e9)
+    plain = calibration.Calibration(9.0, 1.0, 1e9)
     assert budget.expected_seconds(b, plain, costs)[0] == pytest.approx(80.0 * 9.0)
 
 
@@ -330,25 +353,25 @@ def test_a_variant_this_kind_never_recorded_is_timed_and_scaled_on_its_own(ci_sp
     family's calibration against this kind's records. Closed form."""
     plan, todo = ci_specs
     a = todo[0]
-    b = next(s for s in todo if budget.family(s) == budget.family(a)
+    b = next(s for s in todo if calibration.family(s) == calibration.family(a)
              and s.model.variant != a.model.variant)
     by_a = {"A": {"runs": 3, "core_s": 100.0, "train_s": 100.0}}
     by_b = {"B": {"runs": 2, "core_s": 80.0, "train_s": 80.0}}
     costs = pd.DataFrame([{"key": record_costs.config_key(s), "core_s_median": m,
                            "train_s_median": m, "by_cpu": by}
                           for s, m, by in ((a, 100.0, by_a), (b, 80.0, by_b))])
-    chosen = budget.calibration_specs(plan, [a, b], costs, cpu="A")
-    assert chosen[budget.variant_family(b)] is b
-    assert budget.variant_family(a) not in chosen  # recorded on this kind: its family serves
+    chosen = calibration.calibration_specs(plan, [a, b], costs, cpu="A")
+    assert chosen[calibration.variant_family(b)] is b
+    assert calibration.variant_family(a) not in chosen  # recorded on this kind: its family serves
     n = a.train.max_steps
-    fam = budget.FamilyCalibration("x", 0.3, {"A": 100.0 / n}, 1e9)
-    own = budget.FamilyCalibration("y", 0.5, {"B": 80.0 / n}, 1e9)
-    cal = budget.Calibration(9.0, 1.0, 1e9, families={budget.family(a): fam,
-                                                      budget.variant_family(b): own}, cpu="A")
+    fam = calibration.FamilyCalibration("x", 0.3, {"A": 100.0 / n}, 1e9)
+    own = calibration.FamilyCalibration("y", 0.5, {"B": 80.0 / n}, 1e9)
+    cal = calibration.Calibration(9.0, 1.0, 1e9, families={calibration.family(a): fam,
+                                                      calibration.variant_family(b): own}, cpu="A")
     assert budget.expected_seconds(a, cal, costs)[0] == pytest.approx(100.0 * 0.3 * n / 100.0)
     # b: 80 s on B × its own variant's step now over its step on B
     assert budget.expected_seconds(b, cal, costs)[0] == pytest.approx(80.0 * 0.5 * n / 80.0)
-    assert budget.family_words(budget.variant_family(b)).startswith(
+    assert calibration.family_words(calibration.variant_family(b)).startswith(
         f"{display_name(b.model.variant)}, {n:,}-step runs")
 
 
@@ -356,7 +379,7 @@ def test_family_times_sum_predicted_and_measured_per_family(ci_specs):
     _, todo = ci_specs
     fams = {}
     for s in todo:
-        fams.setdefault(budget.family(s), []).append(s)
+        fams.setdefault(calibration.family(s), []).append(s)
     predicted = {s.run_id: 10.0 for s in todo}
     measured = {s.run_id: 12.0 for s in todo[::2]}
     rows = budget.family_times(todo, predicted, measured)
@@ -364,3 +387,20 @@ def test_family_times_sum_predicted_and_measured_per_family(ci_specs):
     for r in rows:
         assert r["measured_s"] == pytest.approx(1.2 * r["predicted_s"])
     assert all("(× 1.20)" in line for line in budget.family_lines(rows))
+
+    # per configuration: the seed and data order left out, as a recorded cost leaves them out
+    measured = {s.run_id: (12.0 if i % 3 else 10.5) for i, s in enumerate(todo)}
+    configs = budget.family_times(todo, predicted, measured, per="configuration")
+    keys = {record_costs.config_key(s) for s in todo}
+    assert len(configs) == len(keys) < len(todo)  # the ci plan has two seeds of each
+    assert sum(r["runs"] for r in configs) == len(todo)
+    assert all(r["configuration"].endswith(calibration.family_words(calibration.family(todo[0])))
+               and "seed" not in r["configuration"] for r in configs)
+    ratios = [r["measured_s"] / r["predicted_s"] for r in configs]
+    within = sum(abs(x - 1) <= budget.CONFIG_TOLERANCE for x in ratios)
+    assert 0 < within < len(ratios)  # 1.20 is outside ±15 %, 1.05 and 1.15 within
+    last = budget.family_lines(rows, configs)[-1]
+    assert last.startswith(f"prediction: {within} of {len(configs)} configuration(s) within ±15 %")
+    assert f"(× {min(ratios):.2f}–{max(ratios):.2f})" in last
+    with pytest.raises(ValueError, match="per must be 'family' or 'configuration'"):
+        budget.family_times(todo, predicted, measured, per="variant")

@@ -177,14 +177,14 @@ def test_the_calibration_times_every_worker_at_once():
     """The job's calibration runs on the workers that will train, all at once, so that it sees
     them share the machine as the runs will (gtalib.book.pipeline.budget)."""
     from gtalib.book.design.plan import make_plan
-    from gtalib.book.pipeline import budget
+    from gtalib.book.pipeline import calibration
 
     plan = make_plan("ci", 1)
     with schedule.open_cluster(None, None, 2, None) as (client, where):
         assert where == "embedded LocalCluster of 2 worker(s)"
-        measured = schedule.calibrate_workers(client, budget.reference_spec(plan))
+        measured = schedule.calibrate_workers(client, calibration.reference_spec(plan))
     assert len(measured) == 2 and all(0 < s < 60 for s in measured.values())
-    cal = budget.calibrate(plan, measured=measured)  # the median of two: their mean
+    cal = calibration.calibrate(plan, measured=measured)  # the median of two: their mean
     assert cal.workers == 2
     assert cal.seconds_per_step == pytest.approx(sorted(measured.values())[0] / 2
                                                  + sorted(measured.values())[1] / 2)
