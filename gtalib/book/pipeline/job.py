@@ -65,6 +65,7 @@ from gtalib.book.pipeline.schedule import (
     open_cluster,
     resolve_accelerator,
     train_all,
+    usable_cores,
 )
 from gtalib.book.pipeline.snippets import write_chapter_snippets
 from gtalib.data.archives import default_data_dir
@@ -135,6 +136,10 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
                                     family_measured=timed)
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
         workers = len(measured)
+    embedded = where is None or where.startswith("embedded")
+    if embedded and workers > usable_cores():
+        log(f"jobs: {workers} workers on {usable_cores()} core(s) share them, each run slower "
+            f"(the calibration timed them sharing); --jobs {usable_cores()} gives each its own")
     recorded = {s.run_id: records.find_record(s) is not None for s in todo}
     tier = {plan.spec(r).run_id: i for i, t in enumerate(tiers) for r in t}
     choice = budget.choose(todo, recorded, cal, costs, workers,
@@ -142,7 +147,7 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
                            {rid for rid, i in tier.items() if i == 0}, tier,
                            None if started is None else time.perf_counter() - started)
     here = f"this machine ({machine_label(cpus=False)})"
-    where = here if where is None or where.startswith("embedded") else (
+    where = here if embedded else (
         f"{where}, workers as fast as measured" if measured
         else f"{where}, workers assumed as fast as {here}")
     log(f"runs: {len(plan.runs)} in the book, {len(plan.runs) - len(todo)} in {run_dir}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -40,6 +41,7 @@ from pathlib import Path
 import dask
 import torch
 from distributed import Client, Event, LocalCluster, as_completed, get_worker
+from distributed.comm.addressing import parse_host_port
 from distributed.core import Status
 from tqdm import tqdm
 
@@ -101,17 +103,23 @@ QUIET_WORKERS = {
 }
 
 
+def usable_cores() -> int:
+    """The cores this process may use (``os.sched_getaffinity``, else ``os.cpu_count``)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
+
+
 def default_jobs() -> int:
     """Worker processes of the embedded cluster: the cores this process may use
-    (``os.sched_getaffinity``), at most one per :data:`RUN_PEAK_RSS` of available memory."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    (:func:`usable_cores`), at most one per :data:`RUN_PEAK_RSS` of available memory."""
+    cores = usable_cores()
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f
                          if line.startswith("MemAvailable:"))
-        return max(1, min(cores or 1, avail // RUN_PEAK_RSS))
+        return max(1, min(cores, avail // RUN_PEAK_RSS))
     except (OSError, StopIteration, ValueError):
-        return max(1, cores or 1)
+        return cores
 
 
 def resolve_accelerator(accelerator: str, cluster=None, scheduler_file=None) -> str:
@@ -182,6 +190,9 @@ def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int
                 queue=queue, job_script_prologue=prologue, **extra)
 
 
+#: Seconds a ``tcp://`` scheduler's host has to accept a connection before Dask's own, retried,
+#: connect is left to decide (:func:`_client`).
+CONNECT_PROBE_S = 5.0
 #: Seconds the batch system has to answer the submission of the worker jobs (a job it queues
 #: has answered; only one it refuses is an error).
 SUBMIT_TIMEOUT_S = 120
@@ -203,12 +214,8 @@ def submit_jobs(cluster, system: str, jobs: int) -> None:
         with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
             script.write(cluster.job_script())
             script.flush()
-            try:
-                test = subprocess.run([submit, "--test-only", script.name], capture_output=True,
-                                      text=True, timeout=SUBMIT_TIMEOUT_S)
-            except FileNotFoundError:
-                raise ValueError(f"cluster {system}: no {submit} command here; run the book on "
-                                 f"a node that submits {system} jobs") from None
+            test = subprocess.run([submit, "--test-only", script.name], capture_output=True,
+                                  text=True, timeout=SUBMIT_TIMEOUT_S)
         if test.returncode != 0:
             why = (test.stderr.strip() or test.stdout.strip()).splitlines()[-1:] or ["no message"]
             raise ValueError(f"cluster {system}: {submit} refused the worker job: {why[0]}")
@@ -263,6 +270,11 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
                                       + (", one GPU each" if gpus else ""))
     if cluster in BATCH_SYSTEMS:
+        # before a scheduler is started for the jobs, which takes seconds to start and close
+        submit = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}[cluster]
+        if shutil.which(submit) is None:
+            raise ValueError(f"cluster {cluster}: no {submit} command here; run the book on a "
+                             f"node that submits {cluster} jobs")
         owned = batch_cluster(cluster, **(batch or {}))
         try:
             submit_jobs(owned, cluster, jobs)
@@ -271,6 +283,14 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
             raise
         return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
     if str(cluster).startswith("tcp://"):
+        host, port = parse_host_port(cluster[len("tcp://"):])
+        try:  # one probe: a refused connection or an unknown host fails now, not after Dask's
+            # retries for its connect timeout (30 s); a slow answer is left to Dask
+            socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
+        except (ConnectionRefusedError, socket.gaierror) as exc:
+            raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
+        except TimeoutError:
+            pass
         try:
             return Client(cluster), None, f"Dask cluster at {cluster}"
         except OSError as exc:  # nothing listens there, or not in time

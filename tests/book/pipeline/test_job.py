@@ -438,3 +438,26 @@ def test_predict_lists_the_runs_it_would_train_by_figure(monkeypatch):
     assert all(ln.split("(")[-1].rstrip(")") in ids for ln in listed)
     assert {ln.split("(")[-1].rstrip(")") for ln in listed if ln.startswith("    *")} == ids & first
     assert "Latent-scaling" not in text  # GQA is not in that figure
+
+
+def test_more_embedded_workers_than_cores_is_said_before_training(tmp_path, monkeypatch):
+    """``--jobs`` above the cores this process may use: the job says that the workers share
+    them (each run slower, as the calibration timed them) and which ``--jobs`` gives each run a
+    core; at as many workers as cores it says nothing of it."""
+    import synthetic
+
+    from gtalib.book.design import run_specs as specs
+    from gtalib.book.pipeline import calibration
+
+    monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
+    monkeypatch.setattr(calibration, "time_steps", lambda *a, **k: 0.01)  # nothing is timed
+    monkeypatch.setattr(book, "usable_cores", lambda: 1)
+    plan = make_plan("ci", 1)
+    said = {}
+    for workers in (2, 1):
+        lines = []
+        book.runs_to_train(plan, tmp_path / "empty", workers, 1, None, log=lines.append)
+        said[workers] = [line for line in lines if line.startswith("jobs: ")]
+    assert said[1] == []
+    assert said[2] == ["jobs: 2 workers on 1 core(s) share them, each run slower (the calibration "
+                       "timed them sharing); --jobs 1 gives each its own"]
