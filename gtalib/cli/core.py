@@ -164,21 +164,23 @@ def expected_error(exc: BaseException) -> BaseException | None:
 
     Expected are bad input and bad stored state: :class:`CliError`, ``ValueError``, ``KeyError``,
     ``FileNotFoundError``, ``FloatingPointError`` (a diverged run), the run store's errors
-    (:class:`gtalib.training.runs.RunIncompleteError` and its subclasses) and a full disk
-    (:class:`gtalib.training.disk.StoreFullError`). They are looked for in ``exc``
+    (:class:`gtalib.training.runs.RunIncompleteError` and its subclasses), a full disk
+    (:class:`gtalib.training.disk.StoreFullError`) and an unreachable Hugging Face hub
+    (:class:`gtalib.data.fineweb.HubUnavailable`, whose message says what to do offline). They are looked for in ``exc``
     and then along its ``__cause__`` chain, so one that a library wrapped (``raise Wrapper from
     err``) is reported with our message; an error raised *while handling* another (implicit
     ``__context__``) is a bug of its own and is not looked through. A full disk met outside the
     run store (the data cache, the book's pages) is expected too: it becomes a
     :class:`CliError` naming the file and the space free.
     """
+    from gtalib.data.fineweb import HubUnavailable
     from gtalib.training.disk import StoreFullError, disk_full, format_bytes, free_bytes
     from gtalib.training.runs import RunIncompleteError
 
     first = exc
     while exc is not None and not isinstance(
             exc, (CliError, ValueError, KeyError, FileNotFoundError, FloatingPointError,
-                  RunIncompleteError, StoreFullError)):
+                  RunIncompleteError, StoreFullError, HubUnavailable)):
         exc = exc.__cause__
     full = disk_full(first) if exc is None else None
     if full is not None:

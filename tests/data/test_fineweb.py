@@ -88,3 +88,14 @@ def test_unreachable_hub_fails_fast(monkeypatch):
     with pytest.raises(HubUnavailable, match="cannot reach the Hugging Face hub.*local folder"):
         check_hub(timeout=2.0)
     assert time.perf_counter() - t0 < 5.0
+
+
+def test_the_cli_says_the_hub_is_offline_in_one_line(monkeypatch, tmp_path, capsys):
+    """`gtalib data build --corpus fineweb-edu` offline: exit 2 and the advice, no traceback."""
+    from gtalib.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["data", "build", "--corpus", "fineweb-edu", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error: the Hugging Face hub is disabled" in err
+    assert "local folder" in err
