@@ -47,7 +47,7 @@ def config_key(spec) -> str:
     spec but the seed and the data order (``train.data_seed``: which windows a step reads, not
     how many), the key of :func:`cost_table`, so a run's expected cost is looked up by its spec
     and the runs of one configuration at other data orders count as its own."""
-    d = json.loads(json.dumps(spec.to_dict()))  # a copy: the spec's own dicts stay as they are
+    d = spec.to_dict()
     d["seed"], d["train"]["data_seed"] = None, None
     identity = d.get("data", {}).get("identity")
     if isinstance(identity, dict):  # the data's identity names the order too, and hashes it

@@ -25,6 +25,7 @@ held-out set, filled on eval steps only) and ``val_loss/<source>`` per data sour
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -131,8 +132,10 @@ class RunSpec:
                              "gtalib.model.presets.model_config")
 
     def to_dict(self) -> dict:
-        """JSON-serialisable form (written to ``spec.json``)."""
-        return {"model": self.model.to_dict(), "train": self.train.to_dict(), "data": self.data,
+        """JSON-serialisable form (written to ``spec.json``): a copy, so that a caller that edits
+        it leaves the spec, and its run id, as they are."""
+        return {"model": self.model.to_dict(), "train": self.train.to_dict(),
+                "data": copy.deepcopy(self.data),
                 "seed": self.seed, "model_math_version": MODEL_MATH_VERSION}
 
     @classmethod

@@ -75,3 +75,15 @@ def test_a_result_field_outside_the_fixed_set_changes_the_id_only_off_its_defaul
     assert plus.hash_payload() == spec.hash_payload()
     off = dataclasses.replace(plus, model=plus.model.replace(rope=False))
     assert off.hash_payload()["model"]["rope"] is False
+
+
+def test_editing_a_specs_dict_leaves_the_spec_and_its_id_as_they_are():
+    """to_dict is a copy: a caller that blanks the data order in it (as a cost's key does) does
+    not change the spec it came from."""
+    spec = runs.load_spec(BUNDLES[0])
+    before = spec.run_id
+    d = spec.to_dict()
+    for part in d.values():
+        if isinstance(part, dict):
+            part.clear()
+    assert spec.run_id == before and spec.data and spec.to_dict() != d
