@@ -104,8 +104,9 @@ def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]
     """``(seconds, basis)``: a run's expected wall time on one worker here.
 
     Where this machine's CPU kind recorded the run's configuration and its family's timed run
-    (:attr:`Calibration.families`): that configuration's recorded core-seconds here (median) ×
-    the family's seconds per step now over its recorded seconds per step here. Otherwise the
+    (:attr:`Calibration.families`): that configuration's recorded core-seconds here (of its
+    fastest run, the one least slowed by other work: :func:`gtalib.training.record_costs.cost_table`'s
+    ``by_cpu``) × the family's seconds per step now over its recorded seconds per step here. Otherwise the
     same through the run's own variant timed now (:func:`variant_family`), else through its
     family, on a CPU kind that recorded both, the kind with the most runs of it (``basis``
     ``"recorded"``). Otherwise its recorded core-seconds (median over every kind) ×

@@ -77,7 +77,8 @@ class FamilyCalibration:
         run: the timed run's configuration in words (:meth:`RunSpec.describe`, less its seed).
         seconds_per_step: its optimizer step here (seconds; median over the workers).
         recorded: CPU kind (:func:`gtalib.training.record_costs.cost_table`'s names) → the same
-            configuration's recorded seconds per step there (median; empty: never recorded).
+            configuration's recorded seconds per step there (of its fastest run there,
+            :func:`gtalib.training.record_costs.cost_table`'s ``by_cpu``; empty: never recorded).
         flops_per_s: training FLOPs per second of it here (:func:`training_flops` of one step
             over ``seconds_per_step``).
     """
@@ -229,8 +230,9 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     """This machine's :class:`Calibration`: :func:`time_steps` of every run of
     :func:`calibration_specs` (the reference, and one run per other family of ``todo``), each
     compared with the recorded seconds per step of its configuration, overall (the median over
-    its bundles, for the reference's :attr:`Calibration.factor`) and per CPU kind (for
-    :func:`expected_seconds`); ``costs``: :func:`gtalib.training.record_costs.cost_table`, read
+    its bundles, for the reference's :attr:`Calibration.factor`) and per CPU kind (its fastest
+    run there, for :func:`gtalib.book.pipeline.budget.expected_seconds`); ``costs``:
+    :func:`gtalib.training.record_costs.cost_table`, read
     when ``None``. ``measured``: the reference's seconds per step already timed on the workers
     (worker → seconds, from :func:`gtalib.book.pipeline.schedule.calibrate_workers`, all at once,
     so that they contend as the runs will), ``family_measured`` the same per family; their
