@@ -187,3 +187,9 @@ def untrim_malloc() -> bool:
                     and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to undo
         return False
+
+
+def usable_cores() -> int:
+    """The cores this process may use (``os.sched_getaffinity``, else ``os.cpu_count``)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)

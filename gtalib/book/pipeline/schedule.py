@@ -59,7 +59,7 @@ from gtalib.book.pipeline.stops import (
 )
 from gtalib.training import bundles, runs
 from gtalib.training.disk import StoreFullError, disk_full
-from gtalib.training.machine import MALLOC_TRIM, untrim_malloc
+from gtalib.training.machine import MALLOC_TRIM, untrim_malloc, usable_cores
 from gtalib.training.runs import RunSpec
 from gtalib.training.train import ensure_run
 
@@ -103,23 +103,16 @@ QUIET_WORKERS = {
 }
 
 
-def usable_cores() -> int:
-    """The cores this process may use (``os.sched_getaffinity``, else ``os.cpu_count``)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, cores or 1)
-
-
 def default_jobs() -> int:
     """Worker processes of the embedded cluster: the cores this process may use
     (:func:`usable_cores`), at most one per :data:`RUN_PEAK_RSS` of available memory."""
-    cores = usable_cores()
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f
                          if line.startswith("MemAvailable:"))
-        return max(1, min(cores, avail // RUN_PEAK_RSS))
+        return max(1, min(usable_cores(), avail // RUN_PEAK_RSS))
     except (OSError, StopIteration, ValueError):
-        return cores
+        return usable_cores()
 
 
 def resolve_accelerator(accelerator: str, cluster=None, scheduler_file=None) -> str:
@@ -190,8 +183,7 @@ def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int
                 queue=queue, job_script_prologue=prologue, **extra)
 
 
-#: Seconds a ``tcp://`` scheduler's host has to accept a connection before Dask's own, retried,
-#: connect is left to decide (:func:`_client`).
+#: Seconds a ``tcp://`` scheduler's host has to accept a connection (:func:`_client`).
 CONNECT_PROBE_S = 5.0
 #: Seconds the batch system has to answer the submission of the worker jobs (a job it queues
 #: has answered; only one it refuses is an error).
@@ -270,7 +262,6 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
                                       + (", one GPU each" if gpus else ""))
     if cluster in BATCH_SYSTEMS:
-        # before a scheduler is started for the jobs, which takes seconds to start and close
         submit = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub"}[cluster]
         if shutil.which(submit) is None:
             raise ValueError(f"cluster {cluster}: no {submit} command here; run the book on a "
@@ -284,12 +275,11 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
     if str(cluster).startswith("tcp://"):
         host, port = parse_host_port(cluster[len("tcp://"):])
-        try:  # one probe: a refused connection or an unknown host fails now, not after Dask's
-            # retries for its connect timeout (30 s); a slow answer is left to Dask
+        try:  # one probe: refused or unknown fails now, not after Dask's 30 s of retries
             socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
         except (ConnectionRefusedError, socket.gaierror) as exc:
             raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
-        except TimeoutError:
+        except TimeoutError:  # a slow answer is left to Dask
             pass
         try:
             return Client(cluster), None, f"Dask cluster at {cluster}"
