@@ -111,19 +111,23 @@ def test_a_bit_identical_retraining_on_another_kind_is_kept_once(finished_run, t
     assert "reproduced_on" not in records.load_record_info(folder)
 
 
+def _seed_copy(bundle, dest, seed, card):
+    """A copy of ``bundle`` at ``dest`` as the run of another ``seed``, with the card ``card``."""
+    shutil.copytree(bundle, dest)
+    d = json.loads((dest / "spec.json").read_text())
+    d["seed"] = seed
+    (dest / "spec.json").write_text(json.dumps(d))
+    (dest / "card.json").write_text(json.dumps(card))
+
+
 def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     """Two seeds of one configuration are one row; a resumed run counts at the median."""
     _, spec, path = finished_run
     a = records.record_run(path, tmp_path)
     card = runs.load_card(path)
     for name, seed, wall, resumed in (("s1", 1, 30.0, False), ("s2", 2, 5.0, True)):
-        b = tmp_path / name
-        shutil.copytree(a, b)
-        d = json.loads((b / "spec.json").read_text())
-        d["seed"] = seed
-        (b / "spec.json").write_text(json.dumps(d))
-        (b / "card.json").write_text(json.dumps({**card, "wall_time_s": wall, "threads": 2,
-                                                 "resumed": resumed}))
+        _seed_copy(a, tmp_path / name, seed, {**card, "wall_time_s": wall, "threads": 2,
+                                                "resumed": resumed})
     t = record_costs.cost_table(tmp_path)
     assert len(t) == 1
     row = t.iloc[0]
@@ -163,13 +167,8 @@ def test_a_kinds_cost_is_its_fastest_run(finished_run, tmp_path):
                                              ("slow2", 2, own * 2, own * 1.9, False),
                                              ("fast", 3, own / 2, own / 2.2, False),
                                              ("resumed", 4, own / 10, own / 10, True)):
-        b = tmp_path / name
-        shutil.copytree(a, b)
-        d = json.loads((b / "spec.json").read_text())
-        d["seed"] = seed
-        (b / "spec.json").write_text(json.dumps(d))
-        (b / "card.json").write_text(json.dumps({**card, "wall_time_s": wall, "threads": 1,
-                                                 "train_wall_s": train, "resumed": resumed}))
+        _seed_copy(a, tmp_path / name, seed, {**card, "wall_time_s": wall, "threads": 1,
+                                                "train_wall_s": train, "resumed": resumed})
     row = record_costs.cost_table(tmp_path).iloc[0]
     (kind, cost), = row["by_cpu"].items()
     assert cost == {"runs": 4, "core_s": pytest.approx(own / 2), "train_s": pytest.approx(own / 2.2)}
