@@ -12,9 +12,9 @@ through the embedded Dask cluster, notebooks, HTML) into a temporary copy of ``b
 empty temporary run store, with the budget given (``--only``: those notebooks, and only the runs
 they read, as ``gtalib book --only`` does: the gating page's 1,000-step runs alone; no HTML then,
 since the other pages' links cannot resolve), and records what the job predicted before it
-trained (:mod:`gtalib.book.pipeline.budget`: a short timed calibration, then each run's recorded
-core-seconds scaled to this machine, or its FLOPs at the calibrated rate) against what it then
-measured, for the training and for the whole job. Each call adds one row to
+trained (:mod:`gtalib.book.pipeline.budget`: a short timed calibration of every step shape,
+then each run's steps at its shape's seconds per step, with its evaluations and setup) against
+what it then measured, for the training and for the whole job. Each call adds one row to
 ``budget_prediction.json`` (date, machine kind, commit, versions, load average) and rewrites
 ``budget_prediction.md`` from all rows. Not a timed test: a measurement.
 """
@@ -87,8 +87,9 @@ def markdown(rows: list[dict]) -> str:
         "",
         "Each row: one `gtalib book` from an empty run store (`benchmarks/budget_prediction.py"
         " --preset P [--budget M]`), its prediction printed before it trained (a short timed "
-        "calibration; each run's recorded core-seconds scaled to this machine, or its FLOPs at "
-        "the calibrated rate where none is recorded: `gtalib/book/pipeline/budget.py`) against what it "
+        "calibration of every step shape, then each run's steps at its shape's seconds per step, "
+        "with its evaluations and setup: `gtalib/book/pipeline/budget.py`; rows before "
+        "2026-12-06 20:00 scaled each run's recorded core-seconds instead) against what it "
         "measured. *ratio* = measured / predicted: above 1, the job took longer than it said. "
         "Load average (1 min) before and after: the machine may be shared.",
         "",
@@ -109,8 +110,8 @@ def markdown(rows: list[dict]) -> str:
             f"{r['total_s'] / r['predicted_total_s']:.2f} | {r['load_before'][0]} / "
             f"{r['load_after'][0]} |")
     lines += ["", "## Per configuration family", "",
-              "The same builds, each family's runs (one calibration each: "
-              "`gtalib.book.pipeline.calibration.family`) on one worker: the sum of their predicted "
+              "The same builds, each family's runs "
+              "(`gtalib.book.pipeline.calibration.family`) on one worker: the sum of their predicted "
               "seconds against the sum of their measured wall times (their cards), as the job's "
               "last lines print them. Rows recorded before the per-family calibration have none.",
               "", "| date (UTC) | CPU | commit | preset | family | runs | predicted → measured (s) "

@@ -481,19 +481,27 @@ def sample_output_problems(text: str) -> list[str]:
     from gtalib.book.design.spot_check import spot_check_refs
     from gtalib.book.pipeline import budget, calibration
 
-    m = re.search(r"prints its\nprediction:\n\n```\n(.*?)```", text, re.S)
+    m = re.search(r"per configuration:\n\n```\n(.*?)```", text, re.S)
     if not m:
         return ["sample output: the README no longer shows it"]
     lines = m.group(1).splitlines()
-    nums = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)", m.group(1))]
-    step, recorded = nums[0], nums[2]  # nums[3]: the factor, which describe() derives
-    workers, n_train, train_min, job_min = int(nums[1]), int(nums[7]), nums[8], nums[9]
-    n_spot, budget_min, n_read = int(nums[10]), nums[12], int(nums[13])
+    fields = re.search(
+        r"calibration: (\d+) step shape\(s\) timed on (\d+) worker\(s\), as many at once, "
+        r"([\d.]+)–([\d.]+) s per step; the reference run \(MHA\) ([\d.]+) s against ([\d.]+) s "
+        r".*training (\d+) run\(s\) ≈ (\d+) min, the whole job ≈ (\d+) min"
+        r".*spot-check: (\d+) run\(s\).*budget: (\d+) min; (\d+) run\(s\)", m.group(1), re.S)
+    if not fields:
+        return ["sample output: its lines are not those of the job:\n" + m.group(1)]
+    n_shapes, workers, fastest, slowest, step, recorded, n_train, train_min, job_min, n_spot, \
+        budget_min, n_read = (float(x) for x in fields.groups())
+    n_shapes, workers, n_train, n_spot, n_read = map(int, (n_shapes, workers, n_train, n_spot, n_read))
     where = re.search(r"prediction on (.*) \(\d+ worker", lines[1]).group(1)
     runs = [SimpleNamespace(run_id=str(i)) for i in range(n_train)]
     choice = budget.Choice([runs], [None] * n_read, {}, {}, train_min * 60, job_min * 60,
                            budget_min * 60, workers, frozenset(r.run_id for r in runs[:n_spot]))
-    cal = calibration.Calibration(step, recorded, 1e9, 1, workers)
+    per_step = [fastest, slowest] + [fastest] * (n_shapes - 2)
+    cal = calibration.Calibration(step, recorded, 1e9, 1, workers, {
+        i: calibration.StepTiming("", s) for i, s in enumerate(per_step)})
     problems = []
     if budget.describe(choice, cal, where).splitlines() != lines:
         problems.append("sample output: describe() prints other lines for these numbers:\n"

@@ -1,6 +1,7 @@
 """What the recorded runs cost: one row per recorded configuration, in core-seconds and on which
 CPU, and the Markdown page ``docs/recorded_runs.md`` (``gtalib record costs``). The budget of
-``gtalib book`` scales these costs to the reader's machine (:mod:`gtalib.book.pipeline.budget`).
+``gtalib book`` takes from them the rest of the job's scale and the throughput of a preset too
+large to time (:mod:`gtalib.book.pipeline.calibration`).
 """
 
 from __future__ import annotations
@@ -15,15 +16,6 @@ from gtalib.training.records import list_records, load_record_info, record_machi
 def cpu_kind_label(model_name, family, model) -> str:
     """A CPU kind as the cost table names it: ``"AMD EPYC (family 26, model 2)"``."""
     return f"{model_name} (family {family}, model {model})"
-
-
-def this_cpu() -> str:
-    """This machine's CPU kind, named as :func:`cost_table` names a record's
-    (:func:`gtalib.training.machine.cpu_info`)."""
-    from gtalib.training.machine import cpu_info
-
-    cpu = cpu_info()
-    return cpu_kind_label(cpu["model_name"], cpu["family"], cpu["model"])
 
 
 def _cpu_of(folder: Path) -> str:
@@ -67,10 +59,7 @@ def cost_table(record_dir=None):
     last-process time, a lower bound, flagged by ``lower_bound``), ``core_s_total``,
     ``train_s_median`` (the optimizer steps' own seconds per run, the card's ``train_wall_s``,
     median over the runs not resumed), ``cpu``
-    (the machine kind that trained it, :func:`record_machine_kind`), ``by_cpu`` (per CPU kind
-    that trained runs of it not resumed: ``{"runs", "core_s", "train_s"}``, the count and the
-    core-seconds and optimizer-step seconds of its fastest run, the one least slowed by other
-    work, so that a cost can be scaled from the kind it was measured on) and ``result_bytes`` (what
+    (the machine kind that trained it, :func:`record_machine_kind`) and ``result_bytes`` (what
     such a run keeps in a run store, the largest of its bundles: :func:`_result_bytes`). Sorted by
     ``core_s_total``, largest first.
     Returns a :class:`pandas.DataFrame`.
@@ -95,7 +84,7 @@ def cost_table(record_dir=None):
                      "cpu": _cpu_of(folder), "result_bytes": _result_bytes(folder)})
     cols = ["key", "run", "n_layer", "d_model", "steps", "tokens", "seeds", "runs", "core_s_median",
             "core_s_min", "core_s_max", "resumed", "core_s_total", "lower_bound", "train_s_median",
-            "cpu", "by_cpu", "result_bytes"]
+            "cpu", "result_bytes"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -107,15 +96,6 @@ def cost_table(record_dir=None):
         core_s_max=("core_s", "max"), resumed=("resumed", "sum"),
         train_s_median=("train_s", "median"),
         cpu=("cpu", lambda c: "; ".join(sorted(set(c)))), result_bytes=("result_bytes", "max"))
-    timed = df[~df["resumed"]].groupby(["key", "cpu"], sort=False)
-    by_cpu = {}
-    for (key, cpu), g in timed:
-        # the fastest run: other work on the machine only ever slows a run down (the medians of
-        # the 250-step configurations on AMD EPYC family 25 stood up to 3x their fastest run)
-        fastest = g.loc[g["core_s"].idxmin()]
-        by_cpu.setdefault(key, {})[cpu] = {"runs": len(g), "core_s": float(fastest["core_s"]),
-                                           "train_s": float(fastest["train_s"])}
-    out["by_cpu"] = [by_cpu.get(k, {}) for k in out.index]
     measured = df.groupby("key", sort=False)["core_s"].sum()
     out["lower_bound"] = out["core_s_median"].isna()  # every run of it resumed
     last_start = df.groupby("key", sort=False)["last_start_core_s"].sum()

@@ -155,26 +155,6 @@ def test_cost_table_sums_core_seconds_per_configuration(finished_run, tmp_path):
     assert "| — (all resumed) | 1 | ≥ 7 |" in md and "**at least 7 core-seconds**" in md
 
 
-def test_a_kinds_cost_is_its_fastest_run(finished_run, tmp_path):
-    """Other work on a machine only slows a run down: per CPU kind, the cost table keeps the
-    core-seconds and optimizer-step seconds of the fastest run (not the median, which two runs
-    slowed by a neighbour would carry), and no resumed run, whose card times its last start."""
-    _, spec, path = finished_run
-    a = records.record_run(path, tmp_path)
-    card = runs.load_card(path)
-    own = card["wall_time_s"] * card["threads"]
-    for name, seed, wall, train, resumed in (("slow1", 1, own * 3, own * 2.9, False),
-                                             ("slow2", 2, own * 2, own * 1.9, False),
-                                             ("fast", 3, own / 2, own / 2.2, False),
-                                             ("resumed", 4, own / 10, own / 10, True)):
-        _seed_copy(a, tmp_path / name, seed, {**card, "wall_time_s": wall, "threads": 1,
-                                                "train_wall_s": train, "resumed": resumed})
-    row = record_costs.cost_table(tmp_path).iloc[0]
-    (kind, cost), = row["by_cpu"].items()
-    assert cost == {"runs": 4, "core_s": pytest.approx(own / 2), "train_s": pytest.approx(own / 2.2)}
-    assert row["core_s_median"] > own  # the median over the runs is two slowed ones'
-
-
 def test_a_run_at_another_data_order_costs_as_its_configuration(finished_run, tmp_path):
     """The data order (``train.data_seed``, named and hashed in the data's identity too) picks
     which windows a step reads, not how many: a run at another order is a run of the same

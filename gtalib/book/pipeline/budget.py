@@ -1,9 +1,8 @@
 """What the book's runs will cost on *this* machine, and which of them fit a time budget.
 
-A run's expected cost is its configuration's recorded core-seconds (``book/recorded/``:
-:func:`gtalib.training.record_costs.cost_table`, ``docs/recorded_runs.md``) scaled to this
-machine by the calibrations of :mod:`gtalib.book.pipeline.calibration`, or, for a configuration
-never recorded, its training FLOPs at the rate measured here (:func:`expected_seconds`).
+A run's expected cost is its steps at the seconds per step that the calibration of
+:mod:`gtalib.book.pipeline.calibration` timed for its step shape here, with its evaluations and
+its setup (:func:`expected_seconds`).
 
 The wall time of a set of tasks on ``W`` workers is the makespan of the greedy schedule that
 starts the spot-check tasks first and, within each class, the longest first (Graham 1969,
@@ -21,18 +20,17 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 from gtalib.book.pipeline.calibration import (
     Calibration,
-    cost_by_cpu,
-    cost_row,
+    evaluation_share,
     family,
     family_words,
+    run_words,
+    step_shape,
     training_flops,
-    variant_family,
 )
 from gtalib.model.params import count_params
 from gtalib.training import record_costs
@@ -100,39 +98,18 @@ def gpu_words(specs) -> str:
             "activations")
 
 
-def expected_seconds(spec, calibration: Calibration, costs) -> tuple[float, str]:
-    """``(seconds, basis)``: a run's expected wall time on one worker here.
-
-    Where this machine's CPU kind recorded the run's configuration and its family's timed run
-    (:attr:`Calibration.families`): that configuration's recorded core-seconds here (of its
-    fastest run, the one least slowed by other work: :func:`gtalib.training.record_costs.cost_table`'s
-    ``by_cpu``) × the family's seconds per step now over its recorded seconds per step here. Otherwise the
-    same through the run's own variant timed now (:func:`variant_family`), else through its
-    family, on a CPU kind that recorded both, the kind with the most runs of it (``basis``
-    ``"recorded"``). Otherwise its recorded core-seconds (median over every kind) ×
-    :attr:`Calibration.factor` (``"recorded"``), and for a configuration never recorded its
-    FLOPs at its variant's, else its family's, else the reference's rate plus
-    :data:`RUN_SETUP_S` (``"FLOPs"``)."""
-
-    row = cost_row(costs, spec)
-    threads = calibration.threads
-    fam = calibration.families.get(family(spec))
-    if len(row) and not math.isnan(row["core_s_median"].iloc[0]):
-        by = cost_by_cpu(row)
-        # the run's family timed against this kind's records where this kind recorded the run;
-        # else the run's variant timed on its own (variant_family), else the family elsewhere
-        here = calibration.cpu in by and fam is not None and calibration.cpu in fam.recorded
-        for fc in ((fam,) if here else (calibration.families.get(variant_family(spec)), fam)):
-            common = [k for k in by if fc is not None and k in fc.recorded]
-            if common:
-                kind = (calibration.cpu if calibration.cpu in common
-                        else max(common, key=lambda k: (by[k]["runs"], k)))
-                return (by[kind]["core_s"] / threads * fc.seconds_per_step / fc.recorded[kind],
-                        "recorded")
-        return float(row["core_s_median"].iloc[0]) / threads * calibration.factor, "recorded"
-    fc = calibration.families.get(variant_family(spec)) or fam
-    rate = fc.flops_per_s if fc is not None else calibration.flops_per_s
-    return training_flops(spec) / rate + RUN_SETUP_S, "FLOPs"
+def expected_seconds(spec, calibration: Calibration) -> tuple[float, str]:
+    """``(seconds, basis)``: a run's expected wall time on one worker here: its ``max_steps``
+    steps at the seconds per step timed for its step shape
+    (:attr:`Calibration.steps`, basis ``"timed"``), or, for a shape not timed, at its
+    :func:`training_flops` over the reference run's FLOP rate (``"FLOPs"``); × (1 +
+    :func:`evaluation_share`) for its evaluations, plus :data:`RUN_SETUP_S`."""
+    timing = calibration.steps.get(step_shape(spec))
+    if timing is not None:
+        steps_s, basis = spec.train.max_steps * timing.seconds_per_step, "timed"
+    else:
+        steps_s, basis = training_flops(spec) / calibration.flops_per_s, "FLOPs"
+    return steps_s * (1.0 + evaluation_share(spec)) + RUN_SETUP_S, basis
 
 
 def start_order(tasks, cost, first=frozenset()) -> list:
@@ -167,7 +144,7 @@ class Choice:
     Attributes:
         train: the tasks (lists of RunSpecs) to train here, in the order offered.
         read: the runs read from records instead (RunSpecs).
-        seconds: run id → expected seconds here. basis: run id → ``"recorded"`` or ``"FLOPs"``.
+        seconds: run id → expected seconds here. basis: run id → ``"timed"`` or ``"FLOPs"``.
         train_wall_s: predicted wall seconds of training ``train`` on ``workers``
             (:data:`START_S` included).
         job_wall_s: the whole job: what comes before training (the seconds spent already, or
@@ -222,7 +199,7 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
         raise ValueError(f"budget must be a positive number of seconds or None, got {budget_s!r}")
     seconds, basis = {}, {}
     for s in todo:
-        seconds[s.run_id], basis[s.run_id] = expected_seconds(s, calibration, costs)
+        seconds[s.run_id], basis[s.run_id] = expected_seconds(s, calibration)
     first = frozenset(first) & {s.run_id for s in todo}
     tasks = groups(todo)
     after = AFTER_TRAIN_S * calibration.factor
@@ -323,13 +300,15 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     """The lines the job prints before it trains: the calibration, the prediction on this
     machine and worker count, and what the budget leaves to the records."""
     n_train = sum(len(g) for g in choice.train)
-    on = (f"on {calibration.workers} worker(s) at once" if calibration.workers
+    on = (f"on {calibration.workers} worker(s), as many at once" if calibration.workers
           else "in this process")
-    cal = (f"{calibration.seconds_per_step:.3f} s per step of the reference run {on}"
-           + (f" against {calibration.recorded_seconds_per_step:.3f} s recorded: recorded "
-              f"costs × {calibration.factor:.2f}" if calibration.recorded_seconds_per_step
-              else " (no record of it: costs from FLOPs at "
-                   f"{calibration.flops_per_s / 1e9:.1f} GFLOP/s)"))
+    per = [t.seconds_per_step for t in calibration.steps.values()]
+    cal = (f"{len(per)} step shape(s) timed {on}, {min(per, default=0):.3f}–"
+           f"{max(per, default=0):.3f} s per step; the reference run (MHA) "
+           f"{calibration.seconds_per_step:.3f} s"
+           + (f" against {calibration.recorded_seconds_per_step:.3f} s recorded: the rest of the "
+              f"job × {calibration.factor:.2f}" if calibration.recorded_seconds_per_step
+              else " (no record of it: the rest of the job as recorded)"))
     if not calibration.timed:
         cal = (f"none timed: one step of the reference run would take "
                f"{_minutes(calibration.seconds_per_step)} here at the recorded runs' throughput "
@@ -350,16 +329,13 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
                      "not fit are read from records"
                      + (" (the runs without a record alone are predicted past it)"
                         if choice.over_budget else ""))
-    for fam, fc in calibration.families.items():
-        mine = calibration.cpu in fc.recorded
-        rec = fc.recorded.get(calibration.cpu) if mine else (
-            min(fc.recorded.values()) if fc.recorded else None)
-        lines.append(f"  {family_words(fam)}: {fc.seconds_per_step:.3f} s per step of {fc.run}"
-                     + ("" if rec is None else
-                        f" against {rec:.3f} s recorded on "
-                        + ("this CPU kind" if mine else
-                           f"{len(fc.recorded)} other CPU kind(s) (fastest shown)")))
     return "\n".join(lines)
+
+
+def step_lines(calibration: Calibration) -> str:
+    """One line per step shape the calibration timed: its timed run and seconds per step."""
+    return "\n".join(f"  {t.run}: {t.seconds_per_step:.3f} s per step"
+                     for t in calibration.steps.values())
 
 
 #: How far a configuration's measured seconds may stray from its prediction and still count as
@@ -370,9 +346,7 @@ CONFIG_TOLERANCE = 0.15
 def configuration_words(spec) -> str:
     """A run's configuration in words, without its seed and data order (which a cost leaves out:
     :func:`gtalib.training.record_costs.config_key`): its variant and options, then its family."""
-    words = re.sub(r" (data_)?seed=\d+", "", spec.describe()).replace(
-        f" steps={spec.train.max_steps}", "")
-    return f"{words}, {family_words(family(spec))}"
+    return f"{run_words(spec)}, {family_words(family(spec))}"
 
 
 def family_times(specs, predicted: dict, measured: dict, per: str = "family") -> list[dict]:

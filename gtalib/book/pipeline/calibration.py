@@ -1,25 +1,28 @@
-"""How fast this machine trains the book's runs: short timed calibrations, each compared with
-the records.
+"""How fast this machine trains the book's runs: a short timed calibration of every step shape.
 
-A calibration (:func:`calibrate`) times a few optimizer steps of one run per configuration family
-(:func:`family`: depth, width and training length) among the runs to train (the preset's MHA for
-the reference family, else the first run of the family in the job's order), and of one run per
-variant that this CPU kind never recorded (:func:`variant_family`), one thread, on random tokens;
-their seconds per step are compared with the same configuration's recorded seconds per step *on
-each CPU kind that recorded it*, so that :func:`gtalib.book.pipeline.budget.expected_seconds`
-scales a run from the cost recorded on a CPU kind that recorded both it and its family's (or its
-variant's) calibration run: neither a family's own pace nor the machine and load a record was made
-on bleeds into another's prediction (one factor for every configuration missed the 1,000-step
-gating runs by 1.28–1.44× on three CPU kinds: ``benchmarks/budget_prediction.md``). A preset
-whose step is too large to time is costed from FLOPs at the recorded throughput
-(:func:`flops_calibration`). Reads the records (:mod:`gtalib.training.record_costs`) and builds
-models (:mod:`gtalib.model`); trains nothing.
+A run's optimizer step costs what its model's arithmetic and its batch cost: runs that differ only
+in seed, data order, training length or an option that changes no arithmetic (the
+initialisation, the latent family's scaling constants: :data:`FREE_OPTIONS`) share a *step
+shape* (:func:`step_shape`). :func:`calibrate` times a few optimizer steps of one run of every
+step shape among the runs to train (:func:`calibration_specs`), one thread each, on random
+tokens, on the workers that will train them, as many at once as there are workers
+(:func:`gtalib.book.pipeline.schedule.calibrate_workers`), so that they share the machine as the
+runs will; :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's time of its steps,
+its evaluations and its setup. Records do not enter a run's prediction: a recorded run may have
+shared its machine with other work (on AMD EPYC family 25 the fastest of a configuration's records
+was 1.4× a fresh run: benchmarks/budget_prediction.md), and another CPU kind's records scale by a
+ratio that differs from variant to variant. They give the reference run's :attr:`Calibration.factor`,
+which scales the rest of the job (corpus, notebooks), and the throughput of a preset whose step
+is too large to time (:func:`flops_calibration`). Reads the records
+(:mod:`gtalib.training.record_costs`) and builds models (:mod:`gtalib.model`); trains nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,7 +30,6 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from gtalib.book.design.names import display_name
 from gtalib.book.design.run_specs import RunRef
 from gtalib.model.gpt import GPT
 from gtalib.model.params import count_params
@@ -48,18 +50,32 @@ WARMUP_STEPS = 3
 #: (:func:`flops_calibration`).
 MAX_TIMED_STEP_S = 10.0
 
+#: Model options that change no arithmetic of a step (the initialisation's values, the latent
+#: family's constant scalings α: Liu et al. 2026, MLRA, Sec. 3): runs that differ only in them
+#: share a step shape (:func:`step_shape`) and one timing.
+FREE_OPTIONS = ("init", "init_std", "latent_scale")
+
+
 def family(spec) -> tuple:
-    """A run's configuration family, ``(n_layer, d_model, max_steps)``: the runs one calibration
-    scales (:func:`calibrate`); at ``cpu`` the 250-step runs and the 1,000-step gating runs."""
+    """A run's configuration family, ``(n_layer, d_model, max_steps)``, by which the job reports
+    predicted against measured time: at ``cpu`` the 250-step runs and the 1,000-step gating
+    runs."""
     return (spec.model.n_layer, spec.model.d_model, spec.train.max_steps)
 
 
 def family_words(fam: tuple) -> str:
-    """A family (:func:`family`) in words: ``"1,000-step runs (8 layers, d_model 128)"``; a
-    :func:`variant_family` with its variant first: ``"MLRA-4, 1,000-step runs (…)"``."""
-    *variant, n_layer, d_model, steps = fam
-    words = f"{steps:,}-step runs ({n_layer} layers, d_model {d_model})"
-    return f"{display_name(variant[0])}, {words}" if variant else words
+    """A family (:func:`family`) in words: ``"1,000-step runs (8 layers, d_model 128)"``."""
+    n_layer, d_model, steps = fam
+    return f"{steps:,}-step runs ({n_layer} layers, d_model {d_model})"
+
+
+def step_shape(spec) -> tuple:
+    """What a run's optimizer step costs depends on: its model configuration less
+    :data:`FREE_OPTIONS`, and its batch (``batch_size``, ``micro_batch_size``, ``seq_len``,
+    ``precision``); hashable. Seed, data order and training length are left out."""
+    model = {k: v for k, v in dataclasses.asdict(spec.model).items() if k not in FREE_OPTIONS}
+    t = spec.train
+    return (tuple(sorted(model.items())), t.batch_size, t.micro_batch_size, t.seq_len, t.precision)
 
 
 def training_flops(spec) -> float:
@@ -69,24 +85,30 @@ def training_flops(spec) -> float:
     return 6.0 * count_params(spec.model)["total"] * spec.train.max_steps * spec.train.tokens_per_step
 
 
+def evaluation_share(spec) -> float:
+    """A run's evaluations over its optimizer steps, in FLOPs: forward passes only (``2 · N`` per
+    token against training's ``6 · N``: Kaplan et al. 2020, Sec. 2.1) over ``eval_windows``
+    held-out windows of ``seq_len`` tokens per corpus source, at every ``eval_every``-th step and
+    the last (:mod:`gtalib.training.loop`); at ``cpu`` 5 evaluations of 6 × 32 windows in 250
+    steps of 16 windows: 0.08. A data identity without its sources counts one."""
+    t = spec.train
+    sources = len(spec.data.get("identity", {}).get("corpus", {}).get("sources", ())) or 1
+    evals = math.ceil(t.max_steps / t.eval_every)
+    return evals * sources * t.eval_windows * t.seq_len / (3.0 * t.max_steps * t.tokens_per_step)
+
+
 @dataclass(frozen=True)
-class FamilyCalibration:
-    """One configuration family's calibration (:func:`calibrate`).
+class StepTiming:
+    """One step shape's calibration (:func:`calibrate`).
 
     Attributes:
-        run: the timed run's configuration in words (:meth:`RunSpec.describe`, less its seed).
-        seconds_per_step: its optimizer step here (seconds; median over the workers).
-        recorded: CPU kind (:func:`gtalib.training.record_costs.cost_table`'s names) → the same
-            configuration's recorded seconds per step there (of its fastest run there,
-            :func:`gtalib.training.record_costs.cost_table`'s ``by_cpu``; empty: never recorded).
-        flops_per_s: training FLOPs per second of it here (:func:`training_flops` of one step
-            over ``seconds_per_step``).
+        run: the timed run in words (:meth:`RunSpec.describe`, less its seed, data order and
+            length).
+        seconds_per_step: its optimizer step here (seconds).
     """
 
     run: str
     seconds_per_step: float
-    recorded: dict
-    flops_per_s: float
 
 
 @dataclass(frozen=True)
@@ -98,16 +120,12 @@ class Calibration:
             threads).
         recorded_seconds_per_step: the same configuration's seconds per step in its records
             (median; ``None`` when it has none).
-        flops_per_s: training FLOPs per second here (:func:`training_flops` of one step over
-            ``seconds_per_step``).
+        flops_per_s: training FLOPs per second of the reference run here (:func:`training_flops`
+            of one step over ``seconds_per_step``); a run of a shape not timed is costed at it.
         threads: torch threads of the calibration (those of one run).
-        workers: the workers it was timed on at once (their median), or 0: in the job's own
-            process.
-        families: :func:`family` (or :func:`variant_family`) → :class:`FamilyCalibration`,
-            of the reference run, of one run per other family to train and of one run per
-            variant that this CPU kind has not recorded (:func:`calibration_specs`); empty: every
-            run scaled by :attr:`factor`.
-        cpu: this machine's CPU kind (:func:`gtalib.training.record_costs.this_cpu`).
+        workers: the workers it was timed on, or 0: in the job's own process.
+        steps: :func:`step_shape` → :class:`StepTiming`, of the reference run and of one run
+            per step shape to train (:func:`calibration_specs`); empty: nothing timed.
         timed: ``False`` for :func:`flops_calibration`, which times nothing.
     """
 
@@ -116,8 +134,7 @@ class Calibration:
     flops_per_s: float
     threads: int = 1
     workers: int = 0
-    families: dict = field(default_factory=dict)
-    cpu: str | None = None
+    steps: dict = field(default_factory=dict)
     timed: bool = True
 
     @property
@@ -129,7 +146,7 @@ class Calibration:
 
 
 def reference_spec(plan):
-    """The calibration's run: the preset's MHA at its default options, seed 0."""
+    """The calibration's reference run: the preset's MHA at its default options, seed 0."""
 
     return plan.spec(RunRef("mha", "main", (), 0))
 
@@ -139,38 +156,19 @@ def cost_row(costs, spec):
     return costs[costs["key"] == record_costs.config_key(spec)]
 
 
-def cost_by_cpu(row) -> dict:
-    """CPU kind → ``{"runs", "core_s", "train_s"}`` of a cost-table row (empty without one)."""
-    return dict(row["by_cpu"].iloc[0]) if len(row) and "by_cpu" in row else {}
-
-
-def variant_family(spec) -> tuple:
-    """A run's variant within its family, ``(variant, n_layer, d_model, max_steps)``: timed on
-    its own where this CPU kind has no record of the run's configuration, since variants do not
-    slow down alike from one CPU kind to another (MLRA-4 took 1.9× the prediction scaled from
-    another kind through GLA-2's step on an Intel Xeon family 6 model 207:
-    benchmarks/budget_prediction.md)."""
-    return (spec.model.variant, *family(spec))
-
-
-def calibration_specs(plan, todo=(), costs=None, cpu: str | None = None) -> dict:
-    """The runs :func:`calibrate` times, by key: the reference (:func:`reference_spec`) and one
-    run of every other family (:func:`family`) among ``todo`` (RunSpecs, in the job's order),
-    its first run whose configuration is recorded, else its first run; and, for every
-    :func:`variant_family` of ``todo`` with a run whose configuration the CPU kind ``cpu`` (this
-    machine's, :func:`gtalib.training.record_costs.this_cpu`, when ``None``) has not recorded,
-    such a run of it (one recorded elsewhere first)."""
-    cpu = record_costs.this_cpu() if cpu is None else cpu
-    ref = reference_spec(plan)
-    chosen = {family(ref): ref}
-    for s in todo:
-        known = costs is not None and len(cost_row(costs, s))
-        here = costs is not None and cpu in cost_by_cpu(cost_row(costs, s))
-        for key, wanted in ((family(s), True), (variant_family(s), not here)):
-            if wanted and (key not in chosen or (known and not len(cost_row(costs, chosen[key]))
-                                                 and chosen[key] is not ref)):
-                chosen[key] = s
+def calibration_specs(plan, todo=()) -> dict:
+    """The runs :func:`calibrate` times, by :func:`step_shape`: the reference
+    (:func:`reference_spec`) first, then the first run of every other step shape of ``todo``
+    (RunSpecs, in the job's order)."""
+    chosen = {}
+    for s in (reference_spec(plan), *todo):
+        chosen.setdefault(step_shape(s), s)
     return chosen
+
+
+def run_words(spec) -> str:
+    """A run in words without its seed, data order and length: ``"mla n_head=4 init=zero gate"``."""
+    return re.sub(r" (data_seed|seed|steps)=\d+", "", spec.describe())
 
 
 def steady_step_s(step_seconds) -> float:
@@ -225,45 +223,32 @@ def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS
 
 
 def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
-              measured: dict | None = None, todo=(),
-              family_measured: dict | None = None) -> Calibration:
-    """This machine's :class:`Calibration`: :func:`time_steps` of every run of
-    :func:`calibration_specs` (the reference, and one run per other family of ``todo``), each
-    compared with the recorded seconds per step of its configuration, overall (the median over
-    its bundles, for the reference's :attr:`Calibration.factor`) and per CPU kind (its fastest
-    run there, for :func:`gtalib.book.pipeline.budget.expected_seconds`); ``costs``:
-    :func:`gtalib.training.record_costs.cost_table`, read
-    when ``None``. ``measured``: the reference's seconds per step already timed on the workers
-    (worker → seconds, from :func:`gtalib.book.pipeline.schedule.calibrate_workers`, all at once,
-    so that they contend as the runs will), ``family_measured`` the same per family; their
-    median is used, else the step is timed here, in this process.
+              timed: dict | None = None, todo=(), workers: int = 0) -> Calibration:
+    """This machine's :class:`Calibration`: the seconds per step of every run of
+    :func:`calibration_specs` (the reference, and one run per other step shape of ``todo``):
+    from ``timed`` (:func:`step_shape` → seconds, timed on the workers by
+    :func:`gtalib.book.pipeline.schedule.calibrate_workers`; ``workers`` of them), else
+    :func:`time_steps` here, in this process. The reference's is compared with its recorded
+    seconds per step (the median over its bundles in ``costs``,
+    :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for
+    :attr:`Calibration.factor`.
 
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
     """
-
-    def per_step_of(spec, timed) -> float:
-        if timed:
-            return float(pd.Series(list(timed.values())).median())
-        return time_steps(spec.to_dict(), threads, steps)
-
     costs = record_costs.cost_table() if costs is None else costs
-    families = {}
-    for fam, spec in calibration_specs(plan, todo, costs).items():
-        n = spec.train.max_steps
-        per = per_step_of(spec, measured if fam == family(reference_spec(plan))
-                          else (family_measured or {}).get(fam))
-        recorded = {cpu: d["train_s"] / n for cpu, d in cost_by_cpu(cost_row(costs, spec)).items()
-                    if d["train_s"] > 0}
-        families[fam] = FamilyCalibration(spec.describe().replace(f" seed={spec.seed}", ""),
-                                          per, recorded, training_flops(spec) / n / per)
+    timings = {}
+    for shape, spec in calibration_specs(plan, todo).items():
+        per = (timed or {}).get(shape)
+        per = time_steps(spec.to_dict(), threads, steps) if per is None else float(per)
+        timings[shape] = StepTiming(run_words(spec), per)
     spec = reference_spec(plan)
-    ref = families[family(spec)]
+    ref = timings[step_shape(spec)].seconds_per_step
     row = cost_row(costs, spec)
     recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
                 if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
-    return Calibration(ref.seconds_per_step, recorded, ref.flops_per_s, threads,
-                       len(measured) if measured else 0, families, record_costs.this_cpu())
+    return Calibration(ref, recorded, training_flops(spec) / spec.train.max_steps / ref, threads,
+                       workers, timings)
 
 
 def _key_spec(key: str) -> RunSpec:
@@ -301,4 +286,4 @@ def flops_calibration(plan, costs, threads: int = 1) -> Calibration:
     rate = recorded_flops_per_s(costs)
     spec = reference_spec(plan)
     return Calibration(training_flops(spec) / spec.train.max_steps / rate, None, rate, threads, 0,
-                       {}, record_costs.this_cpu(), timed=False)
+                       {}, timed=False)

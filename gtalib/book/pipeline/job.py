@@ -109,10 +109,10 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     record and adds the others while the predicted job fits ``budget_min`` (``None``, or
     ``train_recorded``: all), counting the seconds since ``started`` (the job's
     ``time.perf_counter()`` at its start; ``None``: a prediction made before the job). The
-    calibration (one run per configuration family to train,
-    :func:`gtalib.book.pipeline.calibration.calibration_specs`) runs on every worker of
-    ``client`` at once (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), else in this process;
-    ``workers`` is then the number that answered. Prints the calibration, the prediction and what is read
+    calibration (one run per step shape to train,
+    :func:`gtalib.book.pipeline.calibration.calibration_specs`) runs on the workers of
+    ``client``, as many at once as there are (:func:`gtalib.book.pipeline.schedule.calibrate_workers`),
+    else in this process; ``workers`` is then the number that answered. Prints the calibration, the prediction and what is read
     from records; with ``list_runs`` also the runs it would train, by figure
     (:func:`runs_by_figure`).
     """
@@ -127,15 +127,15 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     ref = calibration.reference_spec(plan)
     step_s = calibration.timed_step_s(ref, costs)
     if step_s > calibration.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
-        cal, measured = calibration.flops_calibration(plan, costs, threads or 1), {}
+        cal = calibration.flops_calibration(plan, costs, threads or 1)
     else:
-        timed = {key: calibrate_workers(client, s, threads or 1) if client else {}
-                 for key, s in calibration.calibration_specs(plan, todo, costs).items()}
-        measured = timed.pop(calibration.family(ref))
-        cal = calibration.calibrate(plan, costs, threads or 1, measured=measured, todo=todo,
-                                    family_measured=timed)
+        timed, answered = (calibrate_workers(client, calibration.calibration_specs(plan, todo),
+                                             threads or 1) if client else ({}, 0))
+        cal = calibration.calibrate(plan, costs, threads or 1, timed=timed, todo=todo,
+                                    workers=answered)
+    measured = cal.workers > 0
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
-        workers = len(measured)
+        workers = cal.workers
     embedded = where is None or where.startswith("embedded")
     if embedded and workers > usable_cores():
         log(f"jobs: {workers} workers on {usable_cores()} core(s) share them, each run slower "
@@ -154,6 +154,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
         if not train_recorded else f"runs: {len(label)} with the ladder's, "
                                    f"{len(label) - len(todo)} in {run_dir}")
     log(budget.describe(choice, cal, where))
+    if cal.steps:
+        log(budget.step_lines(cal))
     if not cal.timed:
         log(budget.gpu_words([s for g in choice.train for s in g]))
     specs = [(label[s.run_id], s) for g in choice.train for s in g]

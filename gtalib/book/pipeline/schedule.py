@@ -331,17 +331,22 @@ def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
             owned.close()
 
 
-def calibrate_workers(client, spec, threads: int = 1, timeout: float = 30.0) -> dict:
-    """Seconds per step of ``spec``'s run (:func:`gtalib.book.pipeline.calibration.time_steps`) on every
-    worker of ``client`` at once, so that they share the machine as the runs will: worker
-    address → seconds. Empty when no worker joins within ``timeout`` seconds (batch jobs still
-    queued): the caller then times the step in its own process."""
+def calibrate_workers(client, specs: dict, threads: int = 1,
+                      timeout: float = 30.0) -> tuple[dict, int]:
+    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept:
+    :func:`gtalib.book.pipeline.calibration.time_steps`) on the workers of ``client``, one
+    task each, as many at once as there are workers, so that they share the machine as the runs
+    will: ``(key → seconds, workers)``. ``({}, 0)`` when no worker joins within ``timeout``
+    seconds (batch jobs still queued): the caller then times the steps in its own process."""
 
     try:
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
-        return {}
-    return client.run(time_steps, spec.to_dict(), threads)
+        return {}, 0
+    keys = list(specs)
+    futures = client.map(time_steps, [specs[k].to_dict() for k in keys], threads=threads,
+                         pure=False)
+    return dict(zip(keys, client.gather(futures))), len(client.scheduler_info()["workers"])
 
 
 def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int,

@@ -1,5 +1,6 @@
 """What the book's runs cost on this machine and which fit a budget (:mod:`gtalib.book.pipeline.budget`)."""
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -8,7 +9,6 @@ import pytest
 from synthetic import synthetic_identity  # noqa: E402
 
 from gtalib.book.design import run_specs as specs
-from gtalib.book.design.names import display_name
 from gtalib.book.design.plan import make_plan
 from gtalib.book.pipeline import budget, calibration
 from gtalib.training import record_costs
@@ -52,16 +52,25 @@ def _costs(spec_seconds=()) -> pd.DataFrame:
                         columns=["key", "core_s_median", "train_s_median"])
 
 
-def test_expected_seconds_scale_records_and_fall_back_to_flops(ci_specs):
+def _cost_each(monkeypatch, seconds):
+    """Every run's expected seconds here: ``seconds(spec)``."""
+    monkeypatch.setattr(budget, "expected_seconds", lambda s, cal: (seconds(s), "timed"))
+
+
+def test_expected_seconds_are_the_timed_steps_with_evaluations_and_setup(ci_specs):
     _, todo = ci_specs
-    a, b = todo[0], next(s for s in todo if record_costs.config_key(s) != record_costs.config_key(todo[0]))
-    cal = calibration.Calibration(seconds_per_step=0.2, recorded_seconds_per_step=0.1, flops_per_s=1e9)
+    a, b = todo[0], next(s for s in todo if calibration.step_shape(s) != calibration.step_shape(todo[0]))
+    timing = calibration.StepTiming("x", 0.2)
+    cal = calibration.Calibration(seconds_per_step=0.2, recorded_seconds_per_step=0.1, flops_per_s=1e9,
+                                  steps={calibration.step_shape(a): timing})
     assert cal.factor == pytest.approx(2.0)
-    costs = _costs([(a, 30.0)])
-    assert budget.expected_seconds(a, cal, costs) == (pytest.approx(60.0), "recorded")
-    sec, basis = budget.expected_seconds(b, cal, costs)
-    assert basis == "FLOPs" and sec == pytest.approx(calibration.training_flops(b) / 1e9
-                                                     + budget.RUN_SETUP_S)
+    share = calibration.evaluation_share(a)
+    assert budget.expected_seconds(a, cal) == (
+        pytest.approx(a.train.max_steps * 0.2 * (1 + share) + budget.RUN_SETUP_S), "timed")
+    sec, basis = budget.expected_seconds(b, cal)
+    assert basis == "FLOPs" and sec == pytest.approx(
+        calibration.training_flops(b) / 1e9 * (1 + calibration.evaluation_share(b))
+        + budget.RUN_SETUP_S)
     # 6 · N · D (Kaplan et al. 2020), in closed form for one run
     from gtalib.model.params import count_params
 
@@ -69,10 +78,11 @@ def test_expected_seconds_scale_records_and_fall_back_to_flops(ci_specs):
         b.train.max_steps * b.train.batch_size * b.train.seq_len)
 
 
-def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_specs):
+def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_specs, monkeypatch):
     _, todo = ci_specs
     cal = calibration.Calibration(1.0, 1.0, 1e9)
-    costs = _costs([(s, 100.0) for s in todo])  # every run 100 s here
+    _cost_each(monkeypatch, lambda s: 100.0)  # every run 100 s here
+    costs = _costs()
     tasks = budget.groups(todo)
     unrecorded = {s.run_id for s in tasks[1]}  # the second task has no record
     recorded = {s.run_id: s.run_id not in unrecorded for s in todo}
@@ -102,12 +112,19 @@ def test_choose_trains_what_has_no_record_and_fills_the_budget_in_plan_order(ci_
         budget.choose(todo, recorded, cal, costs, workers=2, budget_s=0)
 
 
-def test_calibration_compares_this_machine_with_the_record(ci_specs, monkeypatch):
-    plan, _ = ci_specs
+def test_calibration_times_every_step_shape_and_compares_the_reference_with_its_record(ci_specs):
+    plan, todo = ci_specs
     ref = calibration.reference_spec(plan)
     assert (ref.model.variant, ref.seed) == ("mha", 0)
     costs = _costs([(ref, 0.5 * ref.train.max_steps)])  # recorded: 0.5 s per step
-    cal = calibration.calibrate(plan, costs, steps=2)
+    shapes = {calibration.step_shape(s) for s in todo}
+    # seconds already timed on the workers are taken as they are; the other shapes are timed here
+    given = next(iter(shapes - {calibration.step_shape(ref)}))
+    cal = calibration.calibrate(plan, costs, steps=2, timed={given: 123.0}, todo=todo, workers=2)
+    assert set(cal.steps) == shapes | {calibration.step_shape(ref)} and cal.workers == 2
+    assert cal.steps[given].seconds_per_step == 123.0
+    assert all(0 < t.seconds_per_step < 60 for k, t in cal.steps.items() if k != given)
+    assert cal.seconds_per_step == cal.steps[calibration.step_shape(ref)].seconds_per_step
     assert cal.recorded_seconds_per_step == pytest.approx(0.5)
     assert cal.factor == pytest.approx(cal.seconds_per_step / 0.5)
     assert cal.flops_per_s == pytest.approx(
@@ -141,11 +158,16 @@ def test_a_calibration_is_the_median_step_after_the_warm_up(ci_specs, monkeypatc
 
 def test_the_job_prints_its_prediction(ci_specs):
     plan, todo = ci_specs
-    cal = calibration.Calibration(0.3, 0.2, 2e9)
+    ref = calibration.reference_spec(plan)
+    cal = calibration.Calibration(0.3, 0.2, 2e9, workers=2, steps={
+        calibration.step_shape(ref): calibration.StepTiming("mha n_head=4", 0.3),
+        calibration.step_shape(todo[-1]): calibration.StepTiming("other", 0.45)})
     recorded = {s.run_id: True for s in todo}
     c = budget.choose(todo, recorded, cal, _costs(), workers=2, budget_s=3600)
     text = budget.describe(c, cal, "this machine")
-    assert "0.300 s per step" in text and "recorded costs × 1.50" in text
+    assert "2 step shape(s) timed on 2 worker(s), as many at once, 0.300–0.450 s per step" in text
+    assert "(MHA) 0.300 s against 0.200 s recorded: the rest of the job × 1.50" in text
+    assert budget.step_lines(cal) == "  mha n_head=4: 0.300 s per step\n  other: 0.450 s per step"
     assert f"training {len(todo)} run(s)" in text and "budget: 60 min; 0 run(s)" in text
     assert not math.isnan(c.job_wall_s)
 
@@ -168,10 +190,11 @@ def test_late_tasks_drops_the_optional_tasks_that_would_end_after_the_deadline()
     assert budget.late_tasks([("d", True)], cost, [30.0], 2, 12.0, 18.0) == []
 
 
-def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci_specs):
+def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci_specs, monkeypatch):
     _, todo = ci_specs
     cal = calibration.Calibration(1.5, 1.0, 1e9)  # this machine 1.5x the records
-    costs = _costs([(s, 100.0) for s in todo])
+    _cost_each(monkeypatch, lambda s: 100.0)
+    costs = _costs()
     c = budget.choose(todo, {s.run_id: True for s in todo}, cal, costs, 2, budget_s=600)
     # the corpus comes before training, inside the time the deadline counts from the job's start
     assert budget.train_deadline_s(c) == pytest.approx(
@@ -182,7 +205,7 @@ def test_the_deadline_leaves_the_rest_of_the_budget_to_the_job_after_training(ci
                                                  2, None)) is None
 
 
-def test_at_the_predicted_pace_the_deadline_drops_nothing_the_prediction_fitted(ci_specs):
+def test_at_the_predicted_pace_the_deadline_drops_nothing_the_prediction_fitted(ci_specs, monkeypatch):
     """One schedule: the tasks :func:`choose` fits, started when it says training starts
     (``elapsed_s`` + START_S after the job's start) in :func:`start_order`, all optional, end by
     :func:`train_deadline_s` at pace 1.00 on every budget; and it fills that limit, so a deadline
@@ -190,7 +213,9 @@ def test_at_the_predicted_pace_the_deadline_drops_nothing_the_prediction_fitted(
     rest of the job, the drop "× 1.00 of the prediction") drops runs at some budget."""
     _, todo = ci_specs
     cal = calibration.Calibration(1.0, 1.0, 1e9)
-    costs = _costs([(s, 20.0 + 7.0 * i) for i, s in enumerate(todo)])
+    seconds = {s.run_id: 20.0 + 7.0 * i for i, s in enumerate(todo)}
+    _cost_each(monkeypatch, lambda s: seconds[s.run_id])
+    costs = _costs()
     recorded = {s.run_id: True for s in todo}
     first = {todo[-1].run_id}
     dropped_if_counted_twice = 0
@@ -223,10 +248,11 @@ def test_start_order_puts_the_spot_check_first_then_the_longest():
     assert budget.makespan([1.0, 1.0, 4.0], 2, ordered=True) == 5.0  # LPT: 4 | 1+1 = 4
 
 
-def test_choose_trains_the_spot_check_before_runs_offered_earlier(ci_specs):
+def test_choose_trains_the_spot_check_before_runs_offered_earlier(ci_specs, monkeypatch):
     _, todo = ci_specs
     cal = calibration.Calibration(1.0, 1.0, 1e9)
-    costs = _costs([(s, 100.0) for s in todo])
+    _cost_each(monkeypatch, lambda s: 100.0)
+    costs = _costs()
     tasks = budget.groups(todo)
     recorded = {s.run_id: True for s in todo}
     first = {s.run_id for s in tasks[-1]}
@@ -240,8 +266,9 @@ def test_choose_trains_the_spot_check_before_runs_offered_earlier(ci_specs):
 
 def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
     """The default book (cpu, 2 workers, 60 min, nothing in the store) at the slowest CPU's
-    factor over the recorded costs: the whole spot-check set is trained, and its tasks (with the
-    runs they bring along) alone leave a tenth of the budget's training time free."""
+    factor over the recorded costs (each step shape timed at its configurations' slowest
+    recorded seconds per step × the factor): the whole spot-check set is trained, and its tasks
+    (with the runs they bring along) alone leave a tenth of the budget's training time free."""
     from gtalib.book.design.spot_check import (
         SLOWEST_FACTOR,
         spot_check_refs,
@@ -252,8 +279,14 @@ def test_the_spot_check_set_fits_the_default_budget_on_the_slowest_cpu_seen():
     plan = make_plan("cpu", 3)
     todo = list({s.run_id: s for s in map(plan.spec, sum(training_tiers(plan), ()))}.values())
     first = {plan.spec(r).run_id for r in spot_check_refs(plan)}
-    cal = calibration.Calibration(SLOWEST_FACTOR, 1.0, 1e9)  # recorded costs × the factor
     costs = record_costs.cost_table()
+    per_step = {}
+    for s in todo:
+        row = calibration.cost_row(costs, s)
+        per = float(row["train_s_median"].iloc[0]) / s.train.max_steps * SLOWEST_FACTOR
+        per_step[calibration.step_shape(s)] = max(per, per_step.get(calibration.step_shape(s), 0))
+    cal = calibration.Calibration(SLOWEST_FACTOR, 1.0, 1e9, steps={
+        k: calibration.StepTiming("", v) for k, v in per_step.items()})
     recorded = {s.run_id: True for s in todo}
     c = budget.choose(todo, recorded, cal, costs, 2, DEFAULT_BUDGET_MIN * 60, first)
     assert first <= {s.run_id for g in c.train for s in g}
@@ -272,7 +305,7 @@ def test_a_later_tier_waits_until_every_task_of_the_earlier_ones_fits(ci_specs, 
     big, small, other_seed, small_2 = tasks
     seconds = {**{s.run_id: 1000.0 for s in big}, **{s.run_id: 10.0 for s in small + small_2},
                **{s.run_id: 1.0 for s in other_seed}}
-    monkeypatch.setattr(budget, "expected_seconds", lambda s, cal, costs: (seconds[s.run_id], "x"))
+    _cost_each(monkeypatch, lambda s: seconds[s.run_id])
     costs = _costs()
     offered = [s for g in (big, small, small_2, other_seed) for s in g]
     tier = {**{s.run_id: 1 for g in (big, small, small_2) for s in g},
@@ -309,9 +342,10 @@ def test_the_paper_preset_is_costed_from_flops_without_building_its_model(monkey
     assert calibration.timed_step_s(ref, costs) > calibration.MAX_TIMED_STEP_S
     cal = calibration.flops_calibration(plan, costs)
     assert not cal.timed and cal.flops_per_s == pytest.approx(rate)
-    sec, basis = budget.expected_seconds(ref, cal, costs)
-    assert basis == "FLOPs" and sec == pytest.approx(calibration.training_flops(ref) / rate
-                                                     + budget.RUN_SETUP_S)
+    sec, basis = budget.expected_seconds(ref, cal)
+    assert basis == "FLOPs" and sec == pytest.approx(
+        calibration.training_flops(ref) / rate * (1 + calibration.evaluation_share(ref))
+        + budget.RUN_SETUP_S)
     n = count_params(ref.model)["total"]
     hours = 6 * n * ref.train.max_steps * ref.train.tokens_per_step / (989e12 * 0.4) / 3600
     words = budget.gpu_words([ref])
@@ -321,58 +355,42 @@ def test_the_paper_preset_is_costed_from_flops_without_building_its_model(monkey
         budget.choose([ref], {ref.run_id: False}, cal, costs, 1, 3600), cal, "here")
 
 
-def test_each_family_is_scaled_from_a_cpu_kind_that_recorded_it(ci_specs):
-    """A 1,000-step configuration recorded only on kind B is scaled by its family's calibration
-    against B, whatever the reference family's factor: the prediction is recorded cost on B ×
-    this machine's step over B's step, in closed form."""
-    _, todo = ci_specs
-    a, b = todo[0], next(s for s in todo if calibration.family(s) == calibration.family(todo[0])
-                         and record_costs.config_key(s) != record_costs.config_key(todo[0]))
-    by_a = {"A": {"runs": 3, "core_s": 100.0, "train_s": 100.0},
-            "B": {"runs": 1, "core_s": 50.0, "train_s": 50.0}}
-    by_b = {"B": {"runs": 2, "core_s": 80.0, "train_s": 80.0}}
-    costs = pd.DataFrame([{"key": record_costs.config_key(s), "core_s_median": m,
-                           "train_s_median": m, "by_cpu": by}
-                          for s, m, by in ((a, 90.0, by_a), (b, 80.0, by_b))])
-    n = a.train.max_steps
-    fam = calibration.FamilyCalibration("x", 0.3, {"A": 100.0 / n, "B": 50.0 / n}, 1e9)
-    cal = calibration.Calibration(9.0, 1.0, 1e9, families={calibration.family(a): fam}, cpu="A")
-    # a on this machine's own kind A: 100 s × 0.3 / (100/n)
-    assert budget.expected_seconds(a, cal, costs)[0] == pytest.approx(100.0 * 0.3 * n / 100.0)
-    # b only on B: 80 s × 0.3 / (50/n), not 80 s × the reference factor 9
-    assert budget.expected_seconds(b, cal, costs)[0] == pytest.approx(80.0 * 0.3 * n / 50.0)
-    # without a family calibration: the overall median × factor, as before
-    plain = calibration.Calibration(9.0, 1.0, 1e9)
-    assert budget.expected_seconds(b, plain, costs)[0] == pytest.approx(80.0 * 9.0)
-
-
-def test_a_variant_this_kind_never_recorded_is_timed_and_scaled_on_its_own(ci_specs):
-    """Variants do not slow down alike from one CPU kind to another: a run whose configuration
-    this kind (A) never recorded gets a calibration of its own variant (calibration_specs) and
-    is scaled through it from the kind that recorded both; a run recorded here keeps its
-    family's calibration against this kind's records. Closed form."""
+def test_a_step_shape_leaves_out_what_changes_no_arithmetic(ci_specs):
+    """Runs that differ in seed, data order, length, initialisation or latent scaling share one
+    timing; a gate or doubled heads is a step of its own; the calibration times the reference
+    first, then the first run of each other shape."""
     plan, todo = ci_specs
-    a = todo[0]
-    b = next(s for s in todo if calibration.family(s) == calibration.family(a)
-             and s.model.variant != a.model.variant)
-    by_a = {"A": {"runs": 3, "core_s": 100.0, "train_s": 100.0}}
-    by_b = {"B": {"runs": 2, "core_s": 80.0, "train_s": 80.0}}
-    costs = pd.DataFrame([{"key": record_costs.config_key(s), "core_s_median": m,
-                           "train_s_median": m, "by_cpu": by}
-                          for s, m, by in ((a, 100.0, by_a), (b, 80.0, by_b))])
-    chosen = calibration.calibration_specs(plan, [a, b], costs, cpu="A")
-    assert chosen[calibration.variant_family(b)] is b
-    assert calibration.variant_family(a) not in chosen  # recorded on this kind: its family serves
-    n = a.train.max_steps
-    fam = calibration.FamilyCalibration("x", 0.3, {"A": 100.0 / n}, 1e9)
-    own = calibration.FamilyCalibration("y", 0.5, {"B": 80.0 / n}, 1e9)
-    cal = calibration.Calibration(9.0, 1.0, 1e9, families={calibration.family(a): fam,
-                                                      calibration.variant_family(b): own}, cpu="A")
-    assert budget.expected_seconds(a, cal, costs)[0] == pytest.approx(100.0 * 0.3 * n / 100.0)
-    # b: 80 s on B × its own variant's step now over its step on B
-    assert budget.expected_seconds(b, cal, costs)[0] == pytest.approx(80.0 * 0.5 * n / 80.0)
-    assert calibration.family_words(calibration.variant_family(b)).startswith(
-        f"{display_name(b.model.variant)}, {n:,}-step runs")
+    a = next(s for s in todo if s.model.variant == "mla" and not s.model.gate
+             and s.model.head_multiplier == 1)
+    same = [dataclasses.replace(a, seed=7, train=dataclasses.replace(
+                a.train, data_seed=3, max_steps=5 * a.train.max_steps)),
+            dataclasses.replace(a, model=dataclasses.replace(
+                a.model, init="normal" if a.model.init == "zero" else "zero",
+                latent_scale=not a.model.latent_scale, init_std=0.5))]
+    other = [dataclasses.replace(a, model=dataclasses.replace(a.model, gate=True)),
+             dataclasses.replace(a, model=dataclasses.replace(a.model, head_multiplier=2)),
+             dataclasses.replace(a, train=dataclasses.replace(a.train, batch_size=2 * a.train.batch_size))]
+    assert {calibration.step_shape(s) for s in same} == {calibration.step_shape(a)}
+    assert len({calibration.step_shape(s) for s in [a, *other]}) == 4
+    chosen = calibration.calibration_specs(plan, [a, *same, *other])
+    ref = calibration.reference_spec(plan)
+    assert list(chosen.values()) == [ref, a, *other]
+
+
+def test_the_evaluation_share_in_closed_form(ci_specs):
+    """At the cpu preset's settings: 5 evaluations (steps 50 … 250) of 6 sources × 32 windows of
+    128 tokens, forward only (a third of a training step's FLOPs per token), against 250 steps of
+    16 × 128 tokens: 5 · 6 · 32 · 128 / (3 · 250 · 16 · 128) = 0.08."""
+    _, todo = ci_specs
+    s = todo[0]
+    cpu_like = dataclasses.replace(
+        s, train=dataclasses.replace(s.train, max_steps=250, eval_every=50, eval_windows=32,
+                                     batch_size=16, micro_batch_size=None, seq_len=128),
+        data={"identity": {"corpus": {"sources": [{"name": str(i)} for i in range(6)]}}})
+    assert calibration.evaluation_share(cpu_like) == pytest.approx(0.08)
+    # 251 steps: a sixth evaluation, at the last step
+    longer = dataclasses.replace(cpu_like, train=dataclasses.replace(cpu_like.train, max_steps=251))
+    assert calibration.evaluation_share(longer) == pytest.approx(6 * 6 * 32 * 128 / (3 * 251 * 2048))
 
 
 def test_family_times_sum_predicted_and_measured_per_family(ci_specs):

@@ -173,21 +173,25 @@ def test_training_on_a_worker_keeps_glibc_malloc_fast(monkeypatch):
                                          and platform.libc_ver()[0] == "glibc")
 
 
-def test_the_calibration_times_every_worker_at_once():
-    """The job's calibration runs on the workers that will train, all at once, so that it sees
-    them share the machine as the runs will (gtalib.book.pipeline.budget)."""
+def test_the_calibration_times_each_step_shape_on_the_workers():
+    """The job's calibration runs on the workers that will train, one task per step shape, as
+    many at once as there are workers, so that they share the machine as the runs will
+    (gtalib.book.pipeline.calibration); the calibration takes those seconds as they are."""
     from gtalib.book.design.plan import make_plan
     from gtalib.book.pipeline import calibration
 
     plan = make_plan("ci", 1)
+    todo = [s for _, s in plan.specs()]
+    specs = calibration.calibration_specs(plan, todo)
+    assert len(specs) >= 3
     with schedule.open_cluster(None, None, 2, None) as (client, where):
         assert where == "embedded LocalCluster of 2 worker(s)"
-        measured = schedule.calibrate_workers(client, calibration.reference_spec(plan))
-    assert len(measured) == 2 and all(0 < s < 60 for s in measured.values())
-    cal = calibration.calibrate(plan, measured=measured)  # the median of two: their mean
+        timed, workers = schedule.calibrate_workers(client, specs)
+    assert workers == 2 and set(timed) == set(specs)
+    assert all(0 < s < 60 for s in timed.values())
+    cal = calibration.calibrate(plan, timed=timed, todo=todo, workers=workers)
     assert cal.workers == 2
-    assert cal.seconds_per_step == pytest.approx(sorted(measured.values())[0] / 2
-                                                 + sorted(measured.values())[1] / 2)
+    assert {k: t.seconds_per_step for k, t in cal.steps.items()} == timed
 
 
 def test_the_accelerator_is_resolved_for_the_embedded_cluster(monkeypatch):
