@@ -487,13 +487,14 @@ def sample_output_problems(text: str) -> list[str]:
     lines = m.group(1).splitlines()
     fields = re.search(
         r"calibration: (\d+) step shape\(s\) timed on (\d+) worker\(s\), as many at once, "
-        r"([\d.]+)–([\d.]+) s per step; the reference run \(MHA\) ([\d.]+) s against ([\d.]+) s "
+        r"([\d.]+)–([\d.]+) s per step, a run's setup ([\d.]+) s; the reference run \(MHA\) "
+        r"([\d.]+) s against ([\d.]+) s "
         r".*training (\d+) run\(s\) ≈ (\d+) min, the whole job ≈ (\d+) min"
         r".*spot-check: (\d+) run\(s\).*budget: (\d+) min; (\d+) run\(s\)", m.group(1), re.S)
     if not fields:
         return ["sample output: its lines are not those of the job:\n" + m.group(1)]
-    n_shapes, workers, fastest, slowest, step, recorded, n_train, train_min, job_min, n_spot, \
-        budget_min, n_read = (float(x) for x in fields.groups())
+    n_shapes, workers, fastest, slowest, setup, step, recorded, n_train, train_min, job_min, \
+        n_spot, budget_min, n_read = (float(x) for x in fields.groups())
     n_shapes, workers, n_train, n_spot, n_read = map(int, (n_shapes, workers, n_train, n_spot, n_read))
     where = re.search(r"prediction on (.*) \(\d+ worker", lines[1]).group(1)
     runs = [SimpleNamespace(run_id=str(i)) for i in range(n_train)]
@@ -501,7 +502,7 @@ def sample_output_problems(text: str) -> list[str]:
                            budget_min * 60, workers, frozenset(r.run_id for r in runs[:n_spot]))
     per_step = [fastest, slowest] + [fastest] * (n_shapes - 2)
     cal = calibration.Calibration(step, recorded, 1e9, 1, workers, {
-        i: calibration.StepTiming("", s) for i, s in enumerate(per_step)})
+        i: calibration.StepTiming("", s) for i, s in enumerate(per_step)}, setup_s=setup)
     problems = []
     if budget.describe(choice, cal, where).splitlines() != lines:
         problems.append("sample output: describe() prints other lines for these numbers:\n"

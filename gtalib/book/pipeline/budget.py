@@ -46,12 +46,11 @@ REST_S = BEFORE_TRAIN_S + AFTER_TRAIN_S
 #: Share of the budget that the predicted wall time may fill: the rest absorbs the prediction's
 #: error (measured in benchmarks/budget_prediction.md).
 BUDGET_FILL = 0.9
-#: A run's seconds outside its optimizer steps (Lightning's setup, the data module, the evaluations,
-#: the probes, its files) within its card's wall time, added to the FLOPs estimate (a recorded
-#: cost includes it). Two ``ci`` books of 34 runs of 20 steps on an idle Intel Xeon (family 6
-#: model 207, 2026-12-06, benchmarks/budget_prediction.md): their cards took 29 s and 15 s where
-#: their calibrated steps make 18 s and 7.5 s, 0.33 s and 0.22 s a run; their mean. (1.3 s,
-#: taken from a whole training phase's wall time, had predicted that family 2.1× too long.)
+#: A run's seconds outside its optimizer steps and evaluations (Lightning's setup, the data
+#: module, its files) where the calibration did not time it (:func:`gtalib.book.pipeline.
+#: calibration.time_setup`; a preset costed from FLOPs): two ``ci`` books of 34 runs of 20 steps
+#: on an idle Intel Xeon (family 6 model 207, 2026-12-06, benchmarks/budget_prediction.md) spent
+#: 0.33 s and 0.22 s a run outside their calibrated steps; their mean.
 RUN_SETUP_S = 0.27
 #: Starting the cluster and its workers' first imports, and timing the calibration, before the
 #: first run (seconds): the same two builds' training phases took 13 s and 7 s more than their
@@ -103,13 +102,15 @@ def expected_seconds(spec, calibration: Calibration) -> tuple[float, str]:
     steps at the seconds per step timed for its step shape
     (:attr:`Calibration.steps`, basis ``"timed"``), or, for a shape not timed, at its
     :func:`training_flops` over the reference run's FLOP rate (``"FLOPs"``); × (1 +
-    :func:`evaluation_share`) for its evaluations, plus :data:`RUN_SETUP_S`."""
+    :func:`evaluation_share`) for its evaluations, plus its setup (:attr:`Calibration.setup_s`,
+    else :data:`RUN_SETUP_S`)."""
     timing = calibration.steps.get(step_shape(spec))
     if timing is not None:
         steps_s, basis = spec.train.max_steps * timing.seconds_per_step, "timed"
     else:
         steps_s, basis = training_flops(spec) / calibration.flops_per_s, "FLOPs"
-    return steps_s * (1.0 + evaluation_share(spec)) + RUN_SETUP_S, basis
+    setup = RUN_SETUP_S if calibration.setup_s is None else calibration.setup_s
+    return steps_s * (1.0 + evaluation_share(spec)) + setup, basis
 
 
 def start_order(tasks, cost, first=frozenset()) -> list:
@@ -304,7 +305,10 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
           else "in this process")
     per = [t.seconds_per_step for t in calibration.steps.values()]
     cal = (f"{len(per)} step shape(s) timed {on}, {min(per, default=0):.3f}–"
-           f"{max(per, default=0):.3f} s per step; the reference run (MHA) "
+           f"{max(per, default=0):.3f} s per step"
+           + ("" if calibration.setup_s is None else
+              f", a run's setup {calibration.setup_s:.2f} s")
+           + "; the reference run (MHA) "
            f"{calibration.seconds_per_step:.3f} s"
            + (f" against {calibration.recorded_seconds_per_step:.3f} s recorded: the rest of the "
               f"job × {calibration.factor:.2f}" if calibration.recorded_seconds_per_step

@@ -24,6 +24,7 @@ import json
 import math
 import re
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from gtalib.model.params import count_params
 from gtalib.training import record_costs
 from gtalib.training.machine import untrim_malloc
 from gtalib.training.runs import RunSpec
+from gtalib.training.train import ensure_run
 
 #: Optimizer steps timed by :func:`calibrate`, after :data:`WARMUP_STEPS` untimed ones; their
 #: median is the step's time (:func:`steady_step_s`). A fresh model's first steps run slow (its
@@ -54,6 +56,8 @@ MAX_TIMED_STEP_S = 10.0
 #: family's constant scalings α: Liu et al. 2026, MLRA, Sec. 3): runs that differ only in them
 #: share a step shape (:func:`step_shape`) and one timing.
 FREE_OPTIONS = ("init", "init_std", "latent_scale")
+#: Optimizer steps of the short run that :func:`time_setup` trains end to end.
+SETUP_STEPS = 2
 
 
 def family(spec) -> tuple:
@@ -127,6 +131,8 @@ class Calibration:
         steps: :func:`step_shape` → :class:`StepTiming`, of the reference run and of one run
             per step shape to train (:func:`calibration_specs`); empty: nothing timed.
         timed: ``False`` for :func:`flops_calibration`, which times nothing.
+        setup_s: a run's seconds here outside its steps and evaluations (:func:`time_setup`);
+            ``None``: not timed.
     """
 
     seconds_per_step: float
@@ -136,6 +142,7 @@ class Calibration:
     workers: int = 0
     steps: dict = field(default_factory=dict)
     timed: bool = True
+    setup_s: float | None = None
 
     @property
     def factor(self) -> float:
@@ -222,8 +229,41 @@ def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS
         torch.set_num_threads(old_threads)
 
 
+def time_setup(spec_dict: dict, threads: int = 1) -> float:
+    """Seconds of a run here outside its optimizer steps and evaluations (Lightning's setup, the
+    data module, the model, its files): the run ``spec_dict`` (:meth:`RunSpec.to_dict`) trained
+    for :data:`SETUP_STEPS` steps into a temporary store
+    (:func:`gtalib.training.train.ensure_run`), its wall time less its card's ``train_wall_s``
+    (the steps and the evaluation at the last one). Timed on a second such run: the first pays
+    the process's first imports, which a worker pays once. Runs on a Dask worker too
+    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`).
+
+    Raises:
+        ValueError: ``threads`` < 1.
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads!r}")
+    untrim_malloc()
+    spec = RunSpec.from_dict(spec_dict)
+    short = dataclasses.replace(spec, train=dataclasses.replace(
+        spec.train, max_steps=SETUP_STEPS, warmup_steps=0))
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(2):
+            with tempfile.TemporaryDirectory(prefix="gtalib-setup-") as store:
+                t0 = time.perf_counter()
+                path = ensure_run(short, store)
+                wall = time.perf_counter() - t0
+                train_s = json.loads((path / "card.json").read_text())["train_wall_s"]
+        return max(0.0, wall - train_s)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
 def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
-              timed: dict | None = None, todo=(), workers: int = 0) -> Calibration:
+              timed: dict | None = None, todo=(), workers: int = 0,
+              setup_s: float | None = None) -> Calibration:
     """This machine's :class:`Calibration`: the seconds per step of every run of
     :func:`calibration_specs` (the reference, and one run per other step shape of ``todo``):
     from ``timed`` (:func:`step_shape` → seconds, timed on the workers by
@@ -231,7 +271,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     :func:`time_steps` here, in this process. The reference's is compared with its recorded
     seconds per step (the median over its bundles in ``costs``,
     :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for
-    :attr:`Calibration.factor`.
+    :attr:`Calibration.factor`. ``setup_s``: :func:`time_setup`'s seconds, kept as they are.
 
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
@@ -248,7 +288,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
                 if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
     return Calibration(ref, recorded, training_flops(spec) / spec.train.max_steps / ref, threads,
-                       workers, timings)
+                       workers, timings, setup_s=setup_s)
 
 
 def _key_spec(key: str) -> RunSpec:

@@ -129,10 +129,13 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     if step_s > calibration.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
         cal = calibration.flops_calibration(plan, costs, threads or 1)
     else:
-        timed, answered = (calibrate_workers(client, calibration.calibration_specs(plan, todo),
-                                             threads or 1) if client else ({}, 0))
+        timed, setup_s, answered = (
+            calibrate_workers(client, calibration.calibration_specs(plan, todo), threads or 1,
+                              setup=ref) if client else ({}, None, 0))
+        if setup_s is None:  # no worker: this process trains the runs
+            setup_s = calibration.time_setup(ref.to_dict(), threads or 1)
         cal = calibration.calibrate(plan, costs, threads or 1, timed=timed, todo=todo,
-                                    workers=answered)
+                                    workers=answered, setup_s=setup_s)
     measured = cal.workers > 0
     if measured and not str(where).startswith(BATCH_SYSTEMS):  # a batch system grows to `workers`
         workers = cal.workers

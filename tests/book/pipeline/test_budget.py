@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -67,6 +68,10 @@ def test_expected_seconds_are_the_timed_steps_with_evaluations_and_setup(ci_spec
     share = calibration.evaluation_share(a)
     assert budget.expected_seconds(a, cal) == (
         pytest.approx(a.train.max_steps * 0.2 * (1 + share) + budget.RUN_SETUP_S), "timed")
+    # a setup timed here replaces the constant
+    timed_setup = dataclasses.replace(cal, setup_s=0.9)
+    assert budget.expected_seconds(a, timed_setup)[0] == pytest.approx(
+        a.train.max_steps * 0.2 * (1 + share) + 0.9)
     sec, basis = budget.expected_seconds(b, cal)
     assert basis == "FLOPs" and sec == pytest.approx(
         calibration.training_flops(b) / 1e9 * (1 + calibration.evaluation_share(b))
@@ -156,16 +161,45 @@ def test_a_calibration_is_the_median_step_after_the_warm_up(ci_specs, monkeypatc
         calibration.steady_step_s([])
 
 
+def test_a_runs_setup_is_its_wall_time_less_its_steps_and_evaluations(ci_specs, monkeypatch, tmp_path):
+    """time_setup trains the run for SETUP_STEPS steps twice (the first pays the imports) and
+    returns the second's wall time less its card's train_wall_s, on a scripted clock."""
+    import json
+
+    plan, _ = ci_specs
+    ref = calibration.reference_spec(plan)
+    calls, clock = [], {"now": 0.0}
+    walls = iter([9.0, 3.5])  # the first run is slow: imports
+
+    def ensure_run(spec, store):
+        calls.append((spec.train.max_steps, spec.train.warmup_steps, store))
+        clock["now"] += next(walls)
+        path = tmp_path / f"run{len(calls)}"
+        path.mkdir()
+        (path / "card.json").write_text(json.dumps({"train_wall_s": 1.25}))
+        return path
+
+    monkeypatch.setattr(calibration, "ensure_run", ensure_run)
+    monkeypatch.setattr(calibration, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    assert calibration.time_setup(ref.to_dict()) == pytest.approx(3.5 - 1.25)
+    assert [c[:2] for c in calls] == [(calibration.SETUP_STEPS, 0)] * 2
+    assert calls[0][2] != calls[1][2]  # two fresh stores, both removed
+    assert not any(Path(c[2]).exists() for c in calls)
+    with pytest.raises(ValueError, match="threads"):
+        calibration.time_setup(ref.to_dict(), threads=0)
+
+
 def test_the_job_prints_its_prediction(ci_specs):
     plan, todo = ci_specs
     ref = calibration.reference_spec(plan)
     cal = calibration.Calibration(0.3, 0.2, 2e9, workers=2, steps={
         calibration.step_shape(ref): calibration.StepTiming("mha n_head=4", 0.3),
-        calibration.step_shape(todo[-1]): calibration.StepTiming("other", 0.45)})
+        calibration.step_shape(todo[-1]): calibration.StepTiming("other", 0.45)}, setup_s=0.5)
     recorded = {s.run_id: True for s in todo}
     c = budget.choose(todo, recorded, cal, _costs(), workers=2, budget_s=3600)
     text = budget.describe(c, cal, "this machine")
-    assert "2 step shape(s) timed on 2 worker(s), as many at once, 0.300–0.450 s per step" in text
+    assert ("2 step shape(s) timed on 2 worker(s), as many at once, 0.300–0.450 s per step, "
+            "a run's setup 0.50 s; the reference run") in text
     assert "(MHA) 0.300 s against 0.200 s recorded: the rest of the job × 1.50" in text
     assert budget.step_lines(cal) == "  mha n_head=4: 0.300 s per step\n  other: 0.450 s per step"
     assert f"training {len(todo)} run(s)" in text and "budget: 60 min; 0 run(s)" in text

@@ -186,9 +186,12 @@ def test_the_calibration_times_each_step_shape_on_the_workers():
     assert len(specs) >= 3
     with schedule.open_cluster(None, None, 2, None) as (client, where):
         assert where == "embedded LocalCluster of 2 worker(s)"
-        timed, workers = schedule.calibrate_workers(client, specs)
+        ref = calibration.reference_spec(plan)
+        timed, setup_s, workers = schedule.calibrate_workers(client, specs, setup=ref)
     assert workers == 2 and set(timed) == set(specs)
     assert all(0 < s < 60 for s in timed.values())
+    # a run's setup: its wall time less its steps and evaluations, of the order of a second
+    assert 0 < setup_s < 30
     cal = calibration.calibrate(plan, timed=timed, todo=todo, workers=workers)
     assert cal.workers == 2
     assert {k: t.seconds_per_step for k, t in cal.steps.items()} == timed
