@@ -255,7 +255,7 @@ ABLATIONS: dict[str, Ablation] = {
             data_orders_declared={"cpu": (1, 2, 3, 4)},
             data_orders={"cpu": (1, 2, 3, 4), "ci": (1, 2)},
             joint_declared={"cpu": 10, "ci": 2},
-            joint={"ci": 2},
+            joint={"cpu": 10, "ci": 2},
             spot_check={"cpu": "mha", "gpu": "mha", "ci": "gqa"},
         ),
         Ablation(
@@ -296,6 +296,7 @@ ABLATIONS: dict[str, Ablation] = {
             data_orders_declared={"cpu": (1, 2, 3, 4)},
             data_orders={"cpu": (1, 2, 3, 4)},
             joint_declared={"cpu": 10},
+            joint={"cpu": 10},
             # the cheapest of the gating figure's 1000-step pairs at cpu
             spot_check={"cpu": "gla-2", "gpu": "gla-2", "ci": "mla"},
         ),

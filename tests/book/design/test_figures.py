@@ -64,14 +64,19 @@ def test_run_sets_count_each_configuration_once():
     # ... plus the pair at seed 0 at data orders 1-4 of the initialisation figure (9 variants × 2
     # arms × 4 orders = 72 runs) and of the gating figure (5 × 2 × 4 = 40), whatever the seed count
     orders = 9 * 2 * 4 + 5 * 2 * 4
-    assert len(make_plan("cpu", 2).runs) == 35 * 10 + 2 * 5 + orders
-    assert len(make_plan("cpu", 5).runs) == 35 * 10 + 2 * 5 + orders
-    assert len(make_plan("cpu", 6).runs) == 35 * 10 + 2 * 6 + orders  # more than 5: the book's count
+    # ... plus, for the two figures read in the joint design, pairs 1-9 each at its own data
+    # order (pair 0 is the seed-0 pair at order 0): 9 × 2 × 9 = 162 and 5 × 2 × 9 = 90 runs
+    joint = 9 * 2 * 9 + 5 * 2 * 9
+    assert len(make_plan("cpu", 2).runs) == 35 * 10 + 2 * 5 + orders + joint
+    assert len(make_plan("cpu", 5).runs) == 35 * 10 + 2 * 5 + orders + joint
+    # more than 5: the book's count
+    assert len(make_plan("cpu", 6).runs) == 35 * 10 + 2 * 6 + orders + joint
     # a book-wide length: no extra seeds, and the gate runs share their no-gate arms again (31)
     assert len(make_plan("cpu", 2, max_steps=20).runs) == 31 * 2
     gate = make_plan("cpu", 2).figure_refs["gate"]
-    assert {r.train for r in gate} == {(("max_steps", GATE_CPU_STEPS),)}
-    assert {r.train for r in make_plan("cpu", 2).figure_refs["init"]} == {()}
+    # (read in the joint design: pair k also at data order k)
+    assert {dict(r.train)["max_steps"] for r in gate} == {GATE_CPU_STEPS}
+    assert {dict(r.train).get("max_steps") for r in make_plan("cpu", 2).figure_refs["init"]} == {None}
     # a book-wide length override applies to every figure, the gating page's included
     assert {r.train for r in make_plan("cpu", 2, max_steps=20).figure_refs["gate"]} == {()}
     assert make_plan("cpu", 2, max_steps=20).spec(gate[0]).train.max_steps == 1000
@@ -142,10 +147,12 @@ def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
 
 
 def test_the_ablation_figures_are_read_in_the_declared_looks():
-    """cpu: the four ablation figures at 10 pairs, read at 5 and 10; the main table and every
+    """cpu: the four ablation figures at 10 pairs, read at 5 and 10, but those read in the joint
+    design (initialisation, gating), at one look declared with it; the main table and every
     other preset or count: one look at the count run."""
     for key in ABLATIONS:
-        assert seed_policy.looks_of(key, "cpu") == (5, 10)
+        joint = key in seed_policy.JOINT["cpu"]
+        assert seed_policy.looks_of(key, "cpu") == ((10,) if joint else (5, 10))
         assert seed_policy.looks_of(key, "cpu", 12) == (12,)  # more than declared: one look
         assert seed_policy.looks_of(key, "cpu", 3, max_steps=20) == (3,)
         assert seed_policy.looks_of(key, "ci", 2) == (2,)
@@ -212,7 +219,7 @@ def test_the_design_is_one_field_of_each_figure_s_spec_and_the_views_show_it():
     assert seed_policy.DATA_ORDERS_DECLARED == {"cpu": {"init": (1, 2, 3, 4),
                                                         "gate": (1, 2, 3, 4)}}
     assert seed_policy.JOINT_DECLARED == {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
-    assert seed_policy.JOINT == {"cpu": {}, "ci": {"init": 2}}
+    assert seed_policy.JOINT == {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
     assert by_preset("spot_check", (*ABLATIONS, "main")) == {
         "cpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",
                 "main": "mha"},
