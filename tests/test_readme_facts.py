@@ -25,7 +25,7 @@ import pytest
 from gtalib.book.design import seeds
 from gtalib.book.design.figures import ABLATIONS, by_preset
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import data_order_runs, joint_runs
+from gtalib.book.design.run_specs import data_order_runs, figure_runs, joint_runs
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -156,16 +156,19 @@ def totals() -> dict[str, int]:
     mini = {ci.spec(r).run_id for r in ci.ladder_refs}
     orders = {cpu.spec(r).run_id for key, o in seeds.DATA_ORDERS_DECLARED["cpu"].items()
               for r in data_order_runs(key, "cpu", orders=o)}
+    # the joint design's own runs: pair 0 is the pair at seed 0 of the one-order design
+    one_order = {cpu.spec(r).run_id for key in seeds.JOINT_DECLARED["cpu"]
+                 for r in figure_runs(key, "cpu", seeds.DEFAULT_SEEDS, joint=False)}
     joint = {cpu.spec(r).run_id for key, pairs in seeds.JOINT_DECLARED["cpu"].items()
-             for r in joint_runs(key, "cpu", pairs)} - book  # pair 0 is the figure's own
+             for r in joint_runs(key, "cpu", pairs)} - one_order
     recorded = {p.name for p in (REPO / "book" / "recorded").iterdir()
-                if (p / "record.json").is_file()} - joint  # committed as they finish
+                if (p / "record.json").is_file()}
     assert len(book) == len(cpu.runs), "every run of the default book has its own run id"
     assert book | ladder | mini <= recorded, "the README says every one of these is recorded"
     return {"book": len(cpu.runs), "with ladder": len(book | ladder), "ladder": len(ladder),
             "ladder in book": len(ladder & book), "ci ladder": len(mini),
             "data orders": len(orders), "data orders in book": len(orders & book),
-            "joint": len(joint), "recorded": len(recorded),
+            "joint": len(joint), "joint in book": len(joint & book), "recorded": len(recorded),
             "other records": len(recorded - book - ladder - mini - orders)}
 
 
@@ -193,9 +196,10 @@ def total_problems(text: str, t: dict[str, int]) -> list[str]:
            "`--train-recorded`", t["with ladder"], problems)
     stated(text, r"(\d+) new runs for the two figures", "the joint design's runs", t["joint"],
            problems)
-    stated(text, r"Besides the joint design's runs there are (\d+): every run of the default "
-                 r"book \((\d+),",
+    stated(text, r"There are (\d+) in all: every run of the default book \((\d+),",
            "the records and the default book's runs", (t["recorded"], t["book"]), problems)
+    stated(text, r"the (\d+) joint-design runs and the \d+ data-order runs", "the joint runs "
+           "in the default book", t["joint in book"], problems)
     stated(text, r"the scale ladder \((\d+) runs of", "the scale ladder's runs", t["ladder"],
            problems)
     stated(text, r"(\d+) of them are book runs too", "ladder runs that are book runs",
@@ -425,7 +429,7 @@ def test_the_seed_check_fails_on_a_wrong_count(where):
 
 
 @pytest.mark.parametrize("fact", ["book", "with ladder", "ladder", "ladder in book", "ci ladder",
-                                  "data orders", "data orders in book", "joint", "recorded",
+                                  "data orders", "data orders in book", "joint", "joint in book", "recorded",
                                   "other records"])
 def test_the_total_check_fails_on_a_wrong_total(fact):
     t = dict(totals())
