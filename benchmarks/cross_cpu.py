@@ -29,6 +29,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: pandas is imported where it is used
+    import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "cross_cpu"

@@ -86,10 +86,10 @@ def _record_dir(args) -> Path:
 
 def _cli_list(args) -> int:
     rows = [("run_id", "n_layer", "d_model", "run", "recorded")]
-    for folder in list_records(_record_dir(args)):
-        spec = store.load_spec(folder)
-        rows.append((folder.name, str(spec.model.n_layer), str(spec.model.d_model), spec.describe(),
-                     record_label(load_record_info(folder))))
+    for bundle in list_records(_record_dir(args)):
+        spec = store.load_spec(bundle)
+        rows.append((bundle.name, str(spec.model.n_layer), str(spec.model.d_model), spec.describe(),
+                     record_label(load_record_info(bundle))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])

@@ -459,7 +459,6 @@ def test_no_weights_only_message_when_saving(tmp_path, caplog):
 def test_runs_command_lists_and_removes_corrupt_and_incomplete_runs(baseline, tmp_path, capsys):
     """`gtalib runs` names the bad runs (exit 1); --remove deletes them (and nothing that is not
     a run folder) and the next ensure_run retrains the corrupt one to the same metrics."""
-    import shutil
 
     from gtalib.cli import main
 

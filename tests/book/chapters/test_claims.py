@@ -175,7 +175,6 @@ def test_a_build_computes_the_claims_table_once_and_the_headline_reads_that_one(
     """Within a build (its shared folder set) the first caller computes the table and the next
     one (the introduction's headline, after the claims page) loads it; outside a build each call
     computes its own."""
-    from gtalib.book.chapters import ablation as A
     from gtalib.book.design.figures import claims as all_claims
     from gtalib.book.design.plan import make_plan
 

@@ -5,7 +5,7 @@ run, the figure is read at one look, and its one-order pairs stay beside it."""
 
 import pytest
 
-from gtalib.book.design import figures, seeds
+from gtalib.book.design import seeds
 from gtalib.book.design.figures import figure_variants
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import figure_runs, joint_runs

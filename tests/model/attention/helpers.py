@@ -21,7 +21,7 @@ def naive_attention(q, k, v, scale, start_pos=0):
     """Loop-over-heads float64 reference of causal GQA attention (an independent implementation
     of ``attend``): query head h reads KV head h // (H // Hkv); query i sits at start_pos + i."""
     B, T, H, _ = q.shape
-    S, Hkv = k.shape[1], k.shape[2]
+    Hkv = k.shape[2]
     g = H // Hkv
     out = torch.empty(B, T, H, v.shape[-1], dtype=torch.float64)
     for h in range(H):
