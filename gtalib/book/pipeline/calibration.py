@@ -6,7 +6,7 @@ initialisation, the latent family's scaling constants: :data:`FREE_OPTIONS`) sha
 shape* (:func:`step_shape`). :func:`calibrate` times a few optimizer steps of one run of every
 step shape among the runs to train (:func:`calibration_specs`), one thread each, on random
 tokens, on the workers that will train them, as many at once as there are workers
-(:func:`gtalib.book.pipeline.schedule.calibrate_workers`), so that they share the machine as the
+(:func:`calibrate_workers`), so that they share the machine as the
 runs will; :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's time of its steps,
 its evaluations and its setup. Records do not enter a run's prediction: a recorded run may have
 shared its machine with other work (on AMD EPYC family 25 the fastest of a configuration's records
@@ -14,7 +14,8 @@ was 1.4× a fresh run: benchmarks/budget_prediction.md), and another CPU kind's 
 ratio that differs from variant to variant. They give the reference run's :attr:`Calibration.factor`,
 which scales the rest of the job (corpus, notebooks), and the throughput of a preset whose step
 is too large to time (:func:`flops_calibration`). Reads the records
-(:mod:`gtalib.training.record_costs`) and builds models (:mod:`gtalib.model`); trains nothing.
+(:mod:`gtalib.training.record_costs`) and builds models (:mod:`gtalib.model`); trains only the
+throwaway two-step runs of :func:`time_setup`, in temporary stores.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS
     """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
     process: the :func:`steady_step_s` of ``steps`` steps (after :data:`WARMUP_STEPS` untimed
     ones) of its model, AdamW, its batch of random tokens, ``threads`` torch threads. Runs on a
-    Dask worker too (:func:`gtalib.book.pipeline.schedule.calibrate_workers`), where it first
+    Dask worker too (:func:`calibrate_workers`), where it first
     resets glibc's malloc thresholds as a training task does.
 
     Raises:
@@ -236,7 +237,7 @@ def time_setup(spec_dict: dict, threads: int = 1) -> float:
     (:func:`gtalib.training.train.ensure_run`), its wall time less its card's ``train_wall_s``
     (the steps and the evaluation at the last one). Timed on a second such run: the first pays
     the process's first imports, which a worker pays once. Runs on a Dask worker too
-    (:func:`gtalib.book.pipeline.schedule.calibrate_workers`).
+    (:func:`calibrate_workers`).
 
     Raises:
         ValueError: ``threads`` < 1.
@@ -261,13 +262,38 @@ def time_setup(spec_dict: dict, threads: int = 1) -> float:
         torch.set_num_threads(old_threads)
 
 
+def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30.0,
+                      setup=None) -> tuple[dict, float | None, int]:
+    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept:
+    :func:`time_steps`) on the workers of ``client`` (a ``dask.distributed.Client``), one task
+    each, as many at once as there are workers, so that they share the machine as the runs will,
+    and a run's setup seconds (:func:`time_setup` of the RunSpec ``setup``; ``None`` without
+    one): ``(key → seconds, setup seconds, workers)``. ``({}, None, 0)`` when no worker joins
+    within ``timeout`` seconds (batch jobs still queued): the caller then times the steps in its
+    own process."""
+
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        return {}, None, 0
+    keys = list(specs)
+    # the setup first: a worker's first run pays its imports, which time_setup leaves out
+    setup_future = (None if setup is None else
+                    client.submit(time_setup, setup.to_dict(), threads, pure=False))
+    futures = client.map(time_steps, [specs[k].to_dict() for k in keys], threads=threads,
+                         pure=False)
+    timed = dict(zip(keys, client.gather(futures)))
+    return (timed, None if setup_future is None else setup_future.result(),
+            len(client.scheduler_info()["workers"]))
+
+
 def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
               timed: dict | None = None, todo=(), workers: int = 0,
               setup_s: float | None = None) -> Calibration:
     """This machine's :class:`Calibration`: the seconds per step of every run of
     :func:`calibration_specs` (the reference, and one run per other step shape of ``todo``):
     from ``timed`` (:func:`step_shape` → seconds, timed on the workers by
-    :func:`gtalib.book.pipeline.schedule.calibrate_workers`; ``workers`` of them), else
+    :func:`calibrate_workers`; ``workers`` of them), else
     :func:`time_steps` here, in this process. The reference's is compared with its recorded
     seconds per step (the median over its bundles in ``costs``,
     :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for

@@ -60,7 +60,6 @@ from gtalib.book.pipeline.execute import (
 from gtalib.book.pipeline.paths import BOOK_DIR, REPO, BookError
 from gtalib.book.pipeline.schedule import (
     BATCH_SYSTEMS,
-    calibrate_workers,
     default_jobs,
     open_cluster,
     resolve_accelerator,
@@ -111,7 +110,8 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     ``time.perf_counter()`` at its start; ``None``: a prediction made before the job). The
     calibration (one run per step shape to train,
     :func:`gtalib.book.pipeline.calibration.calibration_specs`) runs on the workers of
-    ``client``, as many at once as there are (:func:`gtalib.book.pipeline.schedule.calibrate_workers`),
+    ``client``, as many at once as there are
+    (:func:`gtalib.book.pipeline.calibration.calibrate_workers`),
     else in this process; ``workers`` is then the number that answered. Prints the calibration, the prediction and what is read
     from records; with ``list_runs`` also the runs it would train, by figure
     (:func:`runs_by_figure`).
@@ -129,9 +129,10 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     if step_s > calibration.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
         cal = calibration.flops_calibration(plan, costs, threads or 1)
     else:
+        shapes = calibration.calibration_specs(plan, todo)
         timed, setup_s, answered = (
-            calibrate_workers(client, calibration.calibration_specs(plan, todo), threads or 1,
-                              setup=ref) if client else ({}, None, 0))
+            calibration.calibrate_workers(client, shapes, threads or 1, setup=ref) if client
+            else ({}, None, 0))
         if setup_s is None:  # no worker: this process trains the runs
             setup_s = calibration.time_setup(ref.to_dict(), threads or 1)
         cal = calibration.calibrate(plan, costs, threads or 1, timed=timed, todo=todo,

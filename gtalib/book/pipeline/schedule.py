@@ -46,7 +46,7 @@ from distributed.core import Status
 from tqdm import tqdm
 
 from gtalib.book.pipeline.budget import groups, late_tasks, start_order
-from gtalib.book.pipeline.calibration import time_setup, time_steps, training_flops
+from gtalib.book.pipeline.calibration import training_flops
 from gtalib.book.pipeline.stops import (
     SchedulerLost,
     dropped_messages,
@@ -329,31 +329,6 @@ def open_cluster(cluster=None, scheduler_file=None, jobs: int | None = None,
         client.close()
         if owned is not None:
             owned.close()
-
-
-def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30.0,
-                      setup=None) -> tuple[dict, float | None, int]:
-    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept:
-    :func:`gtalib.book.pipeline.calibration.time_steps`) on the workers of ``client``, one
-    task each, as many at once as there are workers, so that they share the machine as the runs
-    will, and a run's setup seconds (:func:`gtalib.book.pipeline.calibration.time_setup` of the
-    RunSpec ``setup``; ``None`` without one): ``(key → seconds, setup seconds, workers)``.
-    ``({}, None, 0)`` when no worker joins within ``timeout`` seconds (batch jobs still
-    queued): the caller then times the steps in its own process."""
-
-    try:
-        client.wait_for_workers(1, timeout=timeout)
-    except TimeoutError:
-        return {}, None, 0
-    keys = list(specs)
-    # the setup first: a worker's first run pays its imports, which time_setup leaves out
-    setup_future = (None if setup is None else
-                    client.submit(time_setup, setup.to_dict(), threads, pure=False))
-    futures = client.map(time_steps, [specs[k].to_dict() for k in keys], threads=threads,
-                         pure=False)
-    timed = dict(zip(keys, client.gather(futures)))
-    return (timed, None if setup_future is None else setup_future.result(),
-            len(client.scheduler_info()["workers"]))
 
 
 def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int,

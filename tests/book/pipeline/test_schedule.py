@@ -187,7 +187,7 @@ def test_the_calibration_times_each_step_shape_on_the_workers():
     with schedule.open_cluster(None, None, 2, None) as (client, where):
         assert where == "embedded LocalCluster of 2 worker(s)"
         ref = calibration.reference_spec(plan)
-        timed, setup_s, workers = schedule.calibrate_workers(client, specs, setup=ref)
+        timed, setup_s, workers = calibration.calibrate_workers(client, specs, setup=ref)
     assert workers == 2 and set(timed) == set(specs)
     assert all(0 < s < 60 for s in timed.values())
     # a run's setup: its wall time less its steps and evaluations, of the order of a second
