@@ -171,7 +171,19 @@ def test_machine_paths_finds_build_folders_in_pages_and_sources(tmp_path):
     assert str(REPO) in folders and str(Path.home()) in folders and str(tmp_path / "runs") in folders
 
 
-def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkeypatch):
+@pytest.fixture()
+def untimed(monkeypatch):
+    """No step or setup is timed: a synthetic data identity has no corpus to train a setup run
+    on, and these tests are about which runs the job chooses."""
+    from gtalib.book.pipeline import calibration
+
+    monkeypatch.setattr(calibration, "time_steps", lambda *a, **k: 0.01)
+    monkeypatch.setattr(calibration, "time_setup", lambda *a, **k: 0.2)
+    monkeypatch.setattr(calibration, "calibrate_workers", lambda client, specs, *a, **k: (
+        dict.fromkeys(specs, 0.01), 0.2, 2))
+
+
+def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkeypatch, untimed):
     """A task (both arms of a pair) whose runs the repository holds is read from its bundles
     when the budget has no room for it; one with a run that has no record is trained whatever
     the budget; ``budget_min=None`` trains every run of the book, ``train_recorded=True`` the
@@ -245,7 +257,7 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
         assert ("| recorded |" if rid in recorded else "| missing |") in rows[label]
 
 
-def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch):
+def test_only_trains_the_runs_its_notebooks_read(tmp_path, monkeypatch, untimed):
     """``--only init_ablation`` trains the initialisation figure's runs and nothing else;
     ``--only kv_cache`` (a page that reads no runs) trains none."""
     import synthetic
@@ -440,17 +452,15 @@ def test_predict_lists_the_runs_it_would_train_by_figure(monkeypatch):
     assert "Latent-scaling" not in text  # GQA is not in that figure
 
 
-def test_more_embedded_workers_than_cores_is_said_before_training(tmp_path, monkeypatch):
+def test_more_embedded_workers_than_cores_is_said_before_training(tmp_path, monkeypatch, untimed):
     """``--jobs`` above the cores this process may use: the job says that the workers share
     them (each run slower, as the calibration timed them) and which ``--jobs`` gives each run a
     core; at as many workers as cores it says nothing of it."""
     import synthetic
 
     from gtalib.book.design import run_specs as specs
-    from gtalib.book.pipeline import calibration
 
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
-    monkeypatch.setattr(calibration, "time_steps", lambda *a, **k: 0.01)  # nothing is timed
     monkeypatch.setattr(book, "usable_cores", lambda: 1)
     plan = make_plan("ci", 1)
     said = {}
