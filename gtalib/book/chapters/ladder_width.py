@@ -253,7 +253,8 @@ def length_refs(plan: Plan, seeds: int | None = None) -> list[tuple[int, object,
     preset's own lengths (``plan``'s :meth:`~gtalib.book.design.plan.Plan.own_design`, so a
     book-wide ``max_steps`` override changes no source): the
     main table's (``"main"``), an ablation page's arm that is this configuration (its key: at
-    ``cpu``'s 1,000 steps the gating page's runs without the gate) and the ladder's gate runs
+    ``cpu``'s 1,000 steps the gating page's runs without the gate, its pairs at data order 0
+    where the page reads the joint design) and the ladder's gate runs
     without the gate (``"ladder"``); a run two of them plan (same specification, same run id)
     is read once, from the source that plans the most seeds of that variant at that length
     (then the first in :data:`_SOURCE_ORDER`). A variant has the seeds its sources
@@ -269,8 +270,10 @@ def length_refs(plan: Plan, seeds: int | None = None) -> list[tuple[int, object,
     lengths = [lad.base_steps * f for f in lad.token_factors]
     default_steps, depth = train_config(preset).max_steps, PRESETS[preset]["n_layer"]
     found = [("width", r) for r in ladder_runs(preset, seeds, "width")]
-    found += [(key, r) for key, refs in plan.own_design(seeds or 1).figure_refs.items()
-              for r in refs]
+    own = plan.own_design(seeds or 1)
+    # a figure read in the joint design: its pairs at data order 0, as every other source here
+    found += [(key, r) for key, refs in own.figure_refs.items()
+              for r in own.one_order_refs.get(key, refs)]
     found += [("ladder", r) for r in ladder_runs(preset, seeds, "gate")]
     on_axis = []
     for source, r in found:
