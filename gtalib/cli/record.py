@@ -152,6 +152,21 @@ def _cli_check(args) -> int:
     counts = dict.fromkeys(OUTCOMES, 0)
     work_dir = (contextlib.nullcontext(str(Path(args.keep).resolve())) if args.keep else
                 tempfile.TemporaryDirectory(prefix="gtalib-check-"))
+    try:
+        _check_all(args, folders, counts, work_dir)
+    except KeyboardInterrupt:  # the cluster is closed and the work store deleted on the way out
+        print("gtalib record check: interrupted"
+              + (f"; the re-trained runs are kept in {args.keep}" if args.keep else
+                 "; its temporary work store is deleted"), file=sys.stderr)
+        return 130
+    print(f"recorded runs checked: {counts['bit-identical']} bit-identical, "
+          f"{counts['within envelope']} within envelope, {counts['mismatch']} mismatch")
+    return 1 if counts["mismatch"] else 0
+
+
+def _check_all(args, folders, counts: dict, work_dir) -> None:
+    """Re-train ``folders`` (record bundles) in ``work_dir`` (a context giving the work store)
+    and compare each with its record, counting the outcomes in ``counts``."""
     with _sigterm_exits(), work_dir as work:
         # every record re-trained at once on the cluster (each with its card's thread count),
         # then each compared with the run found finished in the work store
@@ -174,7 +189,4 @@ def _cli_check(args) -> int:
             res = check_record(folder, work_dir=work)
             print(res.message(), flush=True)
             counts[res.outcome] += 1
-    print(f"recorded runs checked: {counts['bit-identical']} bit-identical, "
-          f"{counts['within envelope']} within envelope, {counts['mismatch']} mismatch")
-    return 1 if counts["mismatch"] else 0
 

@@ -632,3 +632,29 @@ def test_record_check_of_every_record_says_its_cost_first_and_sigterm_leaves_no_
         "at the recorded pace (give run ids to check fewer)")
     assert seen["work"].startswith(str(tmp_path / "tmp")) and list((tmp_path / "tmp").iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_record_check_interrupted_is_one_line_and_leaves_no_work_folder(
+        finished_run, tmp_path, capsys, monkeypatch):
+    """Ctrl-C while it trains: one line on stderr, exit 130, no traceback, and its temporary
+    work store deleted."""
+    import tempfile
+
+    from gtalib.cli import main
+    from gtalib.cli import record as record_cli
+
+    _, spec, path = finished_run
+    record_dir = tmp_path / "rec"
+    records.record_run(path, record_dir)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record_cli, "train_all", interrupted)
+    assert main(["record", "check", "--record-dir", str(record_dir)]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "gtalib record check: interrupted; its temporary work store is deleted"]
+    assert list((tmp_path / "tmp").iterdir()) == []

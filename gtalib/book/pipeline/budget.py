@@ -387,7 +387,7 @@ def family_lines(rows: list[dict], configurations: list[dict] = ()) -> list[str]
     seconds and their ratio (measured / predicted) per family; then, of ``configurations``
     (the same per configuration), how many came within :data:`CONFIG_TOLERANCE` and the range
     of their ratios."""
-    lines = [f"prediction: {r['family']}: {r['runs']} run(s), predicted "
+    lines = [f"prediction: {r['family']}: {r['runs']} run(s), one worker's time predicted "
              f"{_minutes(r['predicted_s'])}, measured {_minutes(r['measured_s'])} "
              f"(× {r['measured_s'] / r['predicted_s']:.2f})" for r in rows if r["predicted_s"] > 0]
     ratios = [r["measured_s"] / r["predicted_s"] for r in configurations if r["predicted_s"] > 0]
