@@ -68,7 +68,7 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None, only=None
         # per configuration family: the job's last lines (gtalib.book.pipeline.budget.family_times)
         "families": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in f.items()}
                      for f in s.get("families", [])],
-        "configurations": [{k: (round(v, 1) if isinstance(v, float) else v)
+        "configurations": [{k: (round(v, 2) if isinstance(v, float) else v)
                             for k, v in f.items()} for f in s.get("configurations", [])],
     }
 

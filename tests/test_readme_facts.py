@@ -502,10 +502,10 @@ def sample_output_problems(text: str) -> list[str]:
     n_shapes, workers, n_train, n_spot, n_read = map(int, (n_shapes, workers, n_train, n_spot, n_read))
     where = re.search(r"prediction on (.*) \(\d+ worker", lines[1]).group(1)
     runs = [SimpleNamespace(run_id=str(i)) for i in range(n_train)]
-    choice = budget.Choice([runs], [None] * n_read, {}, {}, train_min * 60, job_min * 60,
+    choice = budget.Choice([runs], [None] * n_read, {}, train_min * 60, job_min * 60,
                            budget_min * 60, workers, frozenset(r.run_id for r in runs[:n_spot]))
     per_step = [fastest, slowest] + [fastest] * (n_shapes - 2)
-    cal = calibration.Calibration(step, recorded, 1e9, 1, workers, {
+    cal = calibration.Calibration(step, recorded, 1e9, workers, {
         i: calibration.StepTiming("", s) for i, s in enumerate(per_step)}, setup_s=setup)
     problems = []
     if budget.describe(choice, cal, where).splitlines() != lines:

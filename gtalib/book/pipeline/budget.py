@@ -145,7 +145,7 @@ class Choice:
     Attributes:
         train: the tasks (lists of RunSpecs) to train here, in the order offered.
         read: the runs read from records instead (RunSpecs).
-        seconds: run id → expected seconds here. basis: run id → ``"timed"`` or ``"FLOPs"``.
+        seconds: run id → expected seconds here (:func:`expected_seconds`).
         train_wall_s: predicted wall seconds of training ``train`` on ``workers``
             (:data:`START_S` included).
         job_wall_s: the whole job: what comes before training (the seconds spent already, or
@@ -162,7 +162,6 @@ class Choice:
     train: list
     read: list
     seconds: dict
-    basis: dict
     train_wall_s: float
     job_wall_s: float
     budget_s: float | None
@@ -198,9 +197,7 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     """
     if budget_s is not None and not budget_s > 0:
         raise ValueError(f"budget must be a positive number of seconds or None, got {budget_s!r}")
-    seconds, basis = {}, {}
-    for s in todo:
-        seconds[s.run_id], basis[s.run_id] = expected_seconds(s, calibration)
+    seconds = {s.run_id: expected_seconds(s, calibration)[0] for s in todo}
     first = frozenset(first) & {s.run_id for s in todo}
     tasks = groups(todo)
     after = AFTER_TRAIN_S * calibration.factor
@@ -227,7 +224,7 @@ def choose(todo, recorded, calibration: Calibration, costs, workers: int,
     train = [tasks[i] for i in sorted(chosen)]
     read = [s for i, g in enumerate(tasks) if i not in chosen for s in g]
     train_s = wall(chosen) + START_S if chosen else 0.0
-    return Choice(train, read, seconds, basis, train_s, before + train_s + after, budget_s,
+    return Choice(train, read, seconds, train_s, before + train_s + after, budget_s,
                   workers, first, store_bytes([s for g in train for s in g], costs, workers),
                   after)
 

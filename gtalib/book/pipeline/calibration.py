@@ -5,9 +5,9 @@ in seed, data order, training length or an option that changes no arithmetic (th
 initialisation, the latent family's scaling constants: :data:`FREE_OPTIONS`) share a *step
 shape* (:func:`step_shape`). :func:`calibrate` times a few optimizer steps of one run of every
 step shape among the runs to train (:func:`calibration_specs`), one thread each, on random
-tokens, on the workers that will train them, as many at once as there are workers
-(:func:`calibrate_workers`), so that they share the machine as the
-runs will; :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's time of its steps,
+tokens, on the workers that will train them, as many at once as there are workers, so that they
+share the machine as the runs will, :data:`CALIBRATION_ROUNDS` times beside different shapes
+(:func:`calibrate_workers`); :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's time of its steps,
 its evaluations and its setup. Records do not enter a run's prediction: a recorded run may have
 shared its machine with other work (on AMD EPYC family 25 the fastest of a configuration's records
 was 1.4× a fresh run: benchmarks/budget_prediction.md), and another CPU kind's records scale by a
@@ -59,6 +59,11 @@ MAX_TIMED_STEP_S = 10.0
 FREE_OPTIONS = ("init", "init_std", "latent_scale")
 #: Optimizer steps of the short run that :func:`time_setup` trains end to end.
 SETUP_STEPS = 2
+#: Times each step shape is timed on the workers (:func:`calibrate_workers`), each round beside
+#: other shapes; a shape's seconds per step is their mean. One timing of a shape moves with what
+#: shares the machine with it: on an idle AMD EPYC (family 25, model 17) MHA's step timed at
+#: 0.386 s and 0.437 s in two calibrations minutes apart, and a lone timing once at 0.54 s.
+CALIBRATION_ROUNDS = 2
 
 
 def family(spec) -> tuple:
@@ -121,13 +126,12 @@ class Calibration:
     """The speed of the workers (or of this machine), from :func:`calibrate`.
 
     Attributes:
-        seconds_per_step: one optimizer step of the reference run (seconds, ``threads`` torch
-            threads).
+        seconds_per_step: one optimizer step of the reference run (seconds, at the threads of
+            one run).
         recorded_seconds_per_step: the same configuration's seconds per step in its records
             (median; ``None`` when it has none).
         flops_per_s: training FLOPs per second of the reference run here (:func:`training_flops`
             of one step over ``seconds_per_step``); a run of a shape not timed is costed at it.
-        threads: torch threads of the calibration (those of one run).
         workers: the workers it was timed on, or 0: in the job's own process.
         steps: :func:`step_shape` → :class:`StepTiming`, of the reference run and of one run
             per step shape to train (:func:`calibration_specs`); empty: nothing timed.
@@ -139,7 +143,6 @@ class Calibration:
     seconds_per_step: float
     recorded_seconds_per_step: float | None
     flops_per_s: float
-    threads: int = 1
     workers: int = 0
     steps: dict = field(default_factory=dict)
     timed: bool = True
@@ -264,10 +267,10 @@ def time_setup(spec_dict: dict, threads: int = 1) -> float:
 
 def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30.0,
                       setup=None) -> tuple[dict, float | None, int]:
-    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept:
-    :func:`time_steps`) on the workers of ``client`` (a ``dask.distributed.Client``), one task
-    each, as many at once as there are workers, so that they share the machine as the runs will,
-    and a run's setup seconds (:func:`time_setup` of the RunSpec ``setup``; ``None`` without
+    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept): the mean of
+    :data:`CALIBRATION_ROUNDS` :func:`time_steps` on the workers of ``client`` (a
+    ``dask.distributed.Client``), one task each, as many at once as there are workers, so that
+    they share the machine as the runs will, and a run's setup seconds (:func:`time_setup` of the RunSpec ``setup``; ``None`` without
     one): ``(key → seconds, setup seconds, workers)``. ``({}, None, 0)`` when no worker joins
     within ``timeout`` seconds (batch jobs still queued): the caller then times the steps in its
     own process."""
@@ -280,10 +283,15 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     # the setup first: a worker's first run pays its imports, which time_setup leaves out
     setup_future = (None if setup is None else
                     client.submit(time_setup, setup.to_dict(), threads, pure=False))
-    futures = client.map(time_steps, [specs[k].to_dict() for k in keys], threads=threads,
+    # each round in an order rotated by one more: a shape is timed beside other shapes each time
+    order = [k for i in range(CALIBRATION_ROUNDS) for k in keys[i:] + keys[:i]]
+    futures = client.map(time_steps, [specs[k].to_dict() for k in order], threads=threads,
                          pure=False)
-    timed = dict(zip(keys, client.gather(futures)))
-    return (timed, None if setup_future is None else setup_future.result(),
+    rounds = {}
+    for k, seconds in zip(order, client.gather(futures)):
+        rounds.setdefault(k, []).append(seconds)
+    return ({k: statistics.fmean(v) for k, v in rounds.items()},
+            None if setup_future is None else setup_future.result(),
             len(client.scheduler_info()["workers"]))
 
 
@@ -293,7 +301,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     """This machine's :class:`Calibration`: the seconds per step of every run of
     :func:`calibration_specs` (the reference, and one run per other step shape of ``todo``):
     from ``timed`` (:func:`step_shape` → seconds, timed on the workers by
-    :func:`calibrate_workers`; ``workers`` of them), else
+    :func:`calibrate_workers`; ``workers`` of them), else the mean of :data:`CALIBRATION_ROUNDS`
     :func:`time_steps` here, in this process. The reference's is compared with its recorded
     seconds per step (the median over its bundles in ``costs``,
     :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for
@@ -306,15 +314,16 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     timings = {}
     for shape, spec in calibration_specs(plan, todo).items():
         per = (timed or {}).get(shape)
-        per = time_steps(spec.to_dict(), threads, steps) if per is None else float(per)
+        per = (statistics.fmean(time_steps(spec.to_dict(), threads, steps)
+                                for _ in range(CALIBRATION_ROUNDS)) if per is None else float(per))
         timings[shape] = StepTiming(run_words(spec), per)
     spec = reference_spec(plan)
     ref = timings[step_shape(spec)].seconds_per_step
     row = cost_row(costs, spec)
     recorded = (float(row["train_s_median"].iloc[0]) / spec.train.max_steps
                 if len(row) and not math.isnan(row["train_s_median"].iloc[0]) else None)
-    return Calibration(ref, recorded, training_flops(spec) / spec.train.max_steps / ref, threads,
-                       workers, timings, setup_s=setup_s)
+    return Calibration(ref, recorded, training_flops(spec) / spec.train.max_steps / ref, workers,
+                       timings, setup_s=setup_s)
 
 
 def _key_spec(key: str) -> RunSpec:
@@ -345,11 +354,11 @@ def timed_step_s(spec, costs) -> float:
     return training_flops(spec) / spec.train.max_steps / recorded_flops_per_s(costs)
 
 
-def flops_calibration(plan, costs, threads: int = 1) -> Calibration:
+def flops_calibration(plan, costs) -> Calibration:
     """A :class:`Calibration` that times nothing: the reference run's step from its FLOPs at
     :func:`recorded_flops_per_s`, so every run is costed from its FLOPs (no model is built), for
     a preset whose step is too large to time (:data:`MAX_TIMED_STEP_S`)."""
     rate = recorded_flops_per_s(costs)
     spec = reference_spec(plan)
-    return Calibration(training_flops(spec) / spec.train.max_steps / rate, None, rate, threads, 0,
-                       {}, timed=False)
+    return Calibration(training_flops(spec) / spec.train.max_steps / rate, None, rate, 0, {},
+                       timed=False)

@@ -127,7 +127,7 @@ def runs_to_train(plan: Plan, run_dir, workers: int, threads: int | None = None,
     ref = calibration.reference_spec(plan)
     step_s = calibration.timed_step_s(ref, costs)
     if step_s > calibration.MAX_TIMED_STEP_S:  # the paper's 2.9 B model: its step is not timed
-        cal = calibration.flops_calibration(plan, costs, threads or 1)
+        cal = calibration.flops_calibration(plan, costs)
     else:
         shapes = calibration.calibration_specs(plan, todo)
         timed, setup_s, answered = (

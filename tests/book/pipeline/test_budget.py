@@ -139,6 +139,42 @@ def test_calibration_times_every_step_shape_and_compares_the_reference_with_its_
         calibration.calibrate(plan, costs, steps=0)
 
 
+def test_each_shape_is_timed_in_rounds_beside_other_shapes_and_averaged(ci_specs):
+    """calibrate_workers times every shape CALIBRATION_ROUNDS times, each round in another
+    order, so that on two workers a shape shares the machine with another shape each time; its
+    seconds per step are the mean of its timings."""
+    plan, todo = ci_specs
+    specs = calibration.calibration_specs(plan, todo)
+    assert len(specs) >= 3
+    keys = list(specs)
+    started = []
+
+    class Client:  # two workers, tasks started in submission order as the scheduler queues them
+        def wait_for_workers(self, n, timeout):
+            pass
+
+        def map(self, fn, dicts, **kw):
+            assert fn is calibration.time_steps and kw["pure"] is False
+            started.extend(dicts)
+            # the k-th timing of a shape: 1.0 s per step the first time, 2.0 s the second
+            return [1.0 + sum(d == e for e in dicts[:i]) for i, d in enumerate(dicts)]
+
+        def gather(self, futures):
+            return futures
+
+        def scheduler_info(self):
+            return {"workers": {"a": {}, "b": {}}}
+
+    timed, setup_s, workers = calibration.calibrate_workers(Client(), specs)
+    assert (setup_s, workers) == (None, 2)
+    assert len(started) == calibration.CALIBRATION_ROUNDS * len(keys)
+    assert timed == {k: pytest.approx(1.5) for k in keys}  # the mean of 1.0 and 2.0
+    # pairs of tasks started together on the two workers: no two shapes meet twice
+    index = {str(specs[k].to_dict()): i for i, k in enumerate(keys)}
+    pairs = [frozenset(index[str(d)] for d in started[i:i + 2]) for i in range(0, len(started) - 1, 2)]
+    assert len(pairs) == len(set(pairs))
+
+
 def test_a_calibration_is_the_median_step_after_the_warm_up(ci_specs, monkeypatch):
     plan, _ = ci_specs
     ref = calibration.reference_spec(plan)
