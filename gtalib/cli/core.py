@@ -62,11 +62,20 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def folder(text: str) -> str:
     """A folder option (a run store, a record folder): refused before anything runs when the
-    path exists and is not a folder; one that does not exist yet is left to the command."""
+    path exists and is not a folder, or does not exist and cannot be created (its nearest
+    existing parent is a file or not writable); one that can be created is left to the
+    command."""
+    import os
     from pathlib import Path
 
-    if Path(text).expanduser().exists() and not Path(text).expanduser().is_dir():
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"expected a folder, got {text!r}: a file")
+    parent = next(p for p in path.absolute().parents if p.exists())
+    if not path.exists() and not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+        why = "a file" if not parent.is_dir() else "not writable"
+        raise argparse.ArgumentTypeError(
+            f"expected a folder that exists or can be created, got {text!r}: {parent} is {why}")
     return text
 
 

@@ -75,7 +75,12 @@ def test_flags_that_contradict_each_other_or_name_no_cluster_are_refused_before_
              "'bogus'"),
             (["--cluster", "tcp://"], "argument --cluster: expected tcp://HOST:PORT"),
             (["--run-dir", __file__], f"argument --run-dir: expected a folder, got "
-                                      f"'{__file__}': a file")):
+                                      f"'{__file__}': a file"),
+            # under a file: it cannot be created, which the job would find only after its
+            # calibration, as a store without space
+            (["--run-dir", f"{__file__}/runs"],
+             f"argument --run-dir: expected a folder that exists or can be created, got "
+             f"'{__file__}/runs': {__file__} is a file")):
         with pytest.raises(SystemExit) as exc:
             cli.main(["book", *argv, "--predict"])
         err = capsys.readouterr().err

@@ -43,15 +43,25 @@ def docs_class_text() -> str:
     return block.group(1)
 
 
+#: The temporary folder of :func:`docs_variant`, kept while this process lives: it is removed
+#: when the process exits (``tempfile.TemporaryDirectory``'s finaliser), not when the figure is
+#: drawn, since the runs' specs import the class until then.
+_FOLDERS: list = []
+
+
 def docs_variant() -> str:
-    """Write the docs' class to ``my_attention.py`` in a new temporary folder put first on
-    ``sys.path``, and return its import path (``my_attention:<Class>``). Its run ids hash the
-    class's source, not the folder, so every build names its runs alike."""
+    """Write the docs' class to ``my_attention.py`` in a temporary folder put first on
+    ``sys.path`` and removed when the process exits, and return its import path
+    (``my_attention:<Class>``). Its run ids hash the class's source, not the folder, so every
+    build names its runs alike."""
     text = docs_class_text()
     name = re.search(r"^class (\w+)\(", text, re.M).group(1)
-    folder = tempfile.mkdtemp(prefix="gtalib-own-attention-")
+    if not _FOLDERS:
+        _FOLDERS.append(tempfile.TemporaryDirectory(prefix="gtalib-own-attention-"))
+    folder = _FOLDERS[0].name
     (Path(folder) / f"{MODULE}.py").write_text(text)
-    sys.path.insert(0, folder)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     sys.modules.pop(MODULE, None)
     return f"{MODULE}:{name}"
 

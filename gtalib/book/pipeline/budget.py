@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from gtalib.book.pipeline.calibration import (
+    CALIBRATION_ROUNDS,
     Calibration,
     evaluation_share,
     family,
@@ -300,8 +301,9 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     n_train = sum(len(g) for g in choice.train)
     on = (f"on {calibration.workers} worker(s), as many at once" if calibration.workers
           else "in this process")
+    rounds = {1: "once", 2: "twice"}.get(CALIBRATION_ROUNDS, f"{CALIBRATION_ROUNDS} times")
     per = [t.seconds_per_step for t in calibration.steps.values()]
-    cal = (f"{len(per)} step shape(s) timed {on}, {min(per, default=0):.3f}–"
+    cal = (f"{len(per)} step shape(s) timed {rounds} {on}, {min(per, default=0):.3f}–"
            f"{max(per, default=0):.3f} s per step"
            + ("" if calibration.setup_s is None else
               f", a run's setup {calibration.setup_s:.2f} s")

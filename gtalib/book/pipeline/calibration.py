@@ -47,6 +47,11 @@ from gtalib.training.train import ensure_run
 #: 0.235–0.248 s (benchmarks/calibration_noise.md).
 CALIBRATION_STEPS = 8
 WARMUP_STEPS = 3
+#: Seconds the timed steps last at least: a step shorter than ``MIN_TIMED_S /
+#: CALIBRATION_STEPS`` is timed over more steps. The ``ci`` preset's 20 ms steps, 8 at a time,
+#: are a few scheduler time slices, and one slice given to the other worker's task moved a
+#: shape's prediction by up to 25 % (benchmarks/budget_prediction.md, 2026-12-06 23:13).
+MIN_TIMED_S = 1.0
 #: A calibration step predicted longer than this (seconds, from its FLOPs at the recorded
 #: throughput, :func:`recorded_flops_per_s`) is not timed: the ``paper`` preset's 2.9 B-parameter
 #: step would take hours on a CPU. Its runs are then costed from FLOPs alone
@@ -60,9 +65,12 @@ FREE_OPTIONS = ("init", "init_std", "latent_scale")
 #: Optimizer steps of the short run that :func:`time_setup` trains end to end.
 SETUP_STEPS = 2
 #: Times each step shape is timed on the workers (:func:`calibrate_workers`), each round beside
-#: other shapes; a shape's seconds per step is their mean. One timing of a shape moves with what
-#: shares the machine with it: on an idle AMD EPYC (family 25, model 17) MHA's step timed at
-#: 0.386 s and 0.437 s in two calibrations minutes apart, and a lone timing once at 0.54 s.
+#: another shape; a shape's seconds per step is the least of them. Work outside the job only
+#: slows a timing, and comes and goes: on an idle AMD EPYC (family 25, model 17) one
+#: calibration, started as another book's processes ended, timed MLRA-2 at 0.756 s and GQA at
+#: 0.503 s per step, the next 0.569 s and 0.403 s, as fresh runs then measured
+#: (benchmarks/budget_prediction.md, 2026-12-06 23:27); two calibrations' rounds of one shape
+#: differ by 0–8 % otherwise.
 CALIBRATION_ROUNDS = 2
 
 
@@ -195,16 +203,14 @@ def steady_step_s(step_seconds) -> float:
 
 def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
     """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
-    process: the :func:`steady_step_s` of ``steps`` steps (after :data:`WARMUP_STEPS` untimed
-    ones) of its model, AdamW, its batch of random tokens, ``threads`` torch threads. Runs on a
+    process: the :func:`steady_step_s` of ``steps`` steps, or of more until they last
+    :data:`MIN_TIMED_S` (after :data:`WARMUP_STEPS` untimed ones), of its model, AdamW, its batch of random tokens, ``threads`` torch threads. Runs on a
     Dask worker too (:func:`calibrate_workers`), where it first
     resets glibc's malloc thresholds as a training task does.
 
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
     """
-
-
     if steps < 1 or threads < 1:
         raise ValueError(f"steps and threads must be >= 1, got steps={steps!r}, threads={threads!r}")
     untrim_malloc()
@@ -220,7 +226,8 @@ def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS
         # (micro, seq_len + 1) token ids per forward; batch_size / micro forwards make one step
         idx = torch.randint(0, spec.model.vocab_size, (micro, cfg.seq_len + 1), generator=gen)
         seconds = []
-        for _ in range(WARMUP_STEPS + steps):
+        while (len(seconds) < WARMUP_STEPS + steps
+               or sum(seconds[WARMUP_STEPS:]) < MIN_TIMED_S):
             t0 = time.perf_counter()
             for _ in range(cfg.batch_size // micro):
                 _, loss = model(idx[:, :-1], idx[:, 1:])
@@ -267,7 +274,7 @@ def time_setup(spec_dict: dict, threads: int = 1) -> float:
 
 def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30.0,
                       setup=None) -> tuple[dict, float | None, int]:
-    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept): the mean of
+    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept): the least of
     :data:`CALIBRATION_ROUNDS` :func:`time_steps` on the workers of ``client`` (a
     ``dask.distributed.Client``), one task each, as many at once as there are workers, so that
     they share the machine as the runs will, and a run's setup seconds (:func:`time_setup` of the RunSpec ``setup``; ``None`` without
@@ -290,7 +297,7 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     rounds = {}
     for k, seconds in zip(order, client.gather(futures)):
         rounds.setdefault(k, []).append(seconds)
-    return ({k: statistics.fmean(v) for k, v in rounds.items()},
+    return ({k: min(v) for k, v in rounds.items()},
             None if setup_future is None else setup_future.result(),
             len(client.scheduler_info()["workers"]))
 
@@ -301,7 +308,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     """This machine's :class:`Calibration`: the seconds per step of every run of
     :func:`calibration_specs` (the reference, and one run per other step shape of ``todo``):
     from ``timed`` (:func:`step_shape` → seconds, timed on the workers by
-    :func:`calibrate_workers`; ``workers`` of them), else the mean of :data:`CALIBRATION_ROUNDS`
+    :func:`calibrate_workers`; ``workers`` of them), else the least of :data:`CALIBRATION_ROUNDS`
     :func:`time_steps` here, in this process. The reference's is compared with its recorded
     seconds per step (the median over its bundles in ``costs``,
     :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for
@@ -314,7 +321,7 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     timings = {}
     for shape, spec in calibration_specs(plan, todo).items():
         per = (timed or {}).get(shape)
-        per = (statistics.fmean(time_steps(spec.to_dict(), threads, steps)
+        per = (min(time_steps(spec.to_dict(), threads, steps)
                                 for _ in range(CALIBRATION_ROUNDS)) if per is None else float(per))
         timings[shape] = StepTiming(run_words(spec), per)
     spec = reference_spec(plan)

@@ -147,3 +147,24 @@ def test_the_book_page_draws_the_docs_class_in_the_init_figure_at_ci(tmp_path):
     trained = {json.loads(p.read_text())["model"]["variant"]
                for p in (tmp_path / "store").glob("*/spec.json")}
     assert trained == {"gqa", "mla", NOPE}
+
+
+def test_the_docs_class_folder_lives_as_long_as_its_process(tmp_path):
+    """docs_variant writes the docs' class to a temporary folder that its process can import
+    from, reuses it on a second call, and leaves nothing behind once the process exits (a
+    folder per book build used to stay in /tmp)."""
+    import subprocess
+
+    code = ("import importlib, sys\n"
+            "from gtalib.book.chapters.own_attention import docs_variant\n"
+            "path = docs_variant(); assert docs_variant() == path\n"
+            "module, name = path.split(':')\n"
+            "cls = getattr(importlib.import_module(module), name)\n"
+            "folder = sys.modules[module].__file__.rsplit('/', 1)[0]\n"
+            "assert sys.path.count(folder) == 1\n"
+            "print(folder)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, check=True).stdout.split()
+    folder = Path(out[-1])
+    assert folder.name.startswith("gtalib-own-attention-")
+    assert not folder.exists()
