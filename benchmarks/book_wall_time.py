@@ -8,7 +8,7 @@ again measures the cached rebuild):
     .venv/bin/python benchmarks/book_wall_time.py --preset cpu --seeds 2 --jobs 2 --run-dir /tmp/fresh
 
 Each call appends one row: date, machine, preset, seeds, jobs, runs trained, and the seconds of
-each phase (corpus, training, notebooks, HTML, total), as measured by ``gtalib.book.pipeline.job.build_book``.
+each phase (corpus, cluster start and calibration, training, notebooks, HTML, total), as measured by ``gtalib.book.pipeline.job.build_book``.
 Not a timed test: a measurement to quote in the README.
 """
 
@@ -28,7 +28,8 @@ from gtalib.book.design.plan import make_plan
 
 OUT = Path(__file__).with_name("book_wall_time.csv")
 FIELDS = ("date_utc", "machine", "cpus", "load_1min", "preset", "seeds", "jobs", "threads",
-          "runs_needed", "runs_trained", "corpus_s", "train_s", "notebooks_s", "html_s", "total_s")
+          "runs_needed", "runs_trained", "corpus_s", "calibration_s", "train_s", "notebooks_s",
+          "html_s", "total_s")
 
 
 def main(argv=None) -> int:

@@ -63,6 +63,7 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None, only=None
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "preset": preset, "only": only, "seeds": seeds, "jobs": jobs, "budget_min": budget_min,
         "runs_trained": s["runs_trained"], "runs_read": s["runs_read"],
+        "calibration_s": round(s["calibration_s"], 1),
         "predicted_train_s": round(s["predicted_train_s"], 1), "train_s": round(s["train_s"], 1),
         "predicted_total_s": round(s["predicted_total_s"], 1), "total_s": round(s["total_s"], 1),
         # per configuration family: the job's last lines (gtalib.book.pipeline.budget.family_times)
@@ -90,7 +91,9 @@ def markdown(rows: list[dict]) -> str:
         "calibration of every step shape, then each run's steps at its shape's seconds per step, "
         "with its evaluations and setup: `gtalib/book/pipeline/budget.py`; rows before "
         "2026-12-06 20:00 scaled each run's recorded core-seconds instead) against what it "
-        "measured. *ratio* = measured / predicted: above 1, the job took longer than it said. "
+        "measured. Rows before 2026-12-07 00:30 measured the training with the cluster's start "
+        "and the calibration, which its prediction leaves out (about 2 minutes at `cpu` since "
+        "2026-12-06 23:00); later rows measure the training alone. *ratio* = measured / predicted: above 1, the job took longer than it said. "
         "Load average (1 min) before and after: the machine may be shared.",
         "",
         "| date (UTC) | CPU | commit | preset | jobs | budget | runs trained / read | "

@@ -277,8 +277,9 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept): the least of
     :data:`CALIBRATION_ROUNDS` :func:`time_steps` on the workers of ``client`` (a
     ``dask.distributed.Client``), one task each, as many at once as there are workers, so that
-    they share the machine as the runs will, and a run's setup seconds (:func:`time_setup` of the RunSpec ``setup``; ``None`` without
-    one): ``(key → seconds, setup seconds, workers)``. ``({}, None, 0)`` when no worker joins
+    they share the machine as the runs will, and a run's setup seconds (the least of
+    :func:`time_setup` of the RunSpec ``setup`` on each worker; ``None`` without one):
+    ``(key → seconds, setup seconds, workers)``. ``({}, None, 0)`` when no worker joins
     within ``timeout`` seconds (batch jobs still queued): the caller then times the steps in its
     own process."""
 
@@ -287,9 +288,11 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     except TimeoutError:
         return {}, None, 0
     keys = list(specs)
-    # the setup first: a worker's first run pays its imports, which time_setup leaves out
-    setup_future = (None if setup is None else
-                    client.submit(time_setup, setup.to_dict(), threads, pure=False))
+    # the setup first, on every worker: a worker's first run pays its first imports and
+    # Lightning's first start (1-2 s), which time_setup leaves out and no book's run should pay
+    setup_futures = [] if setup is None else [
+        client.submit(time_setup, setup.to_dict(), threads, workers=[w], pure=False)
+        for w in client.scheduler_info()["workers"]]
     # each round in an order rotated by one more: a shape is timed beside other shapes each time
     order = [k for i in range(CALIBRATION_ROUNDS) for k in keys[i:] + keys[:i]]
     futures = client.map(time_steps, [specs[k].to_dict() for k in order], threads=threads,
@@ -298,7 +301,7 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     for k, seconds in zip(order, client.gather(futures)):
         rounds.setdefault(k, []).append(seconds)
     return ({k: min(v) for k, v in rounds.items()},
-            None if setup_future is None else setup_future.result(),
+            min((f.result() for f in setup_futures), default=None),
             len(client.scheduler_info()["workers"]))
 
 
