@@ -7,15 +7,15 @@ shape* (:func:`step_shape`). :func:`calibrate` times a few optimizer steps of on
 step shape among the runs to train (:func:`calibration_specs`), one thread each, on random
 tokens, on the workers that will train them, as many at once as there are workers, so that they
 share the machine as the runs will, :data:`CALIBRATION_ROUNDS` times beside different shapes
-(:func:`calibrate_workers`); :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's time of its steps,
-its evaluations and its setup. Records do not enter a run's prediction: a recorded run may have
-shared its machine with other work (on AMD EPYC family 25 the fastest of a configuration's records
-was 1.4× a fresh run: benchmarks/budget_prediction.md), and another CPU kind's records scale by a
-ratio that differs from variant to variant. They give the reference run's :attr:`Calibration.factor`,
-which scales the rest of the job (corpus, notebooks), and the throughput of a preset whose step
-is too large to time (:func:`flops_calibration`). Reads the records
-(:mod:`gtalib.training.record_costs`) and builds models (:mod:`gtalib.model`); trains only the
-throwaway two-step runs of :func:`time_setup`, in temporary stores.
+(:func:`calibrate_workers`); :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's
+time of its steps, its evaluations and its setup. Records do not enter a run's prediction: a
+recorded run may have shared its machine with other work (on AMD EPYC family 25 the fastest of a
+configuration's records was 1.4× a fresh run: benchmarks/budget_prediction.md), and another CPU
+kind's records scale by a ratio that differs from variant to variant. They give the reference
+run's :attr:`Calibration.factor`, which scales the rest of the job (corpus, notebooks), and the
+throughput of a preset whose step is too large to time (:func:`flops_calibration`). Reads the
+records (:mod:`gtalib.training.record_costs`) and builds models (:mod:`gtalib.model`); trains
+only the throwaway two-step runs of :func:`time_setup`, in temporary stores.
 """
 
 from __future__ import annotations
@@ -204,9 +204,10 @@ def steady_step_s(step_seconds) -> float:
 def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
     """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
     process: the :func:`steady_step_s` of ``steps`` steps, or of more until they last
-    :data:`MIN_TIMED_S` (after :data:`WARMUP_STEPS` untimed ones), of its model, AdamW, its batch of random tokens, ``threads`` torch threads. Runs on a
-    Dask worker too (:func:`calibrate_workers`), where it first
-    resets glibc's malloc thresholds as a training task does.
+    :data:`MIN_TIMED_S` (after :data:`WARMUP_STEPS` untimed ones), of its model, AdamW, its
+    batch of random tokens, ``threads`` torch threads. Runs on a Dask worker too
+    (:func:`calibrate_workers`), where it first resets glibc's malloc thresholds as a training
+    task does.
 
     Raises:
         ValueError: ``steps`` or ``threads`` < 1.
@@ -282,7 +283,6 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     ``(key → seconds, setup seconds, workers)``. ``({}, None, 0)`` when no worker joins
     within ``timeout`` seconds (batch jobs still queued): the caller then times the steps in its
     own process."""
-
     try:
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
@@ -324,8 +324,8 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
     timings = {}
     for shape, spec in calibration_specs(plan, todo).items():
         per = (timed or {}).get(shape)
-        per = (min(time_steps(spec.to_dict(), threads, steps)
-                                for _ in range(CALIBRATION_ROUNDS)) if per is None else float(per))
+        per = (min(time_steps(spec.to_dict(), threads, steps) for _ in range(CALIBRATION_ROUNDS))
+               if per is None else float(per))
         timings[shape] = StepTiming(run_words(spec), per)
     spec = reference_spec(plan)
     ref = timings[step_shape(spec)].seconds_per_step
