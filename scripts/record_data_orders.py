@@ -2,10 +2,12 @@
 """Train the declared data-order runs that the repository has not recorded yet, and record each.
 
 Two designs (docs/curve_features.md): ``--design repeat`` (``seeds.DATA_ORDERS_DECLARED``)
-repeats the pair at initialisation seed 0 of every variant of the initialisation and gating
-figures at data orders 1-4; ``--design joint`` (``seeds.JOINT_DECLARED``, the default) trains
+repeats the pair at initialisation seed 0 of every variant of each ablation figure at data
+orders 1-4; ``--design joint`` (``seeds.JOINT_DECLARED``, the default) trains
 pair k of every variant at initialisation seed k and data order k, k = 1-9 (pair 0 is recorded
-with the figure), the gating figure first (its runs are the longest). This command trains those of its runs that ``book/recorded/`` lacks
+with the figure), the gating figure first (its runs are the longest). This command trains those
+of its runs that ``book/recorded/`` lacks (an arm that is already another figure's recorded run,
+the same configuration, seed and data order, has the same run id and is not trained again)
 through the book's own scheduler (Dask; both arms of a pair on one worker, one thread per run),
 into a run store (a rerun resumes there), and records every finished run with
 ``gtalib record add``'s function. Once a figure's whole set is recorded, add it to
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gtalib.book.design.figures import figure_variants
+from gtalib.book.design.figures import ABLATIONS, figure_variants
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import data_order_runs, joint_runs
 from gtalib.book.design.seeds import DATA_ORDERS_DECLARED, JOINT_DECLARED
@@ -36,7 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--design", choices=("joint", "repeat"), default="joint",
                     help="joint: pair k at seed k and data order k (default); repeat: the pair "
                          "at seed 0 at data orders 1-4")
-    ap.add_argument("--figure", choices=("gate", "init"), action="append",
+    ap.add_argument("--figure", choices=tuple(ABLATIONS), action="append",
                     help="the figure(s) whose set to train (default: all, in the declared order)")
     ap.add_argument("--run-dir", type=Path, default=Path("runs"), help="run store (default runs/)")
     ap.add_argument("--jobs", type=int, default=2, help="training processes (default 2)")

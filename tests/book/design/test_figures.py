@@ -216,9 +216,8 @@ def test_the_design_is_one_field_of_each_figure_s_spec_and_the_views_show_it():
     assert seed_policy.ablation_looks("cpu") == (5, 10) and seed_policy.ablation_looks("ci") == ()
     assert seed_policy.DATA_ORDERS == {"cpu": {"init": (1, 2, 3, 4), "gate": (1, 2, 3, 4)},
                                        "ci": {"init": (1, 2)}}
-    assert seed_policy.DATA_ORDERS_DECLARED == {"cpu": {"init": (1, 2, 3, 4),
-                                                        "gate": (1, 2, 3, 4)}}
-    assert seed_policy.JOINT_DECLARED == {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
+    assert seed_policy.DATA_ORDERS_DECLARED == {"cpu": dict.fromkeys(ABLATIONS, (1, 2, 3, 4))}
+    assert seed_policy.JOINT_DECLARED == {"cpu": dict.fromkeys(ABLATIONS, 10), "ci": {"init": 2}}
     assert seed_policy.JOINT == {"cpu": {"init": 10, "gate": 10}, "ci": {"init": 2}}
     assert by_preset("spot_check", (*ABLATIONS, "main")) == {
         "cpu": {"init": "mha", "gate": "gla-2", "latent_scale": "mlra-2", "double_heads": "gqa",

@@ -15,14 +15,31 @@ def _order(ref) -> int:
     return dict(ref.train).get("data_seed", 0)
 
 
-def test_the_declared_design_is_ten_joint_pairs_of_the_two_curve_figures():
-    # declared before any of its runs was read (issue of the joint design): 10 pairs at cpu
-    assert seeds.JOINT_DECLARED["cpu"] == {"init": 10, "gate": 10}
+def test_the_declared_design_is_ten_joint_pairs_of_every_ablation_figure():
+    # declared before any of its runs was read: 10 pairs at cpu, the initialisation and gating
+    # figures on 2026-12-05, the latent-scaling and double-heads figures on 2026-12-07
+    assert seeds.JOINT_DECLARED["cpu"] == {"init": 10, "gate": 10, "latent_scale": 10,
+                                           "double_heads": 10}
     assert set(seeds.JOINT["cpu"]) <= set(seeds.JOINT_DECLARED["cpu"])
-    # the runs still to record: pairs 1-9, both arms, 9 init and 5 gating variants
+    # the joint runs beyond pair 0: pairs 1-9, both arms, of 9 + 5 + 3 + 3 variants
     todo = sum(len(joint_runs(k, "cpu", n)) - 2 * len(figure_variants(k, "cpu"))
                for k, n in seeds.JOINT_DECLARED["cpu"].items())
-    assert todo == 2 * 9 * (9 + 5) == 252
+    assert todo == 2 * 9 * (9 + 5 + 3 + 3) == 360
+    # and the pair at seed 0 repeated at data orders 1-4, for every figure
+    assert seeds.DATA_ORDERS_DECLARED["cpu"] == dict.fromkeys(
+        ("init", "gate", "latent_scale", "double_heads"), (1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("key", ["latent_scale", "double_heads"])
+def test_a_latent_or_heads_arm_that_is_an_init_arm_is_the_same_run(key):
+    """Zero init, latent scaling on, one head multiplier: the recommended arm of the
+    initialisation figure. Where the new figures' arm is that configuration, its joint run has
+    the init figure's run id, so it is recorded once and trained once."""
+    plan = make_plan("cpu", 1)
+    init = {plan.spec(r).run_id for r in joint_runs("init", "cpu", 10)}
+    shared = {(r.variant, r.arm) for r in joint_runs(key, "cpu", 10) if plan.spec(r).run_id in init}
+    assert shared == {(v, "rec") for v in figure_variants(key, "cpu")
+                      if v in figure_variants("init", "cpu")}
 
 
 @pytest.mark.parametrize("key", ["init", "gate"])
