@@ -301,9 +301,11 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     n_train = sum(len(g) for g in choice.train)
     on = (f"on {calibration.workers} worker(s), as many at once" if calibration.workers
           else "in this process")
-    rounds = {1: "once", 2: "twice"}.get(CALIBRATION_ROUNDS, f"{CALIBRATION_ROUNDS} times")
+    rounds = {1: "once", 2: "twice", 3: "three times"}.get(CALIBRATION_ROUNDS,
+                                                         f"{CALIBRATION_ROUNDS} times")
     per = [t.seconds_per_step for t in calibration.steps.values()]
-    cal = (f"{len(per)} step shape(s) timed {rounds} {on}, {min(per, default=0):.3f}–"
+    cal = (f"{len(per)} step shape(s) timed {rounds} {on} (the median of each), "
+           f"{min(per, default=0):.3f}–"
            f"{max(per, default=0):.3f} s per step"
            + ("" if calibration.setup_s is None else
               f", a run's setup {calibration.setup_s:.2f} s")
@@ -336,9 +338,11 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
 
 
 def step_lines(calibration: Calibration) -> str:
-    """One line per step shape the calibration timed: its timed run and seconds per step."""
+    """One line per step shape of the calibration: its timed run and seconds per step, and what
+    the calibration says of it (:attr:`gtalib.book.pipeline.calibration.StepTiming.note`: timed
+    again, or not timed and costed from its FLOPs)."""
     return "\n".join(f"  {t.run}: {t.seconds_per_step:.3f} s per step"
-                     for t in calibration.steps.values())
+                     + (f" ({t.note})" if t.note else "") for t in calibration.steps.values())
 
 
 #: How far a configuration's measured seconds may stray from its prediction and still count as
@@ -396,3 +400,4 @@ def family_lines(rows: list[dict], configurations: list[dict] = ()) -> list[str]
                      f"±{CONFIG_TOLERANCE * 100:.0f} % of their measured time (× {min(ratios):.2f}"
                      f"–{max(ratios):.2f})")
     return lines
+
