@@ -304,8 +304,7 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     rounds = {1: "once", 2: "twice", 3: "three times"}.get(CALIBRATION_ROUNDS,
                                                          f"{CALIBRATION_ROUNDS} times")
     per = [t.seconds_per_step for t in calibration.steps.values()]
-    cal = (f"{len(per)} step shape(s) timed {rounds} {on} (the median of each), "
-           f"{min(per, default=0):.3f}–"
+    cal = (f"{len(per)} step shape(s) timed {rounds} {on}, {min(per, default=0):.3f}–"
            f"{max(per, default=0):.3f} s per step"
            + ("" if calibration.setup_s is None else
               f", a run's setup {calibration.setup_s:.2f} s")
@@ -401,3 +400,16 @@ def family_lines(rows: list[dict], configurations: list[dict] = ()) -> list[str]
                      f"–{max(ratios):.2f})")
     return lines
 
+
+def deadline_line(summary: dict, total_s: float) -> str:
+    """The job's line on its deadline: the runs it dropped for pace (``runs_dropped`` of
+    ``summary``, the job's build summary), how many of them it took back when they fit again
+    (``runs_taken_back``), and the minutes of the budget (``budget_min``) left after
+    ``total_s`` seconds, the whole job's."""
+    dropped, back = summary.get("runs_dropped", 0), summary.get("runs_taken_back", 0)
+    budget_min = summary["budget_min"]
+    left = budget_min - total_s / 60
+    return (f"deadline: {dropped} run(s) dropped for pace, {back} of them taken back when they "
+            f"fit again; " + (f"{left:.1f} of the budget's {budget_min:g} minutes left"
+                              if left >= 0 else
+                              f"{-left:.1f} minutes over the budget's {budget_min:g}"))

@@ -257,8 +257,8 @@ def test_the_job_prints_its_prediction(ci_specs):
     recorded = {s.run_id: True for s in todo}
     c = budget.choose(todo, recorded, cal, _costs(), workers=2, budget_s=3600)
     text = budget.describe(c, cal, "this machine")
-    assert ("2 step shape(s) timed three times on 2 worker(s), as many at once (the median of "
-            "each), 0.300–0.450 s per step, "
+    assert ("2 step shape(s) timed three times on 2 worker(s), as many at once, 0.300–0.450 s "
+            "per step, "
             "a run's setup 0.50 s; the reference run") in text
     assert "(MHA) 0.300 s against 0.200 s recorded: the rest of the job × 1.50" in text
     assert budget.step_lines(cal) == "  mha n_head=4: 0.300 s per step\n  other: 0.450 s per step"
