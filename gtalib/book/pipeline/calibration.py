@@ -314,8 +314,8 @@ def settle(specs: dict, flops: dict, rounds: dict, errors: dict, retime) -> dict
 
     A shape's seconds per step is the median of its timings (``rounds``: key → seconds per
     step of each round; ``specs``: key → RunSpec). Their seconds per FLOP (``flops``: key →
-    FLOPs of a step, :func:`shape_flops`) are then compared: a shape whose rate lies outside a factor ``1 + FLOP_TOLERANCE`` of the
-    median rate over the timed shapes is timed :data:`RETIME_ROUNDS` more times
+    FLOPs of a step, :func:`shape_flops`) are then compared: a shape whose rate lies outside a
+    factor ``1 + FLOP_TOLERANCE`` of the median rate over the timed shapes is timed :data:`RETIME_ROUNDS` more times
     (``retime(keys)`` → ``(rounds, errors)`` as given here) and takes the median of all its
     timings, with a note saying so. A shape with no timing (``errors``: key → why, one line: a
     worker lost, a step that fails) is predicted from its FLOPs at the median seconds per FLOP
@@ -334,7 +334,8 @@ def settle(specs: dict, flops: dict, rounds: dict, errors: dict, retime) -> dict
         return {k: statistics.median(v) / flops[k] for k, v in rounds.items()}
 
     rate = rates()
-    mid = statistics.median(rate.values())
+    mid = first_mid = statistics.median(rate.values())
+    first = dict(rate)
     off = [k for k, r in rate.items()
            if not mid / (1 + FLOP_TOLERANCE) <= r <= mid * (1 + FLOP_TOLERANCE)]
     if off and len(rounds) > 1:
@@ -348,10 +349,9 @@ def settle(specs: dict, flops: dict, rounds: dict, errors: dict, retime) -> dict
         if k in rounds:
             note = ""
             if k in off and len(rounds) > 1:
-                note = (f"timed {len(rounds[k])} times: its first {CALIBRATION_ROUNDS} gave "
-                        f"{statistics.median(rounds[k][:CALIBRATION_ROUNDS]) / flops[k] / mid:.2f}"
-                        f" × the other shapes' seconds per FLOP, all of them "
-                        f"{rate[k] / mid:.2f} ×")
+                note = (f"timed {len(rounds[k])} times: its first {CALIBRATION_ROUNDS} at "
+                        f"{first[k] / first_mid:.2f} × the shapes' median seconds per FLOP, all "
+                        f"{len(rounds[k])} at {rate[k] / mid:.2f} ×")
             out[k] = StepTiming(run_words(spec), statistics.median(rounds[k]), "timed", note)
         else:
             out[k] = StepTiming(run_words(spec), flops[k] * mid, "FLOPs",
