@@ -365,7 +365,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     """The main job (module docstring). Returns a timing summary (seconds per phase:
     ``corpus_s``, ``calibration_s`` (the cluster's start and the calibration; absent without
     training), ``train_s`` (the training the prediction's ``predicted_train_s`` covers),
-    ``notebooks_s``, ``html_s``, ``total_s``).
+    ``notebooks_s``, ``html_s``, ``total_s``), with a budget the deadline's ``runs_dropped``
+    and ``runs_taken_back`` (:mod:`gtalib.book.pipeline.pace`), which the job's last lines say
+    with the budget's minutes left.
 
     Args:
         book_dir: Jupyter Book source folder (``_config.yml``, ``_toc.yml``, chapters); the
