@@ -10,7 +10,7 @@ Method: each variant's attention module at the ``cpu`` preset (``init="normal"``
 ``out.square().mean()``; rounds interleave the variants so drift in a shared machine hits all of
 them alike. FLOPs: forward + backward, counted analytically from the shape of every matrix
 product by ``torch.utils.flop_counter.FlopCounterMode``, attention as PyTorch's unfused
-attention at the variant's own head widths (``benchmarks/flops.py``: the zero columns the
+attention at the variant's own head widths (``gtalib/model/flops.py``: the zero columns the
 latent family's values are padded with for the fused CPU kernel are not counted); 2·m·n·k per
 ``(m, k) × (k, n)`` product; an attention call over ``T`` queries and ``S`` keys counts
 ``2·B·H·T·S·(D_qk + D_v)`` forward, the causal mask saving nothing; the backward counts twice
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import torch
 
-from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path as a script)
 from gtalib.model.attention import build_attention
 from gtalib.model.config import VARIANTS
+from gtalib.model.flops import count_flops
 from gtalib.model.presets import model_config
 from gtalib.training.runs import cpu_model
 

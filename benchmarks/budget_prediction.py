@@ -71,6 +71,8 @@ def _row(preset: str, seeds: int, jobs: int, budget_min: float | None, only=None
                      for f in s.get("families", [])],
         "configurations": [{k: (round(v, 2) if isinstance(v, float) else v)
                             for k, v in f.items()} for f in s.get("configurations", [])],
+        # the deadline (gtalib.book.pipeline.pace): runs dropped for pace, taken back of them
+        **{k: s[k] for k in ("runs_dropped", "runs_taken_back") if k in s},
     }
 
 
@@ -143,6 +145,20 @@ def markdown(rows: list[dict]) -> str:
                 f"{_preset(r)} | {len(ratios)} | "
                 f"{sum(abs(x - 1) <= CONFIG_TOLERANCE for x in ratios)} | "
                 f"{min(ratios):.2f}–{max(ratios):.2f} |")
+    paced = [r for r in rows if "runs_dropped" in r and r["budget_min"] is not None]
+    lines += [] if not paced else ["", "## The deadline", "",
+              "The same builds with a budget, since the deadline reads the pace per step shape "
+              "and takes dropped runs back (`gtalib/book/pipeline/pace.py`): the runs it dropped "
+              "as not fitting at the pace measured so far, how many of them it took back when "
+              "they fitted again, and the minutes of the budget the whole job left (the job's "
+              "last lines).", "",
+              "| date (UTC) | CPU | commit | preset | budget | runs dropped / taken back | "
+              "minutes left |", "|---|---|---|---|---|---|---|"]
+    for r in paced:
+        lines.append(
+            f"| {r['date'][:16].replace('T', ' ')} | {r['cpu']} | {r['commit'][:7]} | "
+            f"{_preset(r)} | {r['budget_min']:g} min | {r['runs_dropped']} / "
+            f"{r['runs_taken_back']} | {r['budget_min'] - r['total_s'] / 60:.1f} |")
     lines += ["", f"Versions: torch {rows[-1]['torch']}, Lightning {rows[-1]['lightning']}. The "
               "default book's own predictions from fresh clones, beside the measured times: "
               "`benchmarks/book_wall_time.md`.", ""]

@@ -17,7 +17,7 @@ one long-lived process, measuring:
 * FLOPs of one training step, forward + backward of the whole model on one
   ``(batch_size, seq_len)`` batch, counted by ``torch.utils.flop_counter.FlopCounterMode`` with
   attention counted as PyTorch's unfused attention at the variants' own widths
-  (``benchmarks/flops.py``; matrix products and attention at 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the optimizer
+  (``gtalib/model/flops.py``; matrix products and attention at 2·m·n·k per GEMM, the backward's two GEMMs per forward one; the optimizer
   and elementwise ops are not counted), and the achieved FLOP/s (FLOPs / wall step time) as a
   ratio to MHA's.
 
@@ -41,8 +41,8 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from flops import count_flops  # benchmarks/flops.py (this folder is on sys.path as a script)
 from gtalib.model.config import VARIANTS
+from gtalib.model.flops import step_flops
 from gtalib.model.gpt import GPT
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training.config import train_config
@@ -94,19 +94,6 @@ def _median_gap(t: list[float]) -> float:
     return statistics.median(b - a for a, b in zip(t[2:], t[3:]))  # skip warm-up steps
 
 
-def step_flops(model_cfg, train) -> int:
-    """FLOPs of one training step's forward + backward (``benchmarks/flops.py``)."""
-    model = GPT(model_cfg)
-    x = torch.randint(0, model_cfg.vocab_size, (train.batch_size, train.seq_len))
-
-    def step():
-        out = model(x)
-        logits = out if torch.is_tensor(out) else out[0]  # (B, T, vocab)
-        torch.nn.functional.cross_entropy(logits.flatten(0, 1), x.flatten()).backward()
-
-    return count_flops(step)
-
-
 def measure(variant: str, steps: int, run_dir: Path) -> dict:
     full = train_config("cpu")
     train = full.replace(max_steps=steps, warmup_steps=max(1, steps // 10), eval_every=steps,
@@ -136,7 +123,7 @@ def measure(variant: str, steps: int, run_dir: Path) -> dict:
         "run_s": wall,
         "predicted_run_s": wall + more * step_w + (n_evals - 1) * ev_w,
         "predicted_cpu_s": cpu + more * step_c + (n_evals - 1) * ev_c,
-        "gflop_step": step_flops(spec.model, train) / 1e9,
+        "gflop_step": step_flops(spec.model, train.batch_size, train.seq_len) / 1e9,
     }
 
 

@@ -1,18 +1,12 @@
-"""benchmarks/flops.py: an attention call counts the FLOPs of the same attention written as
+"""gtalib.model.flops: an attention call counts the FLOPs of the same attention written as
 explicit matrix products (a second implementation) and of the closed form, grouped heads and
 narrower values included."""
-
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-_spec = importlib.util.spec_from_file_location(
-    "flops", Path(__file__).resolve().parents[1] / "benchmarks" / "flops.py")
-flops = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(flops)
+from gtalib.model import flops
 
 
 @pytest.mark.parametrize("n_kv_head", [4, 1])

@@ -490,7 +490,8 @@ def sample_output_problems(text: str) -> list[str]:
         return ["sample output: the README no longer shows it"]
     lines = m.group(1).splitlines()
     fields = re.search(
-        r"calibration: (\d+) step shape\(s\) timed twice on (\d+) worker\(s\), as many at once, "
+        r"calibration: (\d+) step shape\(s\) timed three times on (\d+) worker\(s\), as many at "
+        r"once, "
         r"([\d.]+)–([\d.]+) s per step, a run's setup ([\d.]+) s; the reference run \(MHA\) "
         r"([\d.]+) s against ([\d.]+) s "
         r".*training (\d+) run\(s\) ≈ (\d+) min, the whole job ≈ (\d+) min"

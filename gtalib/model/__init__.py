@@ -14,6 +14,7 @@ module             what
 ``params``         parameter counting (meta device) and FFN matching (``match_intermediate_size``)
 ``presets``        the named model families (``PRESETS``) and ``model_config(preset, variant)``
 ``kvcache``        analytic KV-cache accounting per token and per device under TP
+``flops``          FLOPs of a forward + backward as counted (``count_flops``, ``step_flops``)
 =================  ===========================================================================
 
 The names below are importable from here (loaded on first use, so importing the package is cheap).
@@ -25,6 +26,7 @@ _LAZY = {
     "count_params": "params", "match_intermediate_size": "params",
     "PRESETS": "presets", "model_config": "presets",
     "kv_elems_per_token": "kvcache", "kv_elems_per_device": "kvcache",
+    "count_flops": "flops", "step_flops": "flops",
 }
 
 

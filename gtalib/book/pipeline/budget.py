@@ -301,7 +301,8 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
     n_train = sum(len(g) for g in choice.train)
     on = (f"on {calibration.workers} worker(s), as many at once" if calibration.workers
           else "in this process")
-    rounds = {1: "once", 2: "twice"}.get(CALIBRATION_ROUNDS, f"{CALIBRATION_ROUNDS} times")
+    rounds = {1: "once", 2: "twice", 3: "three times"}.get(CALIBRATION_ROUNDS,
+                                                         f"{CALIBRATION_ROUNDS} times")
     per = [t.seconds_per_step for t in calibration.steps.values()]
     cal = (f"{len(per)} step shape(s) timed {rounds} {on}, {min(per, default=0):.3f}–"
            f"{max(per, default=0):.3f} s per step"
@@ -336,9 +337,11 @@ def describe(choice: Choice, calibration: Calibration, where: str) -> str:
 
 
 def step_lines(calibration: Calibration) -> str:
-    """One line per step shape the calibration timed: its timed run and seconds per step."""
+    """One line per step shape of the calibration: its timed run and seconds per step, and what
+    the calibration says of it (:attr:`gtalib.book.pipeline.calibration.StepTiming.note`: timed
+    again, or not timed and costed from its FLOPs)."""
     return "\n".join(f"  {t.run}: {t.seconds_per_step:.3f} s per step"
-                     for t in calibration.steps.values())
+                     + (f" ({t.note})" if t.note else "") for t in calibration.steps.values())
 
 
 #: How far a configuration's measured seconds may stray from its prediction and still count as
@@ -396,3 +399,17 @@ def family_lines(rows: list[dict], configurations: list[dict] = ()) -> list[str]
                      f"±{CONFIG_TOLERANCE * 100:.0f} % of their measured time (× {min(ratios):.2f}"
                      f"–{max(ratios):.2f})")
     return lines
+
+
+def deadline_line(summary: dict, total_s: float) -> str:
+    """The job's line on its deadline: the runs it dropped for pace (``runs_dropped`` of
+    ``summary``, the job's build summary), how many of them it took back when they fit again
+    (``runs_taken_back``), and the minutes of the budget (``budget_min``) left after
+    ``total_s`` seconds, the whole job's."""
+    dropped, back = summary.get("runs_dropped", 0), summary.get("runs_taken_back", 0)
+    budget_min = summary["budget_min"]
+    left = budget_min - total_s / 60
+    return (f"deadline: {dropped} run(s) dropped for pace, {back} of them taken back when they "
+            f"fit again; " + (f"{left:.1f} of the budget's {budget_min:g} minutes left"
+                              if left >= 0 else
+                              f"{-left:.1f} minutes over the budget's {budget_min:g}"))

@@ -7,8 +7,10 @@ shape* (:func:`step_shape`). :func:`calibrate` times a few optimizer steps of on
 step shape among the runs to train (:func:`calibration_specs`), one thread each, on random
 tokens, on the workers that will train them, as many at once as there are workers, so that they
 share the machine as the runs will, :data:`CALIBRATION_ROUNDS` times beside different shapes
-(:func:`calibrate_workers`); :func:`gtalib.book.pipeline.budget.expected_seconds` makes a run's
-time of its steps, its evaluations and its setup. Records do not enter a run's prediction: a
+(:func:`calibrate_workers`), and keeps the median of a shape's timings once its seconds per FLOP
+agree with the other shapes' (:func:`settle`, which times a shape that strays again, and costs
+one that cannot be timed from its FLOPs); :func:`gtalib.book.pipeline.budget.expected_seconds`
+makes a run's time of its steps, its evaluations and its setup. Records do not enter a run's prediction: a
 recorded run may have shared its machine with other work (on AMD EPYC family 25 the fastest of a
 configuration's records was 1.4× a fresh run: benchmarks/budget_prediction.md), and another CPU
 kind's records scale by a ratio that differs from variant to variant. They give the reference
@@ -33,6 +35,7 @@ import pandas as pd
 import torch
 
 from gtalib.book.design.run_specs import RunRef
+from gtalib.model.flops import step_flops
 from gtalib.model.gpt import GPT
 from gtalib.model.params import count_params
 from gtalib.training import record_costs
@@ -64,14 +67,27 @@ MAX_TIMED_STEP_S = 10.0
 FREE_OPTIONS = ("init", "init_std", "latent_scale")
 #: Optimizer steps of the short run that :func:`time_setup` trains end to end.
 SETUP_STEPS = 2
-#: Times each step shape is timed on the workers (:func:`calibrate_workers`), each round beside
-#: another shape; a shape's seconds per step is the least of them. Work outside the job only
-#: slows a timing, and comes and goes: on an idle AMD EPYC (family 25, model 17) one
-#: calibration, started as another book's processes ended, timed MLRA-2 at 0.756 s and GQA at
-#: 0.503 s per step, the next 0.569 s and 0.403 s, as fresh runs then measured
-#: (benchmarks/budget_prediction.md, 2026-12-06 23:27); two calibrations' rounds of one shape
-#: differ by 0–8 % otherwise.
-CALIBRATION_ROUNDS = 2
+#: Times each step shape is timed (:func:`calibrate_workers`, :func:`calibrate`), each round on
+#: the workers beside another shape; a shape's seconds per step is the median of its rounds, which
+#: one timing cannot move. Work outside the job slows a timing (on an idle AMD EPYC, family 25,
+#: model 17, one calibration, started as another book's processes ended, timed MLRA-2 at 0.756 s
+#: and GQA at 0.503 s per step, the next 0.569 s and 0.403 s, as fresh runs then measured:
+#: benchmarks/budget_prediction.md, 2026-12-06 23:27), and a timing can also run fast: on an
+#: Intel Xeon (family 6, model 106) the least of two rounds timed MHA at 0.354 s per step, below
+#: GQA's 0.364 s though MHA does more arithmetic, and MHA's runs then took 1.40 and 1.51 times
+#: their prediction; the least of two rounds keeps such a timing, the median of three does not.
+CALIBRATION_ROUNDS = 3
+#: How far a shape's seconds per FLOP (:func:`shape_flops`) may stray from the median over the
+#: timed shapes before it is timed again (:func:`settle`): within a factor ``1 + FLOP_TOLERANCE``
+#: either way. The variants do not all run their arithmetic equally fast (the latent family's
+#: small products, the gate): the recorded runs of the ``cpu`` book's 19 step shapes (AMD EPYC,
+#: family 25, model 17; their configurations' median seconds per step, ``record_costs``) lie at
+#: 0.84–1.39 times the median seconds per FLOP, within 1.5 of it; a timing outside is taken for
+#: the machine's, not the shape's, and timed again.
+FLOP_TOLERANCE = 0.5
+#: More timings of a shape that strays from the others' seconds per FLOP; its seconds per step
+#: is then the median of all its timings.
+RETIME_ROUNDS = 2
 
 
 def family(spec) -> tuple:
@@ -123,10 +139,16 @@ class StepTiming:
         run: the timed run in words (:meth:`RunSpec.describe`, less its seed, data order and
             length).
         seconds_per_step: its optimizer step here (seconds).
+        basis: ``"timed"``, or ``"FLOPs"``: it could not be timed, and ``seconds_per_step`` is
+            its :func:`shape_flops` at the median seconds per FLOP of the shapes timed.
+        note: what the calibration says of it in one line (empty: nothing), e.g. why it could
+            not be timed, or that it was timed again (:func:`settle`).
     """
 
     run: str
     seconds_per_step: float
+    basis: str = "timed"
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -273,16 +295,123 @@ def time_setup(spec_dict: dict, threads: int = 1) -> float:
         torch.set_num_threads(old_threads)
 
 
+def shape_flops(spec_dict: dict) -> float:
+    """FLOPs of one optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`), forward
+    and backward of its batch as counted (:func:`gtalib.model.flops.step_flops`: attention at
+    each variant's own widths, on the ``meta`` device): the arithmetic by which :func:`settle`
+    checks a shape's timing against the others'. Runs on a Dask worker too."""
+    spec = RunSpec.from_dict(spec_dict)
+    return float(step_flops(spec.model, spec.train.batch_size, spec.train.seq_len))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def settle(specs: dict, flops: dict, rounds: dict, errors: dict, retime) -> dict:
+    """Each shape's :class:`StepTiming` from its timings, checked against the other shapes'.
+
+    A shape's seconds per step is the median of its timings (``rounds``: key → seconds per
+    step of each round; ``specs``: key → RunSpec). Their seconds per FLOP (``flops``: key →
+    FLOPs of a step, :func:`shape_flops`) are then compared: a shape whose rate lies outside a
+    factor ``1 + FLOP_TOLERANCE`` of the median rate over the timed shapes is timed :data:`RETIME_ROUNDS` more times
+    (``retime(keys)`` → ``(rounds, errors)`` as given here) and takes the median of all its
+    timings, with a note saying so. A shape with no timing (``errors``: key → why, one line: a
+    worker lost, a step that fails) is predicted from its FLOPs at the median seconds per FLOP
+    of the timed shapes (basis ``"FLOPs"``), its note saying why.
+
+    Raises:
+        ValueError: no shape could be timed (the first reason is named).
+    """
+    rounds = {k: list(v) for k, v in rounds.items() if v}
+    errors = {k: e for k, e in errors.items() if k not in rounds}
+    if not rounds:
+        why = next(iter(errors.values()), "nothing to time")
+        raise ValueError(f"calibration: no step shape could be timed ({why})")
+
+    def rates():
+        return {k: statistics.median(v) / flops[k] for k, v in rounds.items()}
+
+    rate = rates()
+    mid = first_mid = statistics.median(rate.values())
+    first = dict(rate)
+    off = [k for k, r in rate.items()
+           if not mid / (1 + FLOP_TOLERANCE) <= r <= mid * (1 + FLOP_TOLERANCE)]
+    if off and len(rounds) > 1:
+        more, _ = retime(off)  # a shape that fails now keeps its first timings
+        for k in off:
+            rounds[k] += more.get(k, [])
+        rate = rates()
+        mid = statistics.median(rate.values())
+    out = {}
+    for k, spec in specs.items():
+        if k in rounds:
+            note = ""
+            if k in off and len(rounds) > 1:
+                note = (f"timed {len(rounds[k])} times: its first {CALIBRATION_ROUNDS} at "
+                        f"{first[k] / first_mid:.2f} × the shapes' median seconds per FLOP, all "
+                        f"{len(rounds[k])} at {rate[k] / mid:.2f} ×")
+            out[k] = StepTiming(run_words(spec), statistics.median(rounds[k]), "timed", note)
+        else:
+            out[k] = StepTiming(run_words(spec), flops[k] * mid, "FLOPs",
+                                f"could not be timed ({errors.get(k, 'no timing')}): predicted "
+                                "from its FLOPs at the timed shapes' seconds per FLOP")
+    return out
+
+
+def round_order(keys: list, i: int) -> list:
+    """The order of the ``i``-th round of timings (from 0) of the shapes ``keys``: rotated by
+    ``i``, the rounds ``i = 2, 5, …`` taking every other shape first (the even places, then the
+    odd), so that two workers, which take the tasks in pairs, time a shape beside another shape
+    each round (rotations alone pair an even number of shapes alike every other round)."""
+    if i % 3 == 2:
+        keys = keys[::2] + keys[1::2]
+    i %= max(1, len(keys))
+    return keys[i:] + keys[:i]
+
+
+def _time_on_workers(client, specs: dict, order: list, threads: int) -> tuple[dict, dict]:
+    """``(key → seconds per step of each timing, key → one-line error)`` of :func:`time_steps`
+    of ``specs[k]`` for each ``k`` of ``order`` on the workers of ``client``, as many at once as
+    there are workers; a timing that fails (its step raised, its worker lost more often than
+    Dask retries) is an error, not a timing. Behind the last timings come as many more, of the
+    order's first shapes, as there are other workers, their results not kept: the last
+    timings would otherwise run with the other workers idle, alone on the machine, faster than
+    any run will (the least of two rounds kept such a timing of MHA, the last of its order,
+    1.4–1.5 times too fast: :data:`CALIBRATION_ROUNDS`)."""
+    fillers = order[:max(0, len(client.scheduler_info()["workers"]) - 1)]
+    futures = client.map(time_steps, [specs[k].to_dict() for k in order + fillers],
+                         threads=threads, pure=False)
+    rounds, errors = {}, {}
+    for k, fut in zip(order, futures):
+        try:
+            rounds.setdefault(k, []).append(float(fut.result()))
+        except Exception as e:  # noqa: BLE001 - any failure of a timing: said, costed from FLOPs
+            errors.setdefault(k, _one_line(e))
+    for fut in futures[len(order):]:  # a filler left running would slow what comes next
+        try:
+            fut.result()
+        except Exception:  # noqa: BLE001, S110 - a filler's own failure is no timing's
+            pass
+    return rounds, errors
+
+
 def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30.0,
                       setup=None) -> tuple[dict, float | None, int]:
-    """Seconds per step of each run of ``specs`` (key → RunSpec; the key is kept): the least of
-    :data:`CALIBRATION_ROUNDS` :func:`time_steps` on the workers of ``client`` (a
-    ``dask.distributed.Client``), one task each, as many at once as there are workers, so that
-    they share the machine as the runs will, and a run's setup seconds (the least of
-    :func:`time_setup` of the RunSpec ``setup`` on each worker; ``None`` without one):
-    ``(key → seconds, setup seconds, workers)``. ``({}, None, 0)`` when no worker joins
-    within ``timeout`` seconds (batch jobs still queued): the caller then times the steps in its
-    own process."""
+    """Each run of ``specs`` (key → RunSpec; the key is kept) timed on the workers of ``client``
+    (a ``dask.distributed.Client``): :data:`CALIBRATION_ROUNDS` :func:`time_steps` each, one task
+    each, as many at once as there are workers, so that they share the machine as the runs
+    will, each round in another order (:func:`round_order`), settled by :func:`settle` (the median, checked
+    against the shapes' FLOPs, counted on the workers first, and timed again on the workers
+    where it strays); and a run's setup seconds (the least of :func:`time_setup` of the RunSpec
+    ``setup`` on each worker; ``None`` without one): ``(key → StepTiming, setup seconds,
+    workers)``. ``({}, None, 0)`` when no worker joins within ``timeout`` seconds (batch jobs
+    still queued): the caller then times the steps in its own process.
+
+    Raises:
+        ValueError: no shape could be timed (:func:`settle`).
+    """
     try:
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
@@ -293,16 +422,25 @@ def calibrate_workers(client, specs: dict, threads: int = 1, timeout: float = 30
     setup_futures = [] if setup is None else [
         client.submit(time_setup, setup.to_dict(), threads, workers=[w], pure=False)
         for w in client.scheduler_info()["workers"]]
-    # each round in an order rotated by one more: a shape is timed beside other shapes each time
-    order = [k for i in range(CALIBRATION_ROUNDS) for k in keys[i:] + keys[:i]]
-    futures = client.map(time_steps, [specs[k].to_dict() for k in order], threads=threads,
-                         pure=False)
-    rounds = {}
-    for k, seconds in zip(order, client.gather(futures)):
-        rounds.setdefault(k, []).append(seconds)
-    return ({k: min(v) for k, v in rounds.items()},
-            min((f.result() for f in setup_futures), default=None),
+    flops = dict(zip(keys, client.gather(client.map(
+        shape_flops, [specs[k].to_dict() for k in keys], pure=False))))
+    order = [k for i in range(CALIBRATION_ROUNDS) for k in round_order(keys, i)]
+    rounds, errors = _time_on_workers(client, specs, order, threads)
+    timings = settle(specs, flops, rounds, errors, lambda off: _time_on_workers(
+        client, specs, [k for _ in range(RETIME_ROUNDS) for k in off], threads))
+    return (timings, min((f.result() for f in setup_futures), default=None),
             len(client.scheduler_info()["workers"]))
+
+
+def _time_here(specs: dict, order: list, threads: int, steps: int) -> tuple[dict, dict]:
+    """:func:`_time_on_workers` in this process, one timing after another."""
+    rounds, errors = {}, {}
+    for k in order:
+        try:
+            rounds.setdefault(k, []).append(time_steps(specs[k].to_dict(), threads, steps))
+        except Exception as e:  # noqa: BLE001 - any failure of a timing: said, costed from FLOPs
+            errors.setdefault(k, _one_line(e))
+    return rounds, errors
 
 
 def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS,
@@ -310,23 +448,30 @@ def calibrate(plan, costs=None, threads: int = 1, steps: int = CALIBRATION_STEPS
               setup_s: float | None = None) -> Calibration:
     """This machine's :class:`Calibration`: the seconds per step of every run of
     :func:`calibration_specs` (the reference, and one run per other step shape of ``todo``):
-    from ``timed`` (:func:`step_shape` → seconds, timed on the workers by
-    :func:`calibrate_workers`; ``workers`` of them), else the least of :data:`CALIBRATION_ROUNDS`
-    :func:`time_steps` here, in this process. The reference's is compared with its recorded
-    seconds per step (the median over its bundles in ``costs``,
-    :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for
+    from ``timed`` (:func:`step_shape` → :class:`StepTiming` or seconds, timed on the workers
+    by :func:`calibrate_workers`; ``workers`` of them), else :data:`CALIBRATION_ROUNDS`
+    :func:`time_steps` each here, in this process, settled as on the workers (:func:`settle`).
+    The reference's is compared with its recorded seconds per step (the median over its bundles
+    in ``costs``, :func:`gtalib.training.record_costs.cost_table`, read when ``None``) for
     :attr:`Calibration.factor`. ``setup_s``: :func:`time_setup`'s seconds, kept as they are.
 
     Raises:
-        ValueError: ``steps`` or ``threads`` < 1.
+        ValueError: ``steps`` or ``threads`` < 1; no shape could be timed.
     """
+    if steps < 1 or threads < 1:
+        raise ValueError(f"steps and threads must be >= 1, got steps={steps!r}, threads={threads!r}")
     costs = record_costs.cost_table() if costs is None else costs
-    timings = {}
-    for shape, spec in calibration_specs(plan, todo).items():
-        per = (timed or {}).get(shape)
-        per = (min(time_steps(spec.to_dict(), threads, steps) for _ in range(CALIBRATION_ROUNDS))
-               if per is None else float(per))
-        timings[shape] = StepTiming(run_words(spec), per)
+    shapes = calibration_specs(plan, todo)
+    timings = {k: v if isinstance(v, StepTiming) else StepTiming(run_words(shapes[k]), float(v))
+               for k, v in (timed or {}).items() if k in shapes}
+    here = {k: s for k, s in shapes.items() if k not in timings}
+    if here:
+        rounds, errors = _time_here(here, [k for _ in range(CALIBRATION_ROUNDS) for k in here],
+                                    threads, steps)
+        flops = {k: shape_flops(spec.to_dict()) for k, spec in here.items()}
+        timings.update(settle(here, flops, rounds, errors, lambda off: _time_here(
+            here, [k for _ in range(RETIME_ROUNDS) for k in off], threads, steps)))
+    timings = {k: timings[k] for k in shapes}
     spec = reference_spec(plan)
     ref = timings[step_shape(spec)].seconds_per_step
     row = cost_row(costs, spec)

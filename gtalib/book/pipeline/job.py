@@ -365,7 +365,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     """The main job (module docstring). Returns a timing summary (seconds per phase:
     ``corpus_s``, ``calibration_s`` (the cluster's start and the calibration; absent without
     training), ``train_s`` (the training the prediction's ``predicted_train_s`` covers),
-    ``notebooks_s``, ``html_s``, ``total_s``).
+    ``notebooks_s``, ``html_s``, ``total_s``), with a budget the deadline's ``runs_dropped``
+    and ``runs_taken_back`` (:mod:`gtalib.book.pipeline.pace`), which the job's last lines say
+    with the budget's minutes left.
 
     Args:
         book_dir: Jupyter Book source folder (``_config.yml``, ``_toc.yml``, chapters); the
@@ -445,11 +447,12 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
             deadline = budget.train_deadline_s(choice)
             # the runs the deadline may leave to their records
             optional = {s.run_id for _, s in specs if records.find_record(s) is not None}
+            paced = {}  # what the deadline dropped and took back
             problems += [f"run {m}" for m in train_all(
                 specs, run_dir, jobs, threads, accelerator, log, cluster=cluster,
                 seconds=seconds, client=client, where=where,
                 deadline=None if deadline is None else t_all + deadline, optional=optional,
-                first=choice.first)]
+                first=choice.first, report=paced)]
         trained = [s for _, s in specs if is_done(run_path(s, run_dir))]
         walls = {s.run_id: runs.load_card(run_path(s, run_dir))["wall_time_s"] for s in trained}
         families = budget.family_times(trained, seconds, walls)
@@ -461,6 +464,9 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
                      # what the budget left to the records, and what the deadline then dropped
                      "runs_read": len(choice.read) + dropped, "families": families,
                      "configurations": configurations}
+        if deadline is not None:  # the deadline's runs dropped and taken back
+            predicted.update(runs_dropped=paced.get("dropped", 0),
+                             runs_taken_back=paced.get("taken_back", 0))
     else:  # say here what the pages will report as missing
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
@@ -524,6 +530,8 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
     for line in budget.family_lines(predicted.get("families", []),
                                     predicted.get("configurations", [])):
         log(line)
+    if "runs_dropped" in predicted:
+        log(budget.deadline_line(predicted, times["total_s"]))
     for line in summary_lines(against):  # last: a run outside its envelope is not missed
         log(line)
     summary.update(times)

@@ -45,8 +45,9 @@ from distributed.comm.addressing import parse_host_port
 from distributed.core import Status
 from tqdm import tqdm
 
-from gtalib.book.pipeline.budget import groups, late_tasks, start_order
+from gtalib.book.pipeline.budget import groups, start_order
 from gtalib.book.pipeline.calibration import training_flops
+from gtalib.book.pipeline.pace import ClusterDeadline, drop_event
 from gtalib.book.pipeline.stops import (
     SchedulerLost,
     dropped_messages,
@@ -75,11 +76,6 @@ SCRATCH_ONLY = "GTALIB_SCRATCH_ONLY"
 
 #: Dask event topic on which a worker says which run it starts (``distributed.Worker.log_event``).
 START_TOPIC = "gtalib-run-start"
-
-
-def _drop_event(key: str) -> str:
-    """The name of the Dask event by which the deadline tells task ``key`` not to start."""
-    return f"{key}-dropped"
 
 
 #: Environment variable of the embedded cluster's GPU workers: the GPUs, comma-separated, that
@@ -351,7 +347,7 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
     with contextlib.suppress(ValueError):  # ValueError: not on a Dask worker (a direct call)
         # the deadline cancels tasks whose start it has not yet heard of, and Dask cannot stop
         # one that already runs: a task dropped before it got here trains nothing
-        if Event(_drop_event(get_worker().get_current_task())).is_set():
+        if Event(drop_event(get_worker().get_current_task())).is_set():
             return []
     shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
     store = Path(run_dir) if shared else Path(tempfile.mkdtemp(prefix="gtalib-scratch-"))
@@ -389,7 +385,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
               scheduler_file=None, batch: dict | None = None,
               seconds: dict | None = None, client=None, where: str = "the given cluster",
               deadline: float | None = None, optional=frozenset(),
-              first=frozenset()) -> list[str]:
+              first=frozenset(), report: dict | None = None) -> list[str]:
     """Train the runs among ``specs`` that are not done on a Dask cluster (module docstring),
     the tasks of the spot-check set first and longest first within each class
     (:func:`gtalib.book.pipeline.budget.start_order`), with one progress bar weighted by each
@@ -415,12 +411,15 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             the ids of the runs that may then be left untrained (they have records). At the
             start and whenever a task ends, the tasks not yet started whose every run is
             ``optional`` and that would end after the deadline
-            (:func:`gtalib.book.pipeline.budget.late_tasks`: ``seconds`` scaled by the slowest
-            pace measured so far, never below 1) are cancelled, with one line saying how many
-            runs they hold, which it names. Needs ``seconds``. The progress bar's total drops
-            by their expected work.
+            (:class:`gtalib.book.pipeline.pace.Deadline`: ``seconds`` scaled by the pace
+            measured so far per step shape, never below 1) are cancelled, and those dropped
+            that fit again are submitted again, with one line each time saying how many runs
+            they hold, which it names. Needs ``seconds``. The progress bar's total drops (and
+            rises) by their expected work.
         first: the run ids of the spot-check set (:mod:`gtalib.book.design.spot_check`),
             started before the others, so that a deadline drops the others first.
+        report: a dict that a deadline fills with the runs it ``dropped`` at least once,
+            ``taken_back`` of them, and ``read`` from records in the end.
 
     Returns:
         messages of the runs that failed (empty if all succeeded). A failing run does not stop
@@ -468,7 +467,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
             return _train(client, where, tasks, cost, name, len(unique), run_dir, marker,
                           threads, accelerator, log, cluster, seconds, deadline,
                           {i for i, g in enumerate(tasks)
-                           if all(s.run_id in optional for s in g)})
+                           if all(s.run_id in optional for s in g)}, report)
         except OSError as e:  # here, not on a worker: a bundle handed back could not be written
             if disk_full(e) is None:
                 raise
@@ -479,7 +478,7 @@ def train_all(specs, run_dir, jobs: int | None = None, threads: int | None = Non
 
 
 def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, accelerator, log,
-           cluster, seconds, deadline=None, optional=frozenset()) -> list[str]:
+           cluster, seconds, deadline=None, optional=frozenset(), report=None) -> list[str]:
     """:func:`train_all`'s loop over the tasks on ``client``; returns the failure messages.
     ``optional``: indices of the tasks that may be dropped at the ``deadline``.
 
@@ -509,18 +508,25 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
 
             client.subscribe_topic(START_TOPIC, on_start)
             resources = {"GPU": 1} if accelerator == "gpu" else None
-            # longest task first (priority), so the last to finish is a short one
-            futures = [client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
-                                     threads or 1, accelerator, resources=resources, pure=False,
-                                     priority=len(tasks) - i,
-                                     key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
-                       for i, g in enumerate(tasks)]
-            pace = _Pace(client, tasks, futures, cost, started, optional, deadline, say, bar,
-                         name)
-            if seconds:
-                pace.drop_late()
+            index = {}  # future key -> task
+
+            def submit(i):  # longest task first (priority), so the last to finish is a short one
+                g = tasks[i]
+                fut = client.submit(_train_group, [s.to_dict() for s in g], str(run_dir), marker,
+                                    threads or 1, accelerator, resources=resources, pure=False,
+                                    priority=len(tasks) - i,
+                                    key=f"gtalib-{g[0].run_id}-{uuid.uuid4().hex[:8]}")
+                index[fut.key] = i
+                return fut
+
+            futures = [submit(i) for i in range(len(tasks))]
+            pending = as_completed(futures)
+            pace = ClusterDeadline(client, tasks, futures, cost, started, optional, deadline, say,
+                                   bar, name, submit)
+            if seconds and deadline is not None:
+                pace.review(pending)
             done = 0
-            for fut in as_completed(futures):
+            for fut in pending:
                 if fut.key in pace.dropped:
                     continue
                 try:
@@ -529,7 +535,7 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                     if scheduler_gone(client, e):  # every future goes at once: say it once
                         raise scheduler_lost(client, where, todo, run_dir) from None
                     rows = [{"run_id": s.run_id, "error": f"{type(e).__name__}: {e}", "files": None,
-                             "seconds": 0.0, "worker": "?"} for s in tasks[futures.index(fut)]]
+                             "seconds": 0.0, "worker": "?"} for s in tasks[index[fut.key]]]
                 full = next((r for r in rows if "store_full" in r), None)
                 if full is not None:  # start nothing more: Dask's cancel for what is queued,
                     # the event for the tasks running now (Dask cannot stop them), between runs;
@@ -555,9 +561,13 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
                         failures.append(f"{rid} {name[rid]}: {error}")
                     bar.update(cost[rid])
                     say(f"[{done}/{len(todo)}] {rid} {name[rid]}: {state}")
-                if seconds:
-                    pace.finished(fut, rows)
-                    pace.drop_late()
+                if seconds and deadline is not None:
+                    pace.finished(index[fut.key], rows)
+                    pace.review(pending)
+            if report is not None and deadline is not None:
+                report.update(dropped=pace.deadline.runs_dropped(),
+                              taken_back=pace.deadline.runs_taken_back(),
+                              read=pace.deadline.runs_read())
     except SchedulerLost:
         quiet_closing(client)
         raise
@@ -570,68 +580,3 @@ def _train(client, where, tasks, cost, name, needed, run_dir, marker, threads, a
         if client.status == "running":
             client.unsubscribe_topic(START_TOPIC)
     return failures
-
-
-class _Pace:
-    """The deadline of :func:`train_all`: the pace of the finished tasks, and the optional
-    tasks not yet started that it says would end too late, cancelled (:meth:`drop_late`)."""
-
-    def __init__(self, client, tasks, futures, cost, started, optional, deadline, say, bar, name):
-        self.client, self.tasks, self.futures, self.cost = client, tasks, futures, cost
-        self.started, self.optional, self.deadline, self.say = started, optional, deadline, say
-        self.bar, self.name = bar, name
-        self.index = {f.key: i for i, f in enumerate(futures)}
-        self.ended, self.dropped = set(), set()
-        self.pace = 1.0
-
-    def task_cost(self, i: int) -> float:
-        return sum(self.cost[s.run_id] for s in self.tasks[i])
-
-    def finished(self, fut, rows) -> None:
-        """A task ended: its measured seconds over its prediction can only slow the pace."""
-        i = self.index[fut.key]
-        self.ended.add(i)
-        measured = sum(r.get("seconds") or 0.0 for r in rows if r["error"] is None)
-        if measured > 0 and len(rows) == len(self.tasks[i]):
-            # the slowest pace seen, never faster than predicted: the deadline errs on the safe
-            # side, as the budget does (a prediction is off by configuration, not uniformly)
-            self.pace = max(self.pace, measured / self.task_cost(i))
-
-    def drop_late(self) -> None:
-        """Cancel the optional tasks not started (no start event yet) that would end after the
-        deadline (:func:`gtalib.book.pipeline.budget.late_tasks`), setting each one's drop event
-        first; take their expected work off the progress bar's total and name their runs."""
-        if self.deadline is None:
-            return
-        now = time.perf_counter()
-        running, pending = [], []
-        for i, fut in enumerate(self.futures):
-            if i in self.ended or fut.key in self.dropped:
-                continue
-            first = [self.started[s.run_id] for s in self.tasks[i] if s.run_id in self.started]
-            if first:
-                running.append(min(first) + self.task_cost(i) * self.pace)
-            else:
-                # not started, whether queued on the scheduler or already handed to a worker:
-                # Dask hands the first tasks of a small graph to the workers at once (they are
-                # not "root-ish"), so where a task waits says nothing of when it starts. A task
-                # that is starting as it is dropped reads its drop event first and trains
-                # nothing (_train_group); only one past that check, whose start event is not
-                # yet here, trains to the end, ignored.
-                pending.append((i, i in self.optional))
-        workers = max(1, len(self.client.nthreads()))
-        late = late_tasks(pending, {i: self.task_cost(i) for i, _ in pending}, running, workers,
-                          now, self.deadline, self.pace)
-        if not late:
-            return
-        for i in late:  # first the event, which a task that is just starting reads
-            Event(_drop_event(self.futures[i].key), client=self.client).set()
-        self.client.cancel([self.futures[i] for i in late])
-        self.dropped |= {self.futures[i].key for i in late}
-        dropped = [s for i in late for s in self.tasks[i]]
-        self.bar.total = round(self.bar.total - sum(self.task_cost(i) for i in late), 1)
-        self.bar.refresh()
-        self.say(f"deadline: {len(dropped)} run(s) of {len(late)} task(s) not started would end "
-                 f"after the budget at the pace measured so far (× {self.pace:.2f} of the "
-                 "prediction): read from their records instead: "
-                 + "; ".join(f"{s.run_id} {self.name[s.run_id]}" for s in dropped))

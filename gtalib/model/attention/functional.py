@@ -159,7 +159,7 @@ def _pad_values(v: torch.Tensor, width: int) -> torch.Tensor:
     which materialises every score and is slower (``benchmarks/attention_cpu.md``). The zero
     columns give zero outputs, which the caller slices off, so the result is the same attention.
     Left unpadded on CUDA (its fused kernels take unequal widths) and when the fused kernel is
-    switched off (``torch.nn.attention.sdpa_kernel``), which ``benchmarks/flops.py`` uses to count
+    switched off (``torch.nn.attention.sdpa_kernel``), which ``gtalib/model/flops.py`` uses to count
     the unpadded work.
     """
     # flash_sdp_enabled is the global switch sdpa_kernel sets, for CPU too despite its name

@@ -199,8 +199,14 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
     monkeypatch.setattr(book, "ensure_corpus", lambda plan, log=print: None)
     monkeypatch.setattr(book, "execute_notebooks", lambda *a, **k: [])  # every chapter's runs
     trained = []
-    monkeypatch.setattr(book, "train_all", lambda specs, *a, **k: trained.append(
-        {s.run_id for _, s in specs}) or [])
+
+    def train_all(specs, *a, report=None, **k):  # its deadline dropped 3 runs, took 1 back
+        trained.append({s.run_id for _, s in specs})
+        if k.get("deadline") is not None:
+            report.update(dropped=3, taken_back=1, read=2)
+        return []
+
+    monkeypatch.setattr(book, "train_all", train_all)
     plan = make_plan("ci", 1)
     refs = synthetic.write_store(tmp_path / "store", "ci", 1)
     rec_dir = tmp_path / "recorded"
@@ -227,6 +233,15 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
         assert trained == [expected]
         text = "\n".join(lines)
         assert "calibration: " in text and "prediction on this machine" in text
+        # the job's last lines say what the deadline dropped and took back, and the time left
+        said = [ln for ln in lines if ln.startswith("deadline: ")]
+        if budget_min is None or train_recorded:  # no budget: no deadline
+            assert said == []
+        else:
+            [line] = said
+            assert line.startswith("deadline: 3 run(s) dropped for pace, 1 of them taken back "
+                                   "when they fit again; ")
+            assert line.endswith("minutes over the budget's 1e-06")
         if train_recorded:  # each run once, though the ladder shares some with the figures
             assert f"runs: {len(every | ladder)} with the ladder's, 0 in " in text
     with pytest.raises(ValueError, match="--budget"):

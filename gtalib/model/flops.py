@@ -19,6 +19,7 @@ matrix product, which is counted).
 
 from __future__ import annotations
 
+import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -29,3 +30,29 @@ def count_flops(fn) -> int:
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         fn()
     return counter.get_total_flops()
+
+
+def step_flops(cfg, batch_size: int, seq_len: int) -> int:
+    """FLOPs of one training step's forward + backward of ``batch_size`` sequences of
+    ``seq_len`` tokens through a :class:`gtalib.model.gpt.GPT` of ``cfg`` (a ``ModelConfig``),
+    loss included (:func:`count_flops`). Counted on PyTorch's ``meta`` device (shapes only,
+    nothing computed, no memory) and on one sequence, multiplied: every counted product is linear
+    in the batch (``m`` of its ``2·m·n·k`` is batch × tokens, attention's ``B·H·T·S·D``). The
+    optimizer's update is elementwise and not counted.
+
+    Raises:
+        ValueError: ``batch_size`` or ``seq_len`` < 1.
+    """
+    if batch_size < 1 or seq_len < 1:
+        raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size!r}, {seq_len!r}")
+    from gtalib.model.gpt import GPT  # the model only where FLOPs are counted
+
+    with torch.device("meta"):
+        model = GPT(cfg)
+        idx = torch.zeros(1, seq_len + 1, dtype=torch.long)
+
+    def step():
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+        loss.backward()
+
+    return count_flops(step) * batch_size
