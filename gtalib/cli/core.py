@@ -5,6 +5,7 @@ expected error into one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -81,15 +82,17 @@ def folder(text: str) -> str:
 
 def store_folder(text: str) -> str:
     """A folder the command writes (a run store, a data cache, a record folder): as
-    :func:`folder`, then made if missing and written to once (a file made and removed in it),
-    so that a folder that cannot hold files (``/proc/runs``, a read-only mount) is refused
-    before anything runs, not after the calibration."""
+    :func:`folder`, then tried: made if missing and a file made and removed in it, and what was
+    made removed again (the command makes it when it writes), so that a folder that cannot hold
+    files (``/proc/runs``, a read-only mount) is refused before anything runs, not after the
+    calibration."""
     import os
     import tempfile
     from pathlib import Path
 
     folder(text)
-    path = Path(text).expanduser()
+    path = Path(text).expanduser().absolute()
+    made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".gtalib-probe-", dir=path)
@@ -98,6 +101,10 @@ def store_folder(text: str) -> str:
     except OSError as exc:
         raise argparse.ArgumentTypeError(
             f"expected a folder that can hold files, got {text!r}: {exc.strerror or exc}") from None
+    finally:
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.rmdir()
     return text
 
 

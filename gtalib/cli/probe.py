@@ -31,7 +31,8 @@ def _cli_probe(args) -> int:
         try:
             pr = probe_run(folder, args.data_dir)
         except (RunIncompleteError, FileNotFoundError) as exc:  # unfinished, no checkpoint, absent
-            print(f"gtalib probe: error: not probed: {exc}", file=sys.stderr)
+            named = "" if folder.strip() and folder in str(exc) else f"{folder!r}: "
+            print(f"gtalib probe: error: not probed: {named}{exc}", file=sys.stderr)
             bad += 1
             continue
         if header:  # printed above the first run probed, never above errors alone

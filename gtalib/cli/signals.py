@@ -11,6 +11,7 @@ one path serves both.
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -38,15 +39,27 @@ def stop_status() -> int:
     return 128 + (signal.SIGTERM if signal.SIGTERM in RECEIVED else signal.SIGINT)
 
 
-def _on_sigterm(signum, _frame):
+#: Loggers silenced (but for critical errors) once the command is stopped: closing a cluster
+#: whose tasks were cancelled has Dask and asyncio log each task (``AllExit``, cancelled
+#: instructions) as if something failed, where nothing did.
+QUIET_WHEN_STOPPED = ("asyncio", "distributed", "tornado")
+
+
+def _stopping(signum) -> None:
     RECEIVED.append(signum)
+    for name in QUIET_WHEN_STOPPED:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _on_sigterm(signum, _frame):
+    _stopping(signum)
     # a second SIGTERM while the first is handled (the cluster closing) is not raised again
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated()
 
 
 def _on_sigint(signum, frame):
-    RECEIVED.append(signum)
+    _stopping(signum)
     signal.default_int_handler(signum, frame)
 
 
@@ -60,6 +73,7 @@ def command_process():
     with contextlib.suppress(AttributeError, ValueError):  # a replaced stream (pytest's capture)
         sys.stdout.reconfigure(line_buffering=True)
     RECEIVED.clear()
+    levels = {name: logging.getLogger(name).level for name in QUIET_WHEN_STOPPED}
     main = threading.current_thread() is threading.main_thread()
     previous = {}
     if main:
@@ -72,3 +86,5 @@ def command_process():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
