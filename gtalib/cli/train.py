@@ -133,7 +133,8 @@ def _check_train_args(args, vocab_size: int) -> str:
 
     Raises:
         CliError: --accelerator gpu without CUDA, a --tokenizer the preset's vocabulary cannot
-            hold, a --run-dir that is a file, a --corpus that is not built.
+            hold, a --corpus that is not built (a --run-dir that is a file is refused as the
+            options are read: :func:`gtalib.cli.core.store_folder`).
     """
     import torch
 
@@ -148,10 +149,6 @@ def _check_train_args(args, vocab_size: int) -> str:
         raise CliError(f"argument --tokenizer: {tokenizer!r} has {TOKENIZER_VOCAB[tokenizer]} tokens, "
                        f"more than the {args.preset} preset's vocab_size={vocab_size}; "
                        f"allowed for --preset {args.preset}: {', '.join(fits)}")
-    run_dir = Path(args.run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise CliError(f"--run-dir {args.run_dir}: exists and is not a directory; "
-                       f"give a folder (created if missing)")
     if args.corpus != "default" and not (corpus_dir(args.corpus, tokenizer, args.data_dir)
                                          / "manifest.json").is_file():
         built = [c for c in _built_corpora(args.data_dir) if c != "default"]
