@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from pathlib import Path
@@ -133,3 +134,20 @@ def test_sigterm_during_the_real_calibration_is_one_line_and_leaves_nothing(tmp_
         f"gtalib book: stopped by SIGTERM"], err  # --predict: nothing trained, nothing to keep
     assert not psutil.wait_procs(workers, timeout=30)[1]
     assert list(systmp.iterdir()) == []
+
+
+def test_output_into_a_pipe_or_a_file_is_written_line_by_line():
+    """A command's stdout redirected (``gtalib book --predict > file``) shows each line as it is
+    printed, not at the end: a line printed before a long wait is read during the wait."""
+    code = ("import time\nfrom gtalib.cli.signals import command_process\n"
+            "with command_process():\n    print('calibration: ...')\n    time.sleep(60)\n")
+    job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        reader = threading.Thread(target=lambda: lines.append(job.stdout.readline()), daemon=True)
+        lines = []
+        reader.start()
+        reader.join(timeout=30)  # the child sleeps 60 s after its line
+        assert lines == ["calibration: ...\n"] and job.poll() is None
+    finally:
+        job.kill()
+        job.wait()
