@@ -159,7 +159,7 @@ def add_cluster_args(parser, what: str) -> None:
                        help="a running Dask scheduler, or workers submitted as batch jobs through "
                             "dask-jobqueue (its ~/.config/dask/jobqueue.yaml, then the --batch-* "
                             "flags)")
-    where.add_argument("--scheduler-file", type=scheduler_file, default=None,
+    where.add_argument("--scheduler-file", default=None,
                        help="a running Dask cluster's scheduler file")
     for flag, kind, default, what in BATCH_FLAGS:
         c.add_argument(flag, type=kind, default=None,
@@ -196,18 +196,6 @@ def cluster_address(text: str) -> str:
         return text
     raise argparse.ArgumentTypeError(
         f"expected tcp://HOST:PORT or one of {', '.join(BATCH_SYSTEMS)}, got {text!r}")
-
-
-def scheduler_file(text: str) -> str:
-    """``--scheduler-file``: a Dask scheduler file (JSON with the scheduler's ``"address"``),
-    read before anything runs (:func:`gtalib.book.pipeline.connect.scheduler_address`)."""
-    from gtalib.book.pipeline.connect import scheduler_address  # Dask: only when given
-
-    try:
-        scheduler_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def batch_options(args) -> dict:
@@ -301,12 +289,31 @@ def check_workers(args) -> None:
                        f"allowed: 1 to {most}")
 
 
+def check_scheduler_file(args) -> None:
+    """``--scheduler-file``, when given, must be a Dask scheduler file (JSON with the
+    scheduler's ``"address"``): read before anything runs
+    (:func:`gtalib.book.pipeline.connect.scheduler_address`).
+
+    Raises:
+        CliError: naming the option and what the file is not.
+    """
+    if getattr(args, "scheduler_file", None) is None:
+        return
+    from gtalib.book.pipeline.connect import scheduler_address  # Dask: only when given
+
+    try:
+        scheduler_address(args.scheduler_file)
+    except ValueError as exc:
+        raise CliError(f"argument --scheduler-file: {exc}") from None
+
+
 def run_command(args) -> int:
     """Run the handler ``args.func`` of a parsed command line once the folders named by the
-    environment (:func:`check_env_folders`) and ``--jobs``/``--threads``
-    (:func:`check_workers`) are checked."""
+    environment (:func:`check_env_folders`), ``--jobs``/``--threads`` (:func:`check_workers`)
+    and ``--scheduler-file`` (:func:`check_scheduler_file`) are checked."""
     check_env_folders(args)
     check_workers(args)
+    check_scheduler_file(args)
     return args.func(args)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 
 from gtalib.model.user_variants import check_path, is_user_variant
@@ -124,6 +125,51 @@ def canonical_variant(name: str) -> str:
         raise KeyError(f"unknown variant {name!r}; allowed: {', '.join(VARIANTS)}, or an import "
                        f"path 'module.path:ClassName'")
     return key
+
+
+def parent_variant(path: str) -> str | None:
+    """The built-in variant whose sizes the user's class at ``path`` resolves as: ``None`` for a
+    class that starts from ``Attention`` itself (it reads only the sizes it is given), else the
+    variant of its nearest built-in ancestor (``DenseAttention`` → ``mha``, ``LatentAttention``
+    → ``mla``, ``TPAttention`` → ``tpa``, ``GTAttention`` → ``gta``, ``MFAttention`` → ``mfa``;
+    the first name :func:`gtalib.model.attention.base.register` gave it), or another variant of
+    that ancestor that the class declares as ``base_variant`` (``base_variant = "gqa"`` on a
+    ``DenseAttention`` subclass).
+
+    Raises:
+        ValueError: the class cannot be taken (:func:`gtalib.model.user_variants.variant_class`), or declares a
+            ``base_variant`` its built-in ancestor does not build (the message lists those it
+            does).
+    """
+    from gtalib.model.user_variants import variant_class
+
+    cls = variant_class(path)
+    base = sys.modules["gtalib.model.attention.base"]  # loaded: cls subclasses its Attention
+    builtin = next((c for c in cls.__mro__ if c in base.REGISTRY.values()), None)
+    if builtin is None:
+        return None
+    names = [n for n, c in base.REGISTRY.items() if c is builtin]
+    declared = getattr(cls, "base_variant", None)
+    try:
+        name = canonical_variant(declared) if isinstance(declared, str) else None
+    except KeyError:
+        name = None
+    if name not in names:
+        raise ValueError(f"variant {path!r}: base_variant {declared!r} is not a variant its "
+                         f"parent {builtin.__name__} builds; allowed: {', '.join(names)}")
+    return name
+
+
+def _importable(path: str) -> bool:
+    """Whether the user's class at ``path`` imports here
+    (:func:`gtalib.model.user_variants.variant_class`)."""
+    from gtalib.model.user_variants import variant_class
+
+    try:
+        variant_class(path)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -244,17 +290,12 @@ class ModelConfig:
     def builtin_variant(self) -> str | None:
         """The built-in variant whose rules this config follows: ``variant`` itself, or for a
         user's class the variant of the built-in class it subclasses
-        (:func:`gtalib.model.user_variants.parent_variant`; ``None`` for a class that starts
-        from ``Attention``).
+        (:func:`parent_variant`; ``None`` for a class that starts from ``Attention``).
 
         Raises:
             ValueError: a user's class that cannot be taken (:func:`parent_variant`).
         """
-        if not is_user_variant(self.variant):
-            return self.variant
-        from gtalib.model.user_variants import parent_variant
-
-        return parent_variant(self.variant)
+        return parent_variant(self.variant) if is_user_variant(self.variant) else self.variant
 
     @property
     def latent_blocks(self) -> int:
@@ -313,8 +354,9 @@ class ModelConfig:
                 ``n_kv_head`` on MLA/TPA, ``qk_rope_head_dim != head_dim`` on MHA/GQA/MQA/TPA).
         """
         v, hd, d = self.variant, self.head_dim, self.d_model
-        if is_user_variant(v) and self.builtin_variant is not None:
-            # a subclass of a built-in class: the sizes its parent's variant derives
+        if is_user_variant(v) and _importable(v) and self.builtin_variant is not None:
+            # a subclass of a built-in class: the sizes its parent's variant derives (a stored
+            # spec holds them already: one read where the class does not import is kept as is)
             r = dataclasses.replace(self, variant=self.builtin_variant, variant_source=None)
             return dataclasses.replace(r.resolved(), variant=v, variant_source=self.variant_source)
         if is_user_variant(v):  # a user's class reads the sizes it needs; none is derived

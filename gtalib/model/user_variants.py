@@ -72,39 +72,6 @@ def variant_class(path: str, source: str | None = None) -> type:
 
 
 @functools.lru_cache(maxsize=None)
-def parent_variant(path: str) -> str | None:
-    """The built-in variant whose sizes the user's class at ``path`` resolves as: ``None`` for a
-    class that starts from ``Attention`` itself (it reads only the sizes it is given), else the
-    variant of its nearest built-in ancestor (``DenseAttention`` → ``mha``, ``LatentAttention``
-    → ``mla``, ``TPAttention`` → ``tpa``, ``GTAttention`` → ``gta``, ``MFAttention`` → ``mfa``;
-    the first name :func:`gtalib.model.attention.base.register` gave it), or another variant of
-    that ancestor that the class declares as ``base_variant`` (``base_variant = "gqa"`` on a
-    ``DenseAttention`` subclass).
-
-    Raises:
-        ValueError: the class cannot be taken (:func:`variant_class`), or declares a
-            ``base_variant`` its built-in ancestor does not build (the message lists those it
-            does).
-    """
-    cls = variant_class(path)
-    base = sys.modules["gtalib.model.attention.base"]  # loaded: cls subclasses its Attention
-    builtin = next((c for c in cls.__mro__ if c in base.REGISTRY.values()), None)
-    if builtin is None:
-        return None
-    from gtalib.model.config import canonical_variant
-
-    names = [n for n, c in base.REGISTRY.items() if c is builtin]
-    declared = getattr(cls, "base_variant", None)
-    try:
-        name = canonical_variant(declared) if isinstance(declared, str) else None
-    except KeyError:
-        name = None
-    if name not in names:
-        raise ValueError(f"variant {path!r}: base_variant {declared!r} is not a variant its "
-                         f"parent {builtin.__name__} builds; allowed: {', '.join(names)}")
-    return name
-
-
 def source_hash(cls: type) -> str:
     """sha256 (hex) of the class's source text (:func:`inspect.getsource`), read once per class
     object: the source of the code that runs (a module imported again makes a new class).

@@ -38,7 +38,7 @@ REGISTRY: dict[str, type["Attention"]] = {}
 def register(*names: str) -> Callable[[type], type]:
     """Class decorator: make the class buildable under each canonical variant name; its
     ``base_variant`` is the first (what a user's subclass resolves its sizes as, unless it
-    declares another of them: :func:`gtalib.model.user_variants.parent_variant`)."""
+    declares another of them: :func:`gtalib.model.config.parent_variant`)."""
 
     def deco(cls):
         for n in names:
