@@ -152,7 +152,8 @@ def draws(draw, w, path):
 def _stubs(monkeypatch):
     """Where legitimate work starts, raise :class:`WorkStarted` instead (the corpus when it is
     missing, the embedded cluster, the calibration, training, notebooks, ranks); Dask's
-    connection limits shortened (the real ones: ``test_a_service_that_is_not_dask_...``)."""
+    connection limits shortened (the real ones:
+    :func:`test_a_service_that_is_not_dask_is_answered_in_one_line_within_seconds`)."""
     from gtalib.book.pipeline import connect, job, schedule
     from gtalib.cli import record as record_cli
     from gtalib.data import build, fineweb
@@ -363,6 +364,8 @@ def test_draws_that_start_work_stop_in_one_line_on_sigint_and_sigterm(world):
     for (argv, env), signum in zip(STARTED, (signal.SIGINT, signal.SIGTERM)):
         status, err = _stopped_by(argv, env, signum, world["systmp"])
         where = f"gtalib {argv} with {env}, {signal.Signals(signum).name}: {status}, {err!r}"
+        if os.environ.get("GTALIB_FUZZ_VERBOSE"):
+            print(where, file=sys.__stderr__)
         lines = err.strip().splitlines()
         if status in (0, 2):  # it ended before the signal came: an answer, judged as above
             assert "Traceback" not in err and (status == 0 or len(lines) == 1), where
@@ -371,3 +374,22 @@ def test_draws_that_start_work_stop_in_one_line_on_sigint_and_sigterm(world):
         assert len(lines) == 1 and "Traceback" not in err, where
         assert ("stopped by SIGTERM" if signum == signal.SIGTERM else "interrupted") in lines[0]
         assert list(world["systmp"].iterdir()) == [], where
+
+
+def test_a_service_that_is_not_dask_is_answered_in_one_line_within_seconds(world, tmp_path):
+    """``--cluster`` at a port where a web server listens (a Dask dashboard's, say), with Dask's
+    real limits: exit 2 and one line saying no Dask scheduler answered, not a hang (Dask's
+    client alone waits for the handshake without a time limit)."""
+    address = f"tcp://127.0.0.1:{world['http']}"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("GTALIB_SYSTEM_TMPDIR", None)
+    done = subprocess.run([sys.executable, "-m", "gtalib", "book", "--preset", "ci", "--seeds", "1",
+                           "--predict", "--cluster", address, "--run-dir",
+                           str(world["sentinel"] / "store-http")], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=HANG_S)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"gtalib book: error: cluster {address}: no Dask scheduler answered at {address} (nothing "
+        "answered Dask's handshake within 5 s: is it a Dask scheduler's address, not its "
+        "dashboard's or another service's?)"]
+    assert list(tmp_path.iterdir()) == []
