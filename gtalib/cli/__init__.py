@@ -29,7 +29,8 @@ import argparse
 import sys
 
 from gtalib.cli import book, data, decode, probe, record, tables, train
-from gtalib.cli.core import run_reporting_errors
+from gtalib.cli.core import run_command, run_reporting_errors
+from gtalib.cli.signals import command_process, stop_status, stop_words
 
 #: The subcommand modules, in the order ``gtalib --help`` lists them.
 SUBCOMMANDS = (train, data, record, probe, tables, book, decode)
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gtalib`` console script; returns the exit status (2 and a one-line
-    message for an expected error, :func:`gtalib.cli.core.run_reporting_errors`)."""
+    message for an expected error, :func:`gtalib.cli.core.run_reporting_errors`; 130 after
+    Ctrl-C and 143 after SIGTERM, with one line, :mod:`gtalib.cli.signals`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
@@ -67,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     action = getattr(args, f"{args.command}_command", None)  # e.g. `gtalib record check`
     prog = f"gtalib {args.command}" + (f" {action}" if action else "")
-    return run_reporting_errors(prog, args.func, args)
+    with command_process():
+        try:
+            status = run_reporting_errors(prog, run_command, args)
+        except KeyboardInterrupt:  # a command without words of its own for it
+            print(f"{prog}: {stop_words()}", file=sys.stderr)
+            return stop_status()
+    return stop_status() if status == 130 else status
 
 
 if __name__ == "__main__":

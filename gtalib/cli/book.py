@@ -17,12 +17,14 @@ from gtalib.cli.core import (
     CliError,
     add_cluster_args,
     batch_options,
-    folder,
     int_at_least,
     positive_float,
     positive_int,
+    store_folder,
     variant_name,
 )
+from gtalib.cli.signals import stop_status, stop_words
+from gtalib.training.config import TRAIN_PRESETS
 from gtalib.training.runs import resolve_run_dir
 
 CLI_DESCRIPTION = """\
@@ -62,7 +64,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "book", help="train missing runs, execute the notebooks, build the HTML book",
         description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="cpu", help="cpu (default), ci, gpu or paper")
+    p.add_argument("--preset", default="cpu", choices=list(TRAIN_PRESETS),
+                   help="cpu (default), ci, gpu or paper")
     p.add_argument("--seeds", default=DEFAULT_SEEDS,
                    type=int_at_least(1, f"a positive integer up to {MAX_SEEDS}", MAX_SEEDS),
                    help=f"seeds per configuration, 1 to {MAX_SEEDS} (default {DEFAULT_SEEDS}; "
@@ -81,7 +84,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                    help="print the calibration, the predicted wall time, what the budget reads "
                         "from records and the runs it would train by figure, then stop (nothing "
                         "is trained; a missing corpus is built, since run ids hash it)")
-    p.add_argument("--run-dir", type=folder, default=None,
+    p.add_argument("--run-dir", type=store_folder, default=None,
                    help="run store (default $GTALIB_RUN_DIR or runs/)")
     p.add_argument("--accelerator", default="auto", choices=ACCELERATORS,
                    help="Lightning accelerator for training (default auto: a GPU if present)")
@@ -174,11 +177,12 @@ def _run_cli(args) -> int:
                    variants=args.variants)
     except BookError as e:  # reported like every command's errors: "gtalib book: error: ...", 2
         raise CliError(str(e)) from e
-    except KeyboardInterrupt:  # the cluster is closed and its runs cancelled on the way out
-        print(f"gtalib book: interrupted; the finished runs are kept in "
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (gtalib.cli.signals): the cluster is closed
+        # and its runs cancelled on the way out
+        print(f"gtalib book: {stop_words()}; the finished runs are kept in "
               f"{resolve_run_dir(args.run_dir)}: run the same command again to train the rest",
               file=sys.stderr)
-        return 130
+        return stop_status()
     return 0
 
 

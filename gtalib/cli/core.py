@@ -5,6 +5,7 @@ expected error into one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -77,6 +78,56 @@ def folder(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"expected a folder that exists or can be created, got {text!r}: {parent} is {why}")
     return text
+
+
+def store_folder(text: str) -> str:
+    """A folder the command writes (a run store, a data cache, a record folder): as
+    :func:`folder`, then tried: made if missing and a file made and removed in it, and what was
+    made removed again (the command makes it when it writes), so that a folder that cannot hold
+    files (``/proc/runs``, a read-only mount) is refused before anything runs, not after the
+    calibration."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    folder(text)
+    path = Path(text).expanduser().absolute()
+    made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".gtalib-probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected a folder that can hold files, got {text!r}: {exc.strerror or exc}") from None
+    finally:
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.rmdir()
+    return text
+
+
+#: Environment variables naming folders, each read where its option (the ``args`` attribute)
+#: is not given: (variable, attribute, the command writes there).
+ENV_FOLDERS = (("GTALIB_RUN_DIR", "run_dir", True), ("GTALIB_DATA_DIR", "data_dir", True),
+               ("GTALIB_RECORD_DIR", "record_dir", False))
+
+
+def check_env_folders(args) -> None:
+    """Check the folder variables of :data:`ENV_FOLDERS` that the command reads (its option
+    left out) as the option would be checked (:func:`store_folder`, :func:`folder`).
+
+    Raises:
+        CliError: naming the variable, its value and what it must be.
+    """
+    for name, attr, writes in ENV_FOLDERS:
+        value = os.environ.get(name)
+        if value and hasattr(args, attr) and getattr(args, attr) is None:
+            try:
+                (store_folder if writes else folder)(value)
+            except argparse.ArgumentTypeError as exc:
+                raise CliError(f"environment variable {name}: {exc}") from None
 
 
 def devices(text: str):
@@ -198,6 +249,72 @@ def expected_error(exc: BaseException) -> BaseException | None:
                         f"({format_bytes(free_bytes(where))} free): free space and run the same "
                         f"command again")
     return exc
+
+
+#: The most worker processes or batch jobs of one command, and torch threads per run, that any
+#: machine or cluster here is taken to hold (beyond the memory and cores of :func:`check_workers`).
+MAX_JOBS, MAX_THREADS = 1024, 1024
+
+
+def check_workers(args) -> None:
+    """Bound ``--jobs`` and ``--threads`` by what will run them: the embedded cluster (no
+    ``--cluster``/``--scheduler-file``) by this machine: at most one worker per
+    :data:`gtalib.book.pipeline.schedule.RUN_PEAK_RSS` of available memory (more workers than
+    cores share them, which the calibration times), threads per run up to its usable cores; a batch cluster by :data:`MAX_JOBS` jobs of :data:`MAX_THREADS`.
+    A running cluster keeps its own size (``--jobs`` is not used there).
+
+    Raises:
+        CliError: naming the option, the value, the bound and why.
+    """
+    from gtalib.book.pipeline.schedule import RUN_PEAK_RSS
+    from gtalib.training.machine import available_memory, usable_cores
+
+    jobs, threads = getattr(args, "jobs", None), getattr(args, "threads", None)
+    embedded = getattr(args, "cluster", None) is None and getattr(
+        args, "scheduler_file", None) is None
+    free = available_memory() if jobs is not None and embedded else None
+    if free is not None:
+        most = max(1, free // RUN_PEAK_RSS)
+        if jobs > most:
+            raise CliError(f"argument --jobs: {jobs} worker processes do not fit this machine's "
+                           f"{free / 1e9:.1f} GB of available memory at "
+                           f"{RUN_PEAK_RSS / 1e9:.1f} GB each; allowed: 1 to {most}")
+    if jobs is not None and jobs > MAX_JOBS:
+        raise CliError(f"argument --jobs: expected 1 to {MAX_JOBS} batch jobs, got {jobs}")
+    most = usable_cores() if embedded else MAX_THREADS
+    if threads is not None and threads > most:
+        where = (f"this machine has {most} usable core(s)" if embedded else
+                 f"at most {MAX_THREADS} per run")
+        raise CliError(f"argument --threads: {threads} torch threads per run: {where}; "
+                       f"allowed: 1 to {most}")
+
+
+def check_scheduler_file(args) -> None:
+    """``--scheduler-file``, when given, must be a Dask scheduler file (JSON with the
+    scheduler's ``"address"``): read before anything runs
+    (:func:`gtalib.book.pipeline.connect.scheduler_address`).
+
+    Raises:
+        CliError: naming the option and what the file is not.
+    """
+    if getattr(args, "scheduler_file", None) is None:
+        return
+    from gtalib.book.pipeline.connect import scheduler_address  # Dask: only when given
+
+    try:
+        scheduler_address(args.scheduler_file)
+    except ValueError as exc:
+        raise CliError(f"argument --scheduler-file: {exc}") from None
+
+
+def run_command(args) -> int:
+    """Run the handler ``args.func`` of a parsed command line once the folders named by the
+    environment (:func:`check_env_folders`), ``--jobs``/``--threads`` (:func:`check_workers`)
+    and ``--scheduler-file`` (:func:`check_scheduler_file`) are checked."""
+    check_env_folders(args)
+    check_workers(args)
+    check_scheduler_file(args)
+    return args.func(args)
 
 
 def run_reporting_errors(prog: str, func, *args) -> int:

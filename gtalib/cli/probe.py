@@ -6,6 +6,7 @@ import argparse
 import sys
 from statistics import fmean
 
+from gtalib.cli.core import store_folder
 from gtalib.training.probes import probe_run
 from gtalib.training.runs import RunIncompleteError, load_spec
 
@@ -19,7 +20,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                     "2025; docs/probes.md), write them to RUN_FOLDER/probes.json and print a "
                     "summary (means over layers; per-layer values in the file).")
     p.add_argument("runs", nargs="+", metavar="RUN_FOLDER", help="run folders, e.g. runs/<run_id>")
-    p.add_argument("--data-dir", default=None, help="data cache (default $GTALIB_DATA_DIR or <repo>/data_cache)")
+    p.add_argument("--data-dir", type=store_folder, default=None, help="data cache (default $GTALIB_DATA_DIR or <repo>/data_cache)")
     p.set_defaults(func=_cli_probe)
     return p
 
@@ -30,7 +31,8 @@ def _cli_probe(args) -> int:
         try:
             pr = probe_run(folder, args.data_dir)
         except (RunIncompleteError, FileNotFoundError) as exc:  # unfinished, no checkpoint, absent
-            print(f"gtalib probe: error: not probed: {exc}", file=sys.stderr)
+            named = "" if folder.strip() and folder in str(exc) else f"{folder!r}: "
+            print(f"gtalib probe: error: not probed: {named}{exc}", file=sys.stderr)
             bad += 1
             continue
         if header:  # printed above the first run probed, never above errors alone

@@ -11,7 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from gtalib.book.pipeline.schedule import train_all
-from gtalib.cli.core import add_cluster_args, batch_options, folder
+from gtalib.cli.core import add_cluster_args, batch_options, folder, store_folder
+from gtalib.cli.signals import stop_status, stop_words
 from gtalib.training import records
 from gtalib.training import runs as store
 from gtalib.training.record_costs import costs_markdown
@@ -33,7 +34,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="record_command", metavar="ACTION", required=True)
     a = sub.add_parser("add", help="record finished runs (run folders of a run store)")
     a.add_argument("runs", nargs="+", help="run folders, e.g. runs/<run_id>")
-    a.add_argument("--record-dir", type=folder, default=None,
+    a.add_argument("--record-dir", type=store_folder, default=None,
                    help="default $GTALIB_RECORD_DIR or book/recorded")
     a.add_argument("--replace", action="store_true",
                    help="overwrite a record of the same run id whose metrics differ (default: "
@@ -48,7 +49,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     c.add_argument("run_ids", nargs="*", help="run ids (default: all; see `gtalib record list`)")
     c.add_argument("--record-dir", type=folder, default=None,
                    help="default $GTALIB_RECORD_DIR or book/recorded")
-    c.add_argument("--keep", metavar="RUN_DIR", type=folder, default=None,
+    c.add_argument("--keep", metavar="RUN_DIR", type=store_folder, default=None,
                    help="re-train into this run store and keep the runs there (a run already "
                         "finished there is compared as it is), e.g. to `gtalib record add` a "
                         "bit-identical re-training so that the record names this machine kind "
@@ -113,28 +114,6 @@ def check_cost_line(record_dir, n_runs: int, jobs: int | None) -> str:
             "one-thread worker(s) at the recorded pace (give run ids to check fewer)")
 
 
-@contextlib.contextmanager
-def _sigterm_exits():
-    """SIGTERM (``kill``, a batch system's stop) ends the command as Ctrl-C does: by an exception
-    in the main thread, so that the temporary work store is deleted on the way out (Python's
-    default SIGTERM kills the process at once, leaving it behind). Exit status 143."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _cli_check(args) -> int:
     record_dir = _record_dir(args)
     if any(not rid.strip() or "/" in rid for rid in args.run_ids):
@@ -154,11 +133,12 @@ def _cli_check(args) -> int:
                 tempfile.TemporaryDirectory(prefix="gtalib-check-"))
     try:
         _check_all(args, folders, counts, work_dir)
-    except KeyboardInterrupt:  # the cluster is closed and the work store deleted on the way out
-        print("gtalib record check: interrupted"
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (gtalib.cli.signals): the cluster is closed
+        # and the work store deleted on the way out
+        print(f"gtalib record check: {stop_words()}"
               + (f"; the re-trained runs are kept in {args.keep}" if args.keep else
                  "; its temporary work store is deleted"), file=sys.stderr)
-        return 130
+        return stop_status()
     print(f"recorded runs checked: {counts['bit-identical']} bit-identical, "
           f"{counts['within envelope']} within envelope, {counts['mismatch']} mismatch")
     return 1 if counts["mismatch"] else 0
@@ -167,7 +147,7 @@ def _cli_check(args) -> int:
 def _check_all(args, folders, counts: dict, work_dir) -> None:
     """Re-train ``folders`` (record bundles) in ``work_dir`` (a context giving the work store)
     and compare each with its record, counting the outcomes in ``counts``."""
-    with _sigterm_exits(), work_dir as work:
+    with work_dir as work:
         # every record re-trained at once on the cluster (each with its card's thread count),
         # then each compared with the run found finished in the work store
         by_threads = defaultdict(list)

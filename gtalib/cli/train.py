@@ -13,6 +13,7 @@ from gtalib.cli.core import (
     non_negative_int,
     positive_float,
     positive_int,
+    store_folder,
     variant_name,
 )
 
@@ -64,7 +65,7 @@ def _add_train(sub) -> None:
                    help="model and training sizes (ci: seconds; cpu: the book's default; gpu: one "
                         "GPU; paper: the paper's 2.9 B recipe)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="model-initialisation seed")
-    p.add_argument("--run-dir", default=None,
+    p.add_argument("--run-dir", type=store_folder, default=None,
                    help="run store folder, created if missing (default: $GTALIB_RUN_DIR, else runs/ "
                         "at the repository root, the book's store)")
     g = p.add_argument_group("ablation options")
@@ -92,7 +93,7 @@ def _add_train(sub) -> None:
                         "fineweb-edu-<config> (made by `gtalib data build --corpus fineweb-edu --config ...`)")
     d.add_argument("--tokenizer", choices=("bytes", "gpt2"), default=None,
                    help="default: bytes for a 256-token vocabulary, gpt2 otherwise")
-    d.add_argument("--data-dir", default=None, help="data cache (default $GTALIB_DATA_DIR or <repo>/data_cache)")
+    d.add_argument("--data-dir", type=store_folder, default=None, help="data cache (default $GTALIB_DATA_DIR or <repo>/data_cache)")
     h = p.add_argument_group("hardware (not part of the run id)")
     h.add_argument("--accelerator", choices=ACCELERATORS, default="auto",
                    help="device type; auto picks a GPU when CUDA sees one, else the CPU")
@@ -132,7 +133,8 @@ def _check_train_args(args, vocab_size: int) -> str:
 
     Raises:
         CliError: --accelerator gpu without CUDA, a --tokenizer the preset's vocabulary cannot
-            hold, a --run-dir that is a file, a --corpus that is not built.
+            hold, a --corpus that is not built (a --run-dir that is a file is refused as the
+            options are read: :func:`gtalib.cli.core.store_folder`).
     """
     import torch
 
@@ -147,10 +149,6 @@ def _check_train_args(args, vocab_size: int) -> str:
         raise CliError(f"argument --tokenizer: {tokenizer!r} has {TOKENIZER_VOCAB[tokenizer]} tokens, "
                        f"more than the {args.preset} preset's vocab_size={vocab_size}; "
                        f"allowed for --preset {args.preset}: {', '.join(fits)}")
-    run_dir = Path(args.run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise CliError(f"--run-dir {args.run_dir}: exists and is not a directory; "
-                       f"give a folder (created if missing)")
     if args.corpus != "default" and not (corpus_dir(args.corpus, tokenizer, args.data_dir)
                                          / "manifest.json").is_file():
         built = [c for c in _built_corpora(args.data_dir) if c != "default"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 
 from gtalib.model.user_variants import check_path, is_user_variant
@@ -126,6 +127,51 @@ def canonical_variant(name: str) -> str:
     return key
 
 
+def parent_variant(path: str) -> str | None:
+    """The built-in variant whose sizes the user's class at ``path`` resolves as: ``None`` for a
+    class that starts from ``Attention`` itself (it reads only the sizes it is given), else the
+    variant of its nearest built-in ancestor (``DenseAttention`` → ``mha``, ``LatentAttention``
+    → ``mla``, ``TPAttention`` → ``tpa``, ``GTAttention`` → ``gta``, ``MFAttention`` → ``mfa``;
+    the first name :func:`gtalib.model.attention.base.register` gave it), or another variant of
+    that ancestor that the class declares as ``base_variant`` (``base_variant = "gqa"`` on a
+    ``DenseAttention`` subclass).
+
+    Raises:
+        ValueError: the class cannot be taken (:func:`gtalib.model.user_variants.variant_class`), or declares a
+            ``base_variant`` its built-in ancestor does not build (the message lists those it
+            does).
+    """
+    from gtalib.model.user_variants import variant_class
+
+    cls = variant_class(path)
+    base = sys.modules["gtalib.model.attention.base"]  # loaded: cls subclasses its Attention
+    builtin = next((c for c in cls.__mro__ if c in base.REGISTRY.values()), None)
+    if builtin is None:
+        return None
+    names = [n for n, c in base.REGISTRY.items() if c is builtin]
+    declared = getattr(cls, "base_variant", None)
+    try:
+        name = canonical_variant(declared) if isinstance(declared, str) else None
+    except KeyError:
+        name = None
+    if name not in names:
+        raise ValueError(f"variant {path!r}: base_variant {declared!r} is not a variant its "
+                         f"parent {builtin.__name__} builds; allowed: {', '.join(names)}")
+    return name
+
+
+def _importable(path: str) -> bool:
+    """Whether the user's class at ``path`` imports here
+    (:func:`gtalib.model.user_variants.variant_class`)."""
+    from gtalib.model.user_variants import variant_class
+
+    try:
+        variant_class(path)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Everything that determines a model's architecture and initialisation.
@@ -233,7 +279,7 @@ class ModelConfig:
             raise ValueError(f"head_multiplier must be 1 or 2, got {self.head_multiplier!r}")
         if self.attn_impl not in ATTN_IMPLS:
             raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, got {self.attn_impl!r}")
-        if not self.latent_scale and self.variant not in LATENT_VARIANTS:
+        if not self.latent_scale and self.builtin_variant not in LATENT_VARIANTS:
             raise ValueError(
                 f"latent_scale=False only applies to {', '.join(LATENT_VARIANTS)}; "
                 f"variant {self.variant!r} has no latent scale"
@@ -241,21 +287,32 @@ class ModelConfig:
 
     # ------------------------------------------------------------------ derivation rules
     @property
+    def builtin_variant(self) -> str | None:
+        """The built-in variant whose rules this config follows: ``variant`` itself, or for a
+        user's class the variant of the built-in class it subclasses
+        (:func:`parent_variant`; ``None`` for a class that starts from ``Attention``).
+
+        Raises:
+            ValueError: a user's class that cannot be taken (:func:`parent_variant`).
+        """
+        return parent_variant(self.variant) if is_user_variant(self.variant) else self.variant
+
+    @property
     def latent_blocks(self) -> int:
         """Number of latent blocks ``d_c`` is split into (MLA 1, GLA-2 2, GLA-4/MLRA-2/MLRA-4 4);
         0 for variants without a latent."""
-        return LATENT_LAYOUT.get(self.variant, (0, 0, 0))[0]
+        return LATENT_LAYOUT.get(self.builtin_variant, (0, 0, 0))[0]
 
     @property
     def latent_branches(self) -> int:
         """Attention branches summed outside the softmax (MLRA-2 2, MLRA-4 4, else 1)."""
-        return LATENT_LAYOUT.get(self.variant, (0, 1, 0))[1]
+        return LATENT_LAYOUT.get(self.builtin_variant, (0, 1, 0))[1]
 
     @property
     def latent_head_groups(self) -> int:
         """Disjoint query-head groups, each fed by its own latent block(s) (GLA-2 2, GLA-4 4,
         MLRA-2 2, MLA/MLRA-4 1); 0 for variants without a latent."""
-        return LATENT_LAYOUT.get(self.variant, (0, 0, 0))[2]
+        return LATENT_LAYOUT.get(self.builtin_variant, (0, 0, 0))[2]
 
     def resolved(self) -> "ModelConfig":
         """Fill every size the variant uses from the paper's ratios; validate; fold the head
@@ -283,6 +340,10 @@ class ModelConfig:
           width (1536, 1024, 2048); at d_model 128 it gives 64 (MLA), 40 (GLA/MLRA), 88 (MFA).
         - Sizes a variant does not use are ``None``; typing one raises (see below).
 
+        A user's class (``"module:Class"``) that subclasses a built-in class resolves as its
+        parent's variant (:attr:`builtin_variant`); one that starts from ``Attention`` is kept
+        as given (it reads the sizes it needs).
+
         Raises:
             ValueError: naming the parameter, when heads do not divide into groups / KV heads /
                 latent head groups, ``kv_lora_rank`` does not divide into latent blocks, a RoPE
@@ -293,6 +354,11 @@ class ModelConfig:
                 ``n_kv_head`` on MLA/TPA, ``qk_rope_head_dim != head_dim`` on MHA/GQA/MQA/TPA).
         """
         v, hd, d = self.variant, self.head_dim, self.d_model
+        if is_user_variant(v) and _importable(v) and self.builtin_variant is not None:
+            # a subclass of a built-in class: the sizes its parent's variant derives (a stored
+            # spec holds them already: one read where the class does not import is kept as is)
+            r = dataclasses.replace(self, variant=self.builtin_variant, variant_source=None)
+            return dataclasses.replace(r.resolved(), variant=v, variant_source=self.variant_source)
         if is_user_variant(v):  # a user's class reads the sizes it needs; none is derived
             if self.head_multiplier != 1:
                 raise ValueError(f"head_multiplier=2 (double heads, KV cache unchanged) is not "

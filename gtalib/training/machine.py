@@ -193,3 +193,14 @@ def usable_cores() -> int:
     """The cores this process may use (``os.sched_getaffinity``, else ``os.cpu_count``)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, cores or 1)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (``MemAvailable`` of ``/proc/meminfo``, Linux
+    3.14+), or ``None`` where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None

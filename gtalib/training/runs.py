@@ -441,6 +441,9 @@ def read_metrics(path):
                               f"folder's {path.name}; remove the folder to retrain",
                               run_id=path.name, file=path / "spec.json")
     file = path / "metrics.csv"
+    # a file cut short ends inside a row, not after a line end (pandas.to_csv ends every row)
+    if file.is_file() and not file.read_bytes().endswith(b"\n"):
+        raise _metrics_error(path, "truncated: its last row is cut off (no line end)")
     try:
         cells = pd.read_csv(file, dtype=str, keep_default_na=False)
     except (OSError, ValueError, pd.errors.ParserError) as exc:  # missing, empty or garbled

@@ -132,8 +132,11 @@ def test_tokenizer_too_big_for_preset_is_refused_before_building(tmp_path, capsy
 
 def test_run_dir_that_is_a_file(data_dir, tmp_path, capsys):
     (tmp_path / "runs").write_text("x")
-    assert _train(tmp_path, data_dir) == 2
-    assert "--run-dir" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # refused as the options are read
+        _train(tmp_path, data_dir)
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("gtalib train: error: argument --run-dir: expected a folder, got")
 
 
 def test_unknown_corpus_lists_allowed(data_dir, tmp_path, capsys):

@@ -27,6 +27,7 @@ cancels the tasks on the cluster; nothing half-written reaches the store (runs w
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -41,12 +42,12 @@ from pathlib import Path
 import dask
 import torch
 from distributed import Client, Event, LocalCluster, as_completed, get_worker
-from distributed.comm.addressing import parse_host_port
 from distributed.core import Status
 from tqdm import tqdm
 
 from gtalib.book.pipeline.budget import groups, start_order
 from gtalib.book.pipeline.calibration import training_flops
+from gtalib.book.pipeline.connect import connect_scheduler, scheduler_address
 from gtalib.book.pipeline.pace import ClusterDeadline, drop_event
 from gtalib.book.pipeline.stops import (
     SchedulerLost,
@@ -60,7 +61,7 @@ from gtalib.book.pipeline.stops import (
 )
 from gtalib.training import bundles, runs
 from gtalib.training.disk import StoreFullError, disk_full
-from gtalib.training.machine import MALLOC_TRIM, untrim_malloc, usable_cores
+from gtalib.training.machine import MALLOC_TRIM, available_memory, untrim_malloc, usable_cores
 from gtalib.training.runs import RunSpec
 from gtalib.training.train import ensure_run
 
@@ -102,13 +103,8 @@ QUIET_WORKERS = {
 def default_jobs() -> int:
     """Worker processes of the embedded cluster: the cores this process may use
     (:func:`usable_cores`), at most one per :data:`RUN_PEAK_RSS` of available memory."""
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f
-                         if line.startswith("MemAvailable:"))
-        return max(1, min(usable_cores(), avail // RUN_PEAK_RSS))
-    except (OSError, StopIteration, ValueError):
-        return usable_cores()
+    avail = available_memory()
+    return usable_cores() if avail is None else max(1, min(usable_cores(), avail // RUN_PEAK_RSS))
 
 
 def resolve_accelerator(accelerator: str, cluster=None, scheduler_file=None) -> str:
@@ -179,8 +175,6 @@ def batch_cluster(system: str, *, cores: int = 1, memory: str = "4GB", gpus: int
                 queue=queue, job_script_prologue=prologue, **extra)
 
 
-#: Seconds a ``tcp://`` scheduler's host has to accept a connection (:func:`_client`).
-CONNECT_PROBE_S = 5.0
 #: Seconds the batch system has to answer the submission of the worker jobs (a job it queues
 #: has answered; only one it refuses is an error).
 SUBMIT_TIMEOUT_S = 120
@@ -230,11 +224,9 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
     ``accelerator="gpu"`` the embedded cluster has one worker per visible GPU instead of ``jobs``."""
 
     if scheduler_file is not None:
-        # Dask would wait for a missing file forever (for a scheduler still starting): say so
-        if not Path(scheduler_file).is_file():
-            raise ValueError(f"scheduler file {scheduler_file}: no such file; start the "
-                             f"scheduler first (dask scheduler --scheduler-file {scheduler_file})")
-        return Client(scheduler_file=str(scheduler_file)), None, f"scheduler file {scheduler_file}"
+        return (connect_scheduler(scheduler_address(scheduler_file),
+                                  f"scheduler file {scheduler_file}"), None,
+                f"scheduler file {scheduler_file}")
     if cluster is None:
         gpus = {}
         if accelerator == "gpu":  # one run at a time per GPU
@@ -248,13 +240,15 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         # non-daemonic workers may start child processes (a DDP spawn, loader workers); no
         # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
         # worker-saturation 1.0: the many tasks of a large plan wait on the scheduler rather
-        # than queued on a worker, so the longest-first priority holds as workers free up
+        # than queued on a worker, so the longest-first priority holds as workers free up;
+        # the workers log errors only (a run's own failure is reported by its task; Ctrl-C's
+        # cancelled tasks are each a warning of a worker otherwise)
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.worker-saturation": 1.0,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
                               **QUIET_WORKERS}), _workers_ignore_sigint():
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                 dashboard_address=":0", **gpus)
+                                 dashboard_address=":0", silence_logs=logging.ERROR, **gpus)
         return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
                                       + (", one GPU each" if gpus else ""))
     if cluster in BATCH_SYSTEMS:
@@ -270,17 +264,7 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
             raise
         return Client(owned), owned, f"{cluster} through dask-jobqueue ({jobs} job(s))"
     if str(cluster).startswith("tcp://"):
-        host, port = parse_host_port(cluster[len("tcp://"):])
-        try:  # one probe: refused or unknown fails now, not after Dask's 30 s of retries
-            socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
-        except (ConnectionRefusedError, socket.gaierror) as exc:
-            raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
-        except TimeoutError:  # a slow answer is left to Dask
-            pass
-        try:
-            return Client(cluster), None, f"Dask cluster at {cluster}"
-        except OSError as exc:  # nothing listens there, or not in time
-            raise ValueError(f"cluster {cluster}: no Dask scheduler answered ({exc})") from None
+        return connect_scheduler(cluster, f"cluster {cluster}"), None, f"Dask cluster at {cluster}"
     raise ValueError(f"cluster {cluster!r}: allowed: tcp://HOST:PORT, "
                      f"{', '.join(BATCH_SYSTEMS)}; leave it out for an embedded LocalCluster")
 
@@ -350,7 +334,9 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
         if Event(drop_event(get_worker().get_current_task())).is_set():
             return []
     shared = (Path(run_dir) / marker).is_file() and os.environ.get(SCRATCH_ONLY) != "1"
-    store = Path(run_dir) if shared else Path(tempfile.mkdtemp(prefix="gtalib-scratch-"))
+    # a scratch store is removed as the task ends (its runs are handed back as bytes)
+    scratch = None if shared else tempfile.TemporaryDirectory(prefix="gtalib-scratch-")
+    store = Path(run_dir) if shared else Path(scratch.name)
     out = []
     for d in spec_dicts:
         with contextlib.suppress(ValueError):  # not on a Dask worker (a direct call): no event
@@ -377,6 +363,8 @@ def _train_group(spec_dicts: list[dict], run_dir: str, marker: str, threads: int
         out.append(row)
         if "store_full" in row:
             break
+    if scratch is not None:
+        scratch.cleanup()
     return out
 
 

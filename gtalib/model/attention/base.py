@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from gtalib.model.config import ModelConfig, canonical_variant, residual_init_scale
+from gtalib.model.config import VARIANT_SIZES, ModelConfig, canonical_variant, residual_init_scale
 from gtalib.model.layers import RMSNorm
 from gtalib.model.user_variants import is_user_variant, variant_class
 
@@ -36,11 +36,14 @@ REGISTRY: dict[str, type["Attention"]] = {}
 
 
 def register(*names: str) -> Callable[[type], type]:
-    """Class decorator: make the class buildable under each canonical variant name."""
+    """Class decorator: make the class buildable under each canonical variant name; its
+    ``base_variant`` is the first (what a user's subclass resolves its sizes as, unless it
+    declares another of them: :func:`gtalib.model.config.parent_variant`)."""
 
     def deco(cls):
         for n in names:
             REGISTRY[canonical_variant(n)] = cls
+        cls.base_variant = canonical_variant(names[0])
         return cls
 
     return deco
@@ -58,7 +61,8 @@ def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> "Attention":
         KeyError: unknown variant, or a known variant whose module is not registered (message lists
             the registered names).
         ValueError: a size or option that the variant cannot take (names the parameter); a user's
-            class that cannot be imported or has changed since the config was made.
+            class that cannot be imported, has changed since the config was made, or cannot be
+            built at these sizes (the message names the sizes left unset).
     """
     cfg = cfg.resolved()
     name = canonical_variant(cfg.variant)
@@ -68,7 +72,21 @@ def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> "Attention":
         cls = REGISTRY[name]
     else:
         raise KeyError(f"variant {name!r} has no registered module; registered: {sorted(REGISTRY)}")
-    module = cls(cfg, layer_idx)
+    if not is_user_variant(name):
+        module = cls(cfg, layer_idx)
+    else:  # a user's class that cannot be built at these sizes: one line naming what it lacks
+        try:
+            module = cls(cfg, layer_idx)
+        except (TypeError, AttributeError, ValueError, KeyError, RuntimeError) as exc:
+            unset = [f for f in VARIANT_SIZES if getattr(cfg, f) is None]
+            raise ValueError(
+                f"variant {name!r}: {cls.__name__} cannot be built ({type(exc).__name__}: {exc}); "
+                f"sizes left unset for it: {', '.join(unset) or 'none'}: subclass the built-in "
+                f"class whose sizes it reads (DenseAttention, LatentAttention, TPAttention, "
+                f"GTAttention, MFAttention) or give them") from None
+        if not isinstance(getattr(module, "o_proj", None), nn.Linear):
+            raise ValueError(f"variant {name!r}: {cls.__name__} has no output projection: call "
+                             f"self.init_output(n_head, v_head_dim) in its __init__")
     if module.o_proj.weight.device.type != "meta":  # meta tensors hold no values
         module.init_weights()
     return module
@@ -82,6 +100,9 @@ class Attention(nn.Module):
     and call :meth:`init_output` in ``__init__``.
 
     Attributes:
+        base_variant: the built-in variant whose sizes the class resolves as (set by
+            :func:`register`; ``None`` here). A user's subclass of a built-in class inherits its
+            parent's, or sets another its parent builds (``"gqa"`` under ``DenseAttention``).
         cfg: the resolved :class:`ModelConfig`.
         cache_shapes: cache tensor name → its shape per token (after the batch and position
             axes), e.g. ``{"k": (H, d), "v": (H, d)}``; empty for a variant that writes
@@ -89,6 +110,8 @@ class Attention(nn.Module):
         o_proj: ``W_O``, ``n_head·d_v → d_model``, no bias.
         g_proj: ``W_g``, ``d_model → n_head·d_v`` when ``cfg.gate`` (else ``None``).
     """
+
+    base_variant: str | None = None
 
     def __init__(self, cfg: ModelConfig, layer_idx: int = 0):
         super().__init__()

@@ -81,11 +81,11 @@ class LatentAttention(Attention):
     """
 
     def __init__(self, cfg: ModelConfig, layer_idx: int = 0):
-        if cfg.variant not in LATENT_LAYOUT:
+        if cfg.builtin_variant not in LATENT_LAYOUT:
             raise KeyError(f"LatentAttention builds {', '.join(LATENT_LAYOUT)}; got variant={cfg.variant!r}")
         super().__init__(cfg, layer_idx)
         r = self.cfg  # resolved by the base class
-        self.n_blocks, self.n_branches, self.n_groups = LATENT_LAYOUT[r.variant]
+        self.n_blocks, self.n_branches, self.n_groups = LATENT_LAYOUT[r.builtin_variant]
         d, H = r.d_model, r.n_head
         self.n_head, self.d_model = H, d
         self.d_n, self.d_r, self.d_v = r.qk_nope_head_dim, r.qk_rope_head_dim, r.v_head_dim
