@@ -76,7 +76,7 @@ from gtalib.model.presets import PRESETS
 
 #: Where a page's "Your variants" links to: the methods chapter's section on the user's own
 #: variants (how they are tested, apart from the paper's claims), from a generated page.
-USER_VARIANTS = "../methods.html#your-own-variants"
+USER_VARIANTS = "../methods.md#your-own-variants"
 
 # ---------------------------------------------------------------------------------------------
 # The ablation result: curves, band and the final-ΔL table
