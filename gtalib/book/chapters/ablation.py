@@ -1,10 +1,10 @@
 """The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
 paired ΔL curves, their band over seeds, the tidy table of pairs (:func:`pair_table`), whose
 verdicts :func:`gtalib.book.analysis.final_table.pair_verdicts` gives, the final-ΔL table, and
-the values the page's sentences state (:func:`page_facts`) and its
-tables. The figure itself is drawn by the notebooks' own plotting cell (tagged
-``ablation-figure``, the same in the five notebooks that draw an ablation figure), which reads :attr:`AblationResult.curves`
-and :attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
+the values the page's sentences state (:func:`page_facts`) and its tables. The figure itself
+is drawn by the notebooks' own plotting cell (tagged ``ablation-figure``, the same in the five
+notebooks that draw an ablation figure), which reads :attr:`AblationResult.curves` and
+:attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
 
 Reads :mod:`gtalib.book.design.figures` (the ablation, its runs, the paper's curves and colours),
 :mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs, pairs, notices),
@@ -405,7 +405,6 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
         "variants_tested": f"{len([v for v in result.variants if not is_user_variant(v)])}",
         "entropy": "—" if entropy is None else f"{entropy:.3f}",
     }
-
 
 
 def variant_color(fig_spec, variant: str, users=()) -> str:

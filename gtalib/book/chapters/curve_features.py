@@ -446,8 +446,8 @@ def show_data_order(table: pd.DataFrame, result) -> None:
 def page_facts(result, features: CurveFeatures | None, orders: pd.DataFrame,
                plan) -> dict[str, str]:
     """The values a curve figure's page states of its features and data order, by name (stated
-    beside :func:`gtalib.book.chapters.ablation.page_facts`, as ``fig_<name>``): ``features`` (:func:`summary_counts`
-    of ``features``, its :func:`curve_features`), the window's ``window``, ``window_fraction``,
+    beside :func:`gtalib.book.chapters.ablation.page_facts`, as ``fig_<name>``): ``features``
+    (:func:`summary_counts` of ``features``, its :func:`curve_features`), the window's ``window``, ``window_fraction``,
     ``escape`` and ``escaped`` (:meth:`Window.facts`; ``"—"`` without features) and
     :func:`data_order_facts` of ``orders`` (its :func:`data_order_table`)."""
     window = features.window.facts() if features is not None else {}

@@ -134,7 +134,7 @@ def show_table(table: pd.DataFrame, fmt=None) -> None:
 
 def decode_facts(cpu: dict, model: pd.DataFrame, gpu=None, tolerance: float = 0.25
                  ) -> dict[str, str]:
-    """What the page's Markdown states, by name (Markdown text): the CPU record's
+    """What the page's sentences state, by name (Markdown text): the CPU record's
     provenance (``cpu_date``, ``cpu_name``, ``cpu_threads``, ``cpu_logical``, ``load_before``,
     ``load_after``, ``cpu_torch``, ``cpu_command``), its measured peak (``cpu_gflops``,
     GFLOP/s), bandwidth (``cpu_gbs``, GB/s) and balance (``cpu_balance``, FLOP/byte), the

@@ -156,10 +156,10 @@ MASSIVE_ACTIVATION = 100.0
 
 def probe_findings(summary: pd.DataFrame) -> dict[str, str]:
     """What the gate probes explain, as the words and numbers the gating page's sentences state,
-    from :attr:`Probes.summary` (arms without probes are ignored) and Qiu
-    et al.'s values (:data:`gtalib.book.design.paper.QIU_PROBES`). A variant list names the
-    variants where the state holds; ``"not measured"`` where the arm has no probed run,
-    ``"—"`` where a value does not apply.
+    from :attr:`Probes.summary` (arms without probes are ignored) and Qiu et al.'s values
+    (:data:`gtalib.book.design.paper.QIU_PROBES`). A variant list names the variants where the
+    state holds; ``"not measured"`` where the arm has no probed run, ``"—"`` where a value does
+    not apply.
 
     Returns:
         ``probe_sink``: ``"none"`` or ``"in <variants>"``, where without the gate the
@@ -229,7 +229,6 @@ FACT_NAMES = ("probe_runs", "probe_probed", "probe_tokens", "probe_uniform", "pr
               "probe_massive_at", "probe_gate_init", "qiu_gate", "qiu_share", "qiu_share_gate",
               "qiu_resid", "qiu_resid_gate", "qiu_ratio", "qiu_scale", "probe_sink",
               "probe_sink_gated", "probe_massive", "probe_ratio", "probe_gate", "probe_gate_way")
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -104,7 +104,6 @@ def kv_facts() -> dict[str, str]:
             "paper_d_model": f"{paper['d_model']}"}
 
 
-
 def show_kv_table(kv: pd.DataFrame) -> None:
     """Display per-device KV elements per token and layer under TP in units of d_h (variant ×
     TP, the paper's Table 1 layout; lowest **bold**, second underlined); ``kv``:

@@ -392,7 +392,6 @@ def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-
 def width_cost(plan: Plan, costs=None) -> pd.DataFrame:
     """Estimated core-seconds of every width-axis run of ``plan``'s preset beyond the preset's
     width (their specs under :meth:`~gtalib.book.design.plan.Plan.own_design`), from the
@@ -549,7 +548,6 @@ def width_facts(result: WidthGap) -> dict[str, str]:
             "width_depth": f"{lad.token_depth}", "width_steps": f"{lad.base_steps:,}",
             "width_seeds": f"{result.width_seeds}",
             "width_confidence": f"{result.confidence:.0%}"}
-
 
 
 def incomplete_table(collected: Collected) -> pd.DataFrame:

@@ -234,7 +234,7 @@ def show_table(main: MainResult, name: str) -> None:
 
 
 def main_facts(main: MainResult) -> dict[str, str]:
-    """What the page's Markdown states, by name (Markdown text): ``main_preset``,
+    """What the page's sentences state, by name (Markdown text): ``main_preset``,
     ``main_seeds`` (the seeds behind the tables, :func:`seeds_shown`; ``"0 seeds"`` where no
     configuration is complete), ``main_confidence`` (``"95%"``), ``main_half_widths`` (each
     configuration's Student-t half-width of the average, ``"MHA ±0.123, ..."``; ``"—"`` where

@@ -480,7 +480,6 @@ def ladder_facts(result) -> dict[str, str]:
             "ladder_family": f"{int(result.points['p_holm'].notna().sum())}"}
 
 
-
 def show_ladder(result) -> None:
     """Display the ladder page's lead: the incomplete-runs notice
     (:func:`gtalib.book.analysis.collect.missing_notice`), then the figure, or where no point is
