@@ -276,44 +276,17 @@ def test_launch_and_download_buttons_are_configured():
         assert (REPO / sources[folder] / f"{name}.ipynb").is_file(), name
 
 
-#: The JupyterLab extension that renders MyST Markdown in Binder (binder/requirements.txt).
-JUPYTERLAB_MYST = "2.7.0"
-
-
-@pytest.mark.slow
-def test_binder_jupyterlab_renders_the_notebooks_myst(tmp_path):
-    """Binder's JupyterLab shows the notebooks' Markdown rendered, not as raw MyST: the
-    environment of binder/requirements.txt resolves together with the repository's pins
-    (pip's resolver, nothing installed), and the pinned jupyterlab-myst ships the prebuilt
-    JupyterLab extension that JupyterLab loads without a build step (its
-    share/jupyter/labextensions). The notebooks do use MyST that plain JupyterLab leaves raw.
-    Needs the package registry."""
-    import zipfile
-
-    used = "".join(p.read_text() for p in (REPO / "notebooks").glob("*.ipynb"))
-    assert "{glue:md}`" in used and "{doc}`" in used
-    pip = [sys.executable, "-m", "pip"]
-    r = subprocess.run([*pip, "install", "--dry-run", "--quiet", "--report", str(tmp_path / "r.json"),
-                        "-r", str(REPO / "binder" / "requirements.txt")], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    subprocess.run([*pip, "download", "--quiet", "--no-deps", "-d", str(tmp_path),
-                    f"jupyterlab-myst=={JUPYTERLAB_MYST}"], check=True, capture_output=True)
-    wheel = zipfile.ZipFile(next(tmp_path.glob("jupyterlab_myst-*.whl")))
-    ext = f"jupyterlab_myst-{JUPYTERLAB_MYST}.data/data/share/jupyter/labextensions/jupyterlab-myst/"
-    assert {ext + "package.json", ext + "install.json"} <= set(wheel.namelist())
-
-
 def test_binder_environment_is_the_repository_pins():
     """repo2docker reads binder/ (and then ignores the root): requirements that are exactly the
-    root's pins plus jupyterlab-myst (Binder's JupyterLab renders MyST Markdown with it), the Python of environment.yml, and a postBuild that installs gtalib the way
+    root's pins (the notebooks are plain Markdown, which JupyterLab renders without an extension),
+    the Python of environment.yml, and a postBuild that installs gtalib the way
     scripts/install.sh does, without touching the pins."""
     binder = REPO / "binder"
     assert sorted(p.name for p in binder.iterdir()) == ["postBuild", "requirements.txt",
                                                         "runtime.txt"]
     lines = [ln.strip() for ln in (binder / "requirements.txt").read_text().splitlines()
              if ln.strip() and not ln.lstrip().startswith("#")]
-    assert lines == ["-r ../requirements.txt", f"jupyterlab-myst=={JUPYTERLAB_MYST}"]
+    assert lines == ["-r ../requirements.txt"]
     assert (binder / "../requirements.txt").resolve() == REPO / "requirements.txt"
     pins = [ln for ln in (REPO / "requirements.txt").read_text().splitlines()
             if ln.strip() and not ln.startswith("#")]

@@ -17,7 +17,7 @@ module               what
 ``verdict_parts``    the verdict's parts from those tables (feature counts, data-order changes)
 ``figure_tests``     each ablation claim for the whole figure: pooled ΔL, τ², I², the looks' verdict
 ``own_attention``    the page "Bring your own attention": the docs' class in the init figure at ci
-``prose``            the numbers the pages' prose states, glued in from the data (myst-nb)
+``prose``            the numbers the pages' prose states, read from the data
 ``shared``           what one build computes once for all its pages: results, claims, derived tables
 ===================  ===============================================================================
 

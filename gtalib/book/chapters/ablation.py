@@ -1,10 +1,10 @@
 """The ablation chapters (initialisation, gating, latent scaling, double heads): each variant's
 paired ΔL curves, their band over seeds, the tidy table of pairs (:func:`pair_table`), whose
 verdicts :func:`gtalib.book.analysis.final_table.pair_verdicts` gives, the final-ΔL table, and
-the values the page's Markdown states (:func:`page_facts`, glued by :func:`glue_facts`) and its
-tables. The figure itself is drawn by the notebooks' own plotting cell (tagged
-``ablation-figure``, the same in the four notebooks), which reads :attr:`AblationResult.curves`
-and :attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
+the values the page's sentences state (:func:`page_facts`) and its tables. The figure itself
+is drawn by the notebooks' own plotting cell (tagged ``ablation-figure``, the same in the five
+notebooks that draw an ablation figure), which reads :attr:`AblationResult.curves` and
+:attr:`AblationResult.band` and, for the paper's panel, :func:`plot_paper_reference`.
 
 Reads :mod:`gtalib.book.design.figures` (the ablation, its runs, the paper's curves and colours),
 :mod:`gtalib.book.design.plan`, :mod:`gtalib.book.analysis.collect` (runs, pairs, notices),
@@ -31,7 +31,6 @@ from pathlib import Path
 
 import pandas as pd
 from IPython.display import HTML, Markdown, display
-from myst_nb import glue
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -77,7 +76,7 @@ from gtalib.model.presets import PRESETS
 
 #: Where a page's "Your variants" links to: the methods chapter's section on the user's own
 #: variants (how they are tested, apart from the paper's claims), from a generated page.
-USER_VARIANTS = "../methods.html#your-own-variants"
+USER_VARIANTS = "../methods.md#your-own-variants"
 
 # ---------------------------------------------------------------------------------------------
 # The ablation result: curves, band and the final-ΔL table
@@ -355,7 +354,7 @@ COLUMNS = "The columns"
 
 
 def page_facts(result, entropy: float | None = None) -> dict[str, str]:
-    """The values an ablation page's Markdown states, by name (glued by :func:`glue_facts` as
+    """The values an ablation page's sentences state, by name (the page's templates name them
     ``fig_<name>``), as the text it reads; the same names on every page.
 
     The verdict (right under the figure): ``verdict`` (the figure's, by the claims page's rule,
@@ -406,16 +405,6 @@ def page_facts(result, entropy: float | None = None) -> dict[str, str]:
         "variants_tested": f"{len([v for v in result.variants if not is_user_variant(v)])}",
         "entropy": "—" if entropy is None else f"{entropy:.3f}",
     }
-
-
-def glue_facts(facts: dict[str, str], prefix: str = "fig_") -> dict[str, str]:
-    """Glue every entry of ``facts`` (:func:`page_facts`,
-    :func:`gtalib.book.chapters.curve_features.page_facts`), hidden, as Markdown named
-    ``<prefix><name>``, into the running notebook (its Markdown pastes them with
-    ``{glue:md}`fig_<name>```); returns ``facts``."""
-    for name, text in facts.items():
-        glue(f"{prefix}{name}", Markdown(text), display=False)
-    return facts
 
 
 def variant_color(fig_spec, variant: str, users=()) -> str:

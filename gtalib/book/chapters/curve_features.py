@@ -445,10 +445,9 @@ def show_data_order(table: pd.DataFrame, result) -> None:
 
 def page_facts(result, features: CurveFeatures | None, orders: pd.DataFrame,
                plan) -> dict[str, str]:
-    """The values a curve figure's page states of its features and data order, by name (glued
-    beside :func:`gtalib.book.chapters.ablation.page_facts` by
-    :func:`~gtalib.book.chapters.ablation.glue_facts`): ``features`` (:func:`summary_counts`
-    of ``features``, its :func:`curve_features`), the window's ``window``, ``window_fraction``,
+    """The values a curve figure's page states of its features and data order, by name (stated
+    beside :func:`gtalib.book.chapters.ablation.page_facts`, as ``fig_<name>``): ``features``
+    (:func:`summary_counts` of ``features``, its :func:`curve_features`), the window's ``window``, ``window_fraction``,
     ``escape`` and ``escaped`` (:meth:`Window.facts`; ``"—"`` without features) and
     :func:`data_order_facts` of ``orders`` (its :func:`data_order_table`)."""
     window = features.window.facts() if features is not None else {}
@@ -471,7 +470,7 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
     differ or are within noise at this scale (:func:`summary_counts`, linking to the page's
     table), and its design and the verdicts another data order changes
     (:func:`data_order_facts`), e.g. ``"- **Initialisation ablation**: 3 of 7 agree, 0 differ, 4
-    within noise ([features](init_ablation.html#…)); joint design, verdicts another data order
+    within noise ([features](init_ablation.ipynb#…)); joint design, verdicts another data order
     changes: GQA"`` (the designs: the methods chapter's "Data order").
     ``results``: ablation key → result
     (:func:`gtalib.book.chapters.ablation.ablation_results`)."""
@@ -481,7 +480,7 @@ def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "
         if not fig.paper_curves:
             continue
         cf = curve_features(result, entropy) if result.complete else None
-        link = f"{fig.notebook}.html#{ANCHOR}"
+        link = f"{fig.notebook}.ipynb#{ANCHOR}"
         facts = data_order_facts(data_order_table(result, plan, run_dir, source), key, plan)
         lines.append(f"- **{fig.heading}**: {summary_counts(cf)} ([features]({link})); "
                      f"{facts['design']} design, verdicts another data order changes: "

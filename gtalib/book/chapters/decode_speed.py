@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from IPython.display import Markdown, display
-from myst_nb import glue
+from IPython.display import display
 
 from gtalib.book.analysis.style import range_text, set_style, table_style
 from gtalib.kernels import decode_model as dm
@@ -135,7 +134,7 @@ def show_table(table: pd.DataFrame, fmt=None) -> None:
 
 def decode_facts(cpu: dict, model: pd.DataFrame, gpu=None, tolerance: float = 0.25
                  ) -> dict[str, str]:
-    """What the page's Markdown states, by glue name (Markdown text): the CPU record's
+    """What the page's sentences state, by name (Markdown text): the CPU record's
     provenance (``cpu_date``, ``cpu_name``, ``cpu_threads``, ``cpu_logical``, ``load_before``,
     ``load_after``, ``cpu_torch``, ``cpu_command``), its measured peak (``cpu_gflops``,
     GFLOP/s), bandwidth (``cpu_gbs``, GB/s) and balance (``cpu_balance``, FLOP/byte), the
@@ -167,13 +166,3 @@ def decode_facts(cpu: dict, model: pd.DataFrame, gpu=None, tolerance: float = 0.
         "rank_h100": " < ".join(h.sort_values("latency_us").shard),
         "rank_paper": " < ".join(h.sort_values("paper_latency_us").shard),
     }
-
-
-def glue_decode(cpu: dict, model: pd.DataFrame, gpu=None, tolerance: float = 0.25
-                ) -> dict[str, str]:
-    """Glue every :func:`decode_facts` entry, hidden (``{glue:md}`name``` on the page);
-    returns them."""
-    out = decode_facts(cpu, model, gpu, tolerance)
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out

@@ -44,7 +44,7 @@ COLUMNS = ["figure", "variants", "pairs", "pooled ΔL", "interval", "τ²", "I²
            "verdict", "variants' verdicts", "single run"]
 #: Where the page's columns are explained: the methods chapter's statistics (its "One run shows
 #: it?" and the figure-level test), from a generated page.
-METHODS = "../methods.html#statistics"
+METHODS = "../methods.md#statistics"
 
 
 def pooled(means, variances, confidence: float = 0.95) -> dict:

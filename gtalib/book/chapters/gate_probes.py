@@ -1,6 +1,6 @@
 """The gate probes of the gating page ("What the gate does inside the model", docs/probes.md):
 each finished run's probes per layer (mean gate score, first-token attention share, largest
-residual activation), their summary per arm, the verdict words and numbers the page glues to
+residual activation), their summary per arm, the verdict words and numbers the page states to
 say what they explain against Qiu et al. 2025, and the page's table and figure.
 
 Reads :mod:`gtalib.book.analysis.collect` (the page's runs and where they lie), :mod:`gtalib.book.design.figures`
@@ -19,8 +19,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
-from myst_nb import glue
+from IPython.display import display
 
 from gtalib.book.analysis.collect import STATUS_COLUMNS, Collected
 from gtalib.book.analysis.style import plural, range_text, set_style
@@ -156,11 +155,11 @@ MASSIVE_ACTIVATION = 100.0
 
 
 def probe_findings(summary: pd.DataFrame) -> dict[str, str]:
-    """What the gate probes explain, as the words and numbers the gating page's Markdown glues
-    (:func:`glue_probes`), from :attr:`Probes.summary` (arms without probes are ignored) and Qiu
-    et al.'s values (:data:`gtalib.book.design.paper.QIU_PROBES`). A variant list names the
-    variants where the state holds; ``"not measured"`` where the arm has no probed run,
-    ``"—"`` where a value does not apply.
+    """What the gate probes explain, as the words and numbers the gating page's sentences state,
+    from :attr:`Probes.summary` (arms without probes are ignored) and Qiu et al.'s values
+    (:data:`gtalib.book.design.paper.QIU_PROBES`). A variant list names the variants where the
+    state holds; ``"not measured"`` where the arm has no probed run, ``"—"`` where a value does
+    not apply.
 
     Returns:
         ``probe_sink``: ``"none"`` or ``"in <variants>"``, where without the gate the
@@ -225,20 +224,11 @@ def probe_findings(summary: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-#: The names :func:`glue_probes` glues (the keys of :func:`probe_findings`).
-GLUE_NAMES = ("probe_runs", "probe_probed", "probe_tokens", "probe_uniform", "probe_sink_factor",
+#: The names this page's sentences state (the keys of :func:`probe_findings`).
+FACT_NAMES = ("probe_runs", "probe_probed", "probe_tokens", "probe_uniform", "probe_sink_factor",
               "probe_massive_at", "probe_gate_init", "qiu_gate", "qiu_share", "qiu_share_gate",
               "qiu_resid", "qiu_resid_gate", "qiu_ratio", "qiu_scale", "probe_sink",
               "probe_sink_gated", "probe_massive", "probe_ratio", "probe_gate", "probe_gate_way")
-
-
-def glue_probes(summary: pd.DataFrame) -> dict[str, str]:
-    """Glue every :func:`probe_findings` entry, hidden, into the running notebook (the gating
-    page's Markdown writes ``{glue:md}`probe_sink``` and so on); returns them."""
-    out = probe_findings(summary)
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,17 +314,21 @@ def plot_first_token_share(per_layer: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def show_probes(result) -> None:
-    """The gating page's "What the gate does inside the model" for the complete variants of an
-    ablation result: glue :func:`glue_probes` of their summary, then display the runs without
-    probes (``label, seed, run_id, source, detail``; where any), the table of
-    :func:`format_probe_table` and, where any run has probes, the first-token share per layer
-    (:func:`plot_first_token_share`)."""
-
+def probes_of(result) -> Probes:
+    """The probes of an ablation result's complete variants (:func:`read_probes` of its runs,
+    kept to :attr:`~gtalib.book.chapters.ablation.AblationResult.complete`): what the gating
+    page's sentences state (:func:`probe_findings` of their summary) and shows
+    (:func:`show_probes`)."""
     probes = read_probes(result.collected)
     keep = {k: getattr(probes, k) for k in ("per_layer", "summary", "missing")}
-    probes = Probes(**{k: df[df["variant"].isin(result.complete)] for k, df in keep.items()})
-    glue_probes(probes.summary)
+    return Probes(**{k: df[df["variant"].isin(result.complete)] for k, df in keep.items()})
+
+
+def show_probes(probes: Probes) -> None:
+    """The gating page's "What the gate does inside the model" (``probes``: :func:`probes_of`):
+    display the runs without probes (``label, seed, run_id, source, detail``; where any), the
+    table of :func:`format_probe_table` and, where any run has probes, the first-token share per
+    layer (:func:`plot_first_token_share`)."""
     if len(probes.missing):
         display(probes.missing[["label", "seed", "run_id", "source", "detail"]]
                 .style.hide(axis="index"))

@@ -6,8 +6,8 @@
 - :func:`kv_table`: KV-cache elements per token per layer per device at TP 1/2/4/8 in the
   paper's Table-1 setting (docs/variants.md, "KV cache per device under tensor parallelism").
 - :func:`show_kv_table`, :func:`show_params_table`: each on the page (the paper's Table 1
-  layout; deviations from MHA), their captions in the notebook's Markdown with
-  :func:`kv_facts` glued.
+  layout; deviations from MHA), their captions are the notebook's sentences, with
+  the sizes of :func:`kv_facts`.
 
 Also printed by :mod:`gtalib.cli.tables`::
 
@@ -21,8 +21,7 @@ Reads :mod:`gtalib.book.design` (figure variants, display names) and
 from __future__ import annotations
 
 import pandas as pd
-from IPython.display import Markdown, display
-from myst_nb import glue
+from IPython.display import display
 
 from gtalib.book.analysis.style import style_best, table_style
 from gtalib.book.design.figures import ablation
@@ -94,7 +93,7 @@ def kv_table(with_units: bool = False) -> pd.DataFrame:
 
 
 def kv_facts() -> dict[str, str]:
-    """The sizes the page's captions state, by glue name: the Table-1 setting
+    """The sizes the page's captions state, by name: the Table-1 setting
     (:func:`gtalib.model.kvcache.table1_config`: ``t1_n_head``, ``t1_head_dim``, ``t1_rope_dim``
     of the latent family, ``t1_n_kv_head`` of GQA and GTA) and the paper-size models'
     ``paper_d_model`` (:data:`gtalib.model.presets.PRESETS`; their layers: prose's
@@ -103,15 +102,6 @@ def kv_facts() -> dict[str, str]:
     return {"t1_n_head": f"{mla.n_head}", "t1_head_dim": f"{mla.head_dim}",
             "t1_rope_dim": f"{mla.qk_rope_head_dim}", "t1_n_kv_head": f"{gqa.n_kv_head}",
             "paper_d_model": f"{paper['d_model']}"}
-
-
-def glue_kv_facts() -> dict[str, str]:
-    """Glue every :func:`kv_facts` entry, hidden (``{glue:md}`name``` on the page); returns
-    them."""
-    out = kv_facts()
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out
 
 
 def show_kv_table(kv: pd.DataFrame) -> None:

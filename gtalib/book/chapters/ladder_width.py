@@ -1,7 +1,7 @@
 """The scale ladder's width axis: MLRA-4's gap to the best of the other variants at each width of
 the ladder and against training length, paired by seed with its Student-t interval; the trend
 along each axis; the parameter table per width and the cost of a width's runs; the tables and
-glued words of the section the ladder and main-results pages show (its English is the scale
+words of the section the ladder and main-results pages show (its English is the scale
 ladder page's Markdown).
 
 Reads :mod:`gtalib.book.design.ladder` (the ladder and its runs), :mod:`gtalib.book.design.names`,
@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 from IPython.display import HTML, Markdown, display
-from myst_nb import glue
 
 from gtalib.book.analysis.collect import Collected, collect_runs, provenance_html
 from gtalib.book.analysis.stats import delta_stats, ranking_test
@@ -393,7 +392,6 @@ def format_width_params(params: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-
 def width_cost(plan: Plan, costs=None) -> pd.DataFrame:
     """Estimated core-seconds of every width-axis run of ``plan``'s preset beyond the preset's
     width (their specs under :meth:`~gtalib.book.design.plan.Plan.own_design`), from the
@@ -530,19 +528,19 @@ def length_sources(result: WidthGap) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["steps", "source", "seeds", "variants"])
 
 
-#: The names :func:`glue_width` glues (the keys of :func:`width_facts`).
-GLUE_NAMES = ("width_named", "width_others", "width_depth", "width_steps", "width_seeds",
+#: The names this page's sentences state (the keys of :func:`width_facts`).
+FACT_NAMES = ("width_named", "width_others", "width_depth", "width_steps", "width_seeds",
               "width_confidence")
 
 
 def width_facts(result: WidthGap) -> dict[str, str]:
-    """The words and numbers the width section's Markdown states, by glue name: ``width_named``
+    """The words and numbers the width section's Markdown states, by name: ``width_named``
     (the named variant), ``width_others`` (the other width variants, ``"A, B and C"``),
     ``width_depth`` and ``width_steps`` (the width axis' depth and length), ``width_seeds``
     (seeds per variant and width) and ``width_confidence`` (``"95%"``); ``"—"`` each where the
     preset has no width axis."""
     if result.note:
-        return dict.fromkeys(GLUE_NAMES, "—")
+        return dict.fromkeys(FACT_NAMES, "—")
     lad = ladder(result.preset)
     return {"width_named": display_name(result.named),
             "width_others": and_join(display_name(v) for v in lad.width_variants
@@ -550,14 +548,6 @@ def width_facts(result: WidthGap) -> dict[str, str]:
             "width_depth": f"{lad.token_depth}", "width_steps": f"{lad.base_steps:,}",
             "width_seeds": f"{result.width_seeds}",
             "width_confidence": f"{result.confidence:.0%}"}
-
-
-def glue_width(result: WidthGap) -> dict[str, str]:
-    """Glue every :func:`width_facts` entry, hidden, into the running notebook; returns them."""
-    out = width_facts(result)
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out
 
 
 def incomplete_table(collected: Collected) -> pd.DataFrame:

@@ -18,7 +18,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
-from myst_nb import glue
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -235,7 +234,7 @@ def show_table(main: MainResult, name: str) -> None:
 
 
 def main_facts(main: MainResult) -> dict[str, str]:
-    """What the page's Markdown states, by glue name (Markdown text): ``main_preset``,
+    """What the page's sentences state, by name (Markdown text): ``main_preset``,
     ``main_seeds`` (the seeds behind the tables, :func:`seeds_shown`; ``"0 seeds"`` where no
     configuration is complete), ``main_confidence`` (``"95%"``), ``main_half_widths`` (each
     configuration's Student-t half-width of the average, ``"MHA ±0.123, ..."``; ``"—"`` where
@@ -252,12 +251,3 @@ def main_facts(main: MainResult) -> dict[str, str]:
         "paper_sets": f"{len([c for c in PAPER_MAIN_PPL.columns if c != 'avg'])}",
         "paper_gated_avg": f"{PAPER_MLRA4_GATED_AVG_PPL}",
     }
-
-
-def glue_main(main: MainResult) -> dict[str, str]:
-    """Glue every :func:`main_facts` entry, hidden (``{glue:md}`name``` on the page); returns
-    them."""
-    out = main_facts(main)
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out

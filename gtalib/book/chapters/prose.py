@@ -1,9 +1,11 @@
-"""The numbers the chapters' prose states, taken from the data that holds them and glued into the
-pages (myst-nb ``glue``), so that no sentence can drift from its figure.
+"""The numbers the chapters' prose states, taken from the data that holds them, so that no
+sentence can drift from its figure.
 
-A notebook's Markdown writes ``{glue:md}`name``` where it states a number; one hidden cell calls
-:func:`glue_prose`, which glues every entry of :func:`facts` (hidden: ``display=False``), and
-Jupyter Book pastes the text when it builds the page. The paper's values come from
+A notebook states a number in a sentence displayed from a code cell, which holds the English as
+a template with ``{name}`` fields, ``Markdown(template.format_map(facts))``: the names are keys
+of :func:`facts` (or of a page's own values, such as
+:func:`gtalib.book.chapters.ablation.page_facts`), and the sentence reads the same wherever the
+notebook is opened (the book, Colab, GitHub, nbconvert). The paper's values come from
 :mod:`gtalib.book.design.figures` and :mod:`gtalib.book.design.paper`, the book's sizes and
 lengths from the ``cpu`` presets (:mod:`gtalib.model.presets`, :mod:`gtalib.training.config`),
 the scale ladder's axes from :mod:`gtalib.book.design.ladder`, the looks from
@@ -12,9 +14,6 @@ whatever preset a page runs at, as its sentences say.
 """
 
 from __future__ import annotations
-
-from IPython.display import Markdown
-from myst_nb import glue
 
 from gtalib.book.analysis.stats import MAX_PAIRS
 from gtalib.book.design.figures import ABLATIONS, ablation
@@ -72,7 +71,7 @@ def figure_facts(preset: str = PRESET) -> dict[str, str]:
 
 
 def facts() -> dict[str, str]:
-    """Every number the notebooks' prose states, by glue name, as the text it reads (Markdown):
+    """Every number the notebooks' prose states, by name, as the text it reads (Markdown):
     :func:`figure_facts`, and the paper's sizes, the ``cpu`` model and lengths, the scale
     ladder's axes and the claims page's looks and cap.
 
@@ -124,11 +123,3 @@ def facts() -> dict[str, str]:
         "max_pairs": f"{MAX_PAIRS}",
     }
 
-
-def glue_prose() -> dict[str, str]:
-    """Glue every :func:`facts` entry, hidden, into the running notebook (a page pastes the ones
-    its Markdown names with ``{glue:md}`name```); returns the facts."""
-    out = facts()
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out

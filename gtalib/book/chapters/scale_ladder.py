@@ -24,7 +24,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import HTML, Markdown, display
-from myst_nb import glue
 
 from gtalib.book.analysis.collect import (
     Collected,
@@ -466,12 +465,12 @@ def shared_table(result) -> pd.DataFrame:
                                        "seeds here"])
 
 
-#: The names :func:`glue_ladder` glues (the keys of :func:`ladder_facts`).
-GLUE_NAMES = ("ladder_seeds", "ladder_seed_last", "ladder_width_seeds", "ladder_family")
+#: The names this page's sentences state (the keys of :func:`ladder_facts`).
+FACT_NAMES = ("ladder_seeds", "ladder_seed_last", "ladder_width_seeds", "ladder_family")
 
 
 def ladder_facts(result) -> dict[str, str]:
-    """The numbers the ladder page's Markdown states about its seeds, by glue name:
+    """The numbers the ladder page's Markdown states about its seeds, by name:
     ``ladder_seeds`` (seeds paired at every point of the depth and length axes, seeds 0 to
     ``ladder_seed_last``), ``ladder_width_seeds`` (seeds per variant and width on the width
     axis; ``"—"`` without one) and ``ladder_family`` (the points Holm-adjusted as one family)."""
@@ -479,14 +478,6 @@ def ladder_facts(result) -> dict[str, str]:
     return {"ladder_seeds": f"{n}", "ladder_seed_last": f"{n - 1}",
             "ladder_width_seeds": f"{result.width_seeds}" if result.width_seeds else "—",
             "ladder_family": f"{int(result.points['p_holm'].notna().sum())}"}
-
-
-def glue_ladder(result) -> dict[str, str]:
-    """Glue every :func:`ladder_facts` entry, hidden, into the running notebook; returns them."""
-    out = ladder_facts(result)
-    for name, text in out.items():
-        glue(name, Markdown(text), display=False)
-    return out
 
 
 def show_ladder(result) -> None:

@@ -26,7 +26,7 @@ from gtalib.book.design.names import and_join
 DEFAULT_SEEDS = 3
 #: The most seeds per configuration a book may ask for (``gtalib book --seeds``): ten times the
 #: largest count any figure or table is declared at (the specs' ``seeds``). At ``cpu`` that is ten times the
-#: 472-run default book, hundreds of core-hours; a larger count would only spend minutes
+#: 724-run default book, hundreds of core-hours; a larger count would only spend minutes
 #: enumerating runs that no budget trains.
 MAX_SEEDS = 100
 

@@ -472,22 +472,19 @@ def test_the_page_states_its_verdict_and_caption_from_the_result(tmp_path, monke
 
 
 def _pasted(facts: set, curve_facts: set) -> set:
-    """The ``fig_<name>`` values the ablation pages' Markdown pastes (names without the prefix),
-    each page's a subset of ``facts`` (ablation.page_facts) and, on a page whose hidden cell
-    also glues curve_features.page_facts, of ``curve_facts``; every page glues them."""
-    import re
-
+    """The ``fig_<name>`` values the ablation pages' sentences state (names without the prefix),
+    each page's a subset of ``facts`` (ablation.page_facts) and, on a page whose code also reads
+    curve_features.page_facts, of ``curve_facts``; every page states some."""
     import nbformat
 
-    from notebook_cells import NOTEBOOKS
+    from notebook_cells import NOTEBOOKS, stated_names
 
     pasted = set()
     for stem in (*ABLATION_NOTEBOOKS, "own_attention"):
         nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
-        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-        names = {n.removeprefix("fig_") for n in re.findall(r"\{glue:md\}`(fig_[^`]+)`", text)}
-        assert "ablation.glue_facts(" in code and "ablation.page_facts(result" in code, stem
+        names = {n.removeprefix("fig_") for n in stated_names(stem) if n.startswith("fig_")}
+        assert 'f"fig_{name}"' in code and "ablation.page_facts(result" in code, stem
         allowed = facts | (curve_facts if "curve_features.page_facts(" in code else set())
         assert names and names <= allowed, (stem, sorted(names - allowed))
         pasted |= names

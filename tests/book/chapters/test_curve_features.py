@@ -146,7 +146,7 @@ def test_a_data_order_spread_as_large_as_the_effect_turns_agrees_into_within_noi
     assert list(printed["verdict, order 0"]) == ["agrees", "agrees"]
     line = CF.overview_lines({"init": result}, plan, tmp_path, H)
     assert line.startswith("- **Initialisation ablation**: ")
-    assert "([features](init_ablation.html#the-curves-feature-by-feature))" in line
+    assert "([features](init_ablation.ipynb#the-curves-feature-by-feature))" in line
     assert line.endswith("; one order design, verdicts another data order changes: GQA")
 
 

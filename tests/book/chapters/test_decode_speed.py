@@ -1,9 +1,5 @@
-"""The decode-speed page (gtalib.book.chapters.decode_speed): the numbers and words its Markdown
-glues, from the recorded CPU measurement and the roofline model, and the Markdown naming them."""
-
-import json
-import re
-from pathlib import Path
+"""The decode-speed page (gtalib.book.chapters.decode_speed): the numbers and words its sentences
+state, from the recorded CPU measurement and the roofline model, and the templates naming them."""
 
 import pandas as pd
 import pytest
@@ -53,9 +49,7 @@ def test_the_tables_hold_the_errors_ratios_and_intensities(recorded):
         s.flops_per_token / (2 * s.elems_per_token))
 
 
-def test_the_page_glues_every_value_its_markdown_names(recorded):
-    nb = json.loads((Path(__file__).resolve().parents[3] / "notebooks" / "decode_speed.ipynb")
-                    .read_text())
-    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    named = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
-    assert named == set(D.decode_facts(*recorded))
+def test_the_page_states_every_value_of_its_facts(recorded):
+    from notebook_cells import stated_names
+
+    assert stated_names("decode_speed") == set(D.decode_facts(*recorded))

@@ -1,5 +1,5 @@
 """The gating page's gate probes: reading ``probes.json`` of local and recorded runs into a frame
-(means computed by hand), the verdict words and numbers the page glues, and the recorded
+(means computed by hand), the verdict words and numbers the page states, and the recorded
 bundles."""
 
 import json
@@ -83,11 +83,10 @@ def test_read_probes_gives_the_hand_computed_means_and_counts_missing_files(tmp_
 
 @pytest.fixture
 def shown(monkeypatch):
-    """What the page displays (a Styler as its frame) and what it glues, by name."""
-    out, glued = [], {}
+    """What the page displays (a Styler as its frame)."""
+    out = []
     monkeypatch.setattr(P, "display", lambda obj: out.append(getattr(obj, "data", obj)))
-    monkeypatch.setattr(P, "glue", lambda name, value, display: glued.update({name: value.data}))
-    return out, glued
+    return out
 
 
 def test_a_page_without_probes_lists_the_runs_that_lack_them(tmp_path, shown):
@@ -105,10 +104,10 @@ def test_a_page_without_probes_lists_the_runs_that_lack_them(tmp_path, shown):
         "not measured"] * 3
     assert [words[k] for k in ("probe_sink_gated", "probe_ratio", "probe_gate_way",
                                "probe_tokens", "probe_uniform")] == ["—"] * 5
-    out, glued = shown
-    P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
-    assert glued == words and tuple(words) == P.GLUE_NAMES
-    lacking, table = out  # no figure without probes
+    probes = P.probes_of(SimpleNamespace(collected=col, complete=["mla"]))
+    P.show_probes(probes)
+    assert P.probe_findings(probes.summary) == words and tuple(words) == P.FACT_NAMES
+    lacking, table = shown  # no figure without probes
     assert list(lacking["run_id"]) == ["a0", "a1", "r0", "r1", "r2", "r4", "r5"]
     assert lacking.set_index("run_id").loc["a0", "detail"] == "absent"
     assert table.loc["MLA"].tolist() == ["0 of 2", "0 of 5", "—", "—", "—", "—", "—"]
@@ -246,13 +245,14 @@ def test_bundles_without_probes_are_counted_and_the_rest_shown(tmp_path, shown, 
     assert math.isnan(alt["first_token_share"])
     assert 0.2 < rec["gate_mean"] < 0.5
     monkeypatch.setattr(plt, "show", lambda: None)
-    P.show_probes(SimpleNamespace(collected=col, complete=["mla"]))
+    probes = P.probes_of(SimpleNamespace(collected=col, complete=["mla"]))
+    P.show_probes(probes)
     assert [ax.get_title() for ax in plt.gcf().axes] == ["MLA"]  # one panel per variant
     plt.close("all")
-    out, glued = shown
-    lacking, table = out
+    lacking, table = shown
+    words = P.probe_findings(probes.summary)
     assert list(lacking["run_id"]) == list(pr.missing["run_id"])
     assert table.loc["MLA", ["probed (no gate)", "probed (gate)"]].tolist() == ["0 of 2", "2 of 2"]
     assert table.loc["MLA", "share (no gate)"] == "—"
-    assert (glued["probe_sink"], glued["probe_gate"], glued["probe_uniform"]) == (
+    assert (words["probe_sink"], words["probe_gate"], words["probe_uniform"]) == (
         "not measured", P.probe_findings(pr.summary)["probe_gate"], "0.035")

@@ -144,7 +144,7 @@ def test_cli_rejects_unknown_preset(capsys):
 
 
 def test_kv_facts_state_the_table1_setting_and_the_paper_width():
-    """The captions' sizes, glued from the configs: Table 1's 64 query heads of d_h 128, RoPE
+    """The captions' sizes, from the configs: Table 1's 64 query heads of d_h 128, RoPE
     width 64, GQA/GTA with 8 KV heads (the paper's setting); the paper models' d_model 3072."""
     from gtalib.book.chapters.kv_cache import kv_facts
 
@@ -152,17 +152,11 @@ def test_kv_facts_state_the_table1_setting_and_the_paper_width():
                           "t1_n_kv_head": "8", "paper_d_model": "3072"}
 
 
-def test_the_kv_page_glues_every_size_its_captions_name():
-    import json
-    import re
-    from pathlib import Path
-
+def test_the_kv_page_states_every_size_its_captions_name():
     from gtalib.book.chapters.kv_cache import kv_facts
     from gtalib.book.chapters.prose import facts
+    from notebook_cells import stated_names
 
-    nb = json.loads((Path(__file__).resolve().parents[3] / "notebooks" / "kv_cache.ipynb")
-                    .read_text())
-    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    named = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
+    named = stated_names("kv_cache")
     assert {"t1_n_head", "t1_rope_dim", "t1_n_kv_head", "paper_d_model"} <= named
     assert named <= set(kv_facts()) | set(facts())

@@ -1,6 +1,6 @@
 """The scale ladder's width axis (gtalib.book.chapters.ladder_width): its runs, the parameter matching at d 256,
 the gap and its interval in closed form and against scipy, the trend in both directions, and the
-section's tables and glued words when runs are missing."""
+section's tables and words when runs are missing."""
 
 from __future__ import annotations
 
@@ -371,7 +371,7 @@ def test_width_gap_on_a_synthetic_store_and_with_the_wide_runs_missing(tmp_path,
     assert W.width_facts(g) == {"width_named": "MLA", "width_others": "GQA", "width_depth": "2",
                                 "width_steps": "10", "width_seeds": "2",
                                 "width_confidence": "95%"}
-    assert tuple(W.width_facts(g)) == W.GLUE_NAMES
+    assert tuple(W.width_facts(g)) == W.FACT_NAMES
     # the wide runs missing: counted in the tables, no trend; nothing fails
     for rid in g.collected.status[g.collected.status["label"].str.contains("d_model=256")]["run_id"]:
         shutil.rmtree(tmp_path / rid)

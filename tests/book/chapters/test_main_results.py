@@ -44,7 +44,7 @@ def test_the_caption_counts_the_seeds_in_the_table():
     assert M.seeds_shown(M.entropy_gap(one, entropy=3.0)) == "2 seeds"
 
 
-def test_the_facts_the_page_glues():
+def test_the_facts_the_page_states():
     """The caption's seeds, half-widths and the paper's set count, from the tables; an empty
     result (no configuration complete) still gives every name."""
     import pandas as pd
@@ -70,17 +70,11 @@ def test_the_facts_the_page_glues():
         M.show_table(main, "bars")
 
 
-def test_the_page_glues_every_value_its_markdown_names():
-    import json
-    import re
-    from pathlib import Path
-
+def test_the_page_states_every_value_its_facts_give():
     from gtalib.book.chapters.prose import facts
+    from notebook_cells import stated_names
 
-    nb = json.loads((Path(__file__).resolve().parents[3] / "notebooks" / "main_results.ipynb")
-                    .read_text())
-    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    named = set(re.findall(r"\{glue:md\}`([^`]+)`", text))
+    named = stated_names("main_results")
     ours = {"main_preset", "main_seeds", "main_confidence", "main_half_widths",
             "main_planned_seeds", "paper_sets", "paper_gated_avg"}
     assert ours <= named and named <= ours | set(facts())

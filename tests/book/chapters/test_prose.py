@@ -1,6 +1,7 @@
-"""The chapters' prose states its numbers through glue (gtalib.book.chapters.prose): every name a
-page pastes exists, every fact is pasted somewhere, the facts follow the data they are read from,
-and no page types a number the data holds."""
+"""The chapters' prose states its numbers from the data (gtalib.book.chapters.prose), in sentences
+displayed from the notebooks' template cells: every name a page states exists, every fact is
+stated somewhere, the facts follow the data they are read from, and no page types a number the
+data holds."""
 
 import dataclasses
 import json
@@ -8,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from notebook_cells import stated_names, static_text
 
 from gtalib.book.chapters import prose
 from gtalib.book.design import chapters as registry
@@ -19,12 +21,6 @@ from gtalib.book.design.paper import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
-GLUE = re.compile(r"\{glue:md\}`([^`]+)`")
-
-
-def _markdown(stem: str) -> str:
-    nb = json.loads((REPO / "notebooks" / f"{stem}.ipynb").read_text())
-    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
 
 
 def _code(stem: str) -> str:
@@ -32,45 +28,45 @@ def _code(stem: str) -> str:
     return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
 
 
-def _page_glue() -> set[str]:
-    """The names the chapters' own glue functions paste: each chapters module's ``GLUE_NAMES``
-    (its words and numbers from a page's data, glued beside :func:`prose.glue_prose`)."""
+def _page_facts() -> set[str]:
+    """The names the chapters modules' own facts give: each chapters module's ``FACT_NAMES``
+    (its words and numbers from a page's data, stated beside :func:`prose.facts`)."""
     import importlib
     import pkgutil
 
     from gtalib.book import chapters
 
     return {n for m in pkgutil.iter_modules(chapters.__path__) for n in getattr(
-        importlib.import_module(f"gtalib.book.chapters.{m.name}"), "GLUE_NAMES", ())}
+        importlib.import_module(f"gtalib.book.chapters.{m.name}"), "FACT_NAMES", ())}
 
 
-def test_every_pasted_name_is_a_fact_and_every_fact_is_pasted():
-    """Every fact of prose.facts() is pasted by some page, except those each figure's spec brings
-    (figure_facts: a page pastes the ones it quotes). A page may also paste the names a chapters
-    module glues from its data (its ``GLUE_NAMES``), values of its own run or record glued by a
-    ``glue_*`` function of its chapter module (whose test checks that page's names), and an
+def test_every_stated_name_is_a_fact_and_every_fact_is_stated():
+    """Every fact of prose.facts() is stated by some page, except those each figure's spec brings
+    (figure_facts: a page states the ones it quotes). A page may also state the names a chapters
+    module gives from its data (its ``FACT_NAMES``), values of its own run or record given by a
+    ``*_facts`` function of its chapter module (whose test checks that page's names), and an
     ablation page its own values (``fig_<name>``, ablation.page_facts and
     curve_features.page_facts; tests/book/chapters/test_ablation.py checks their names)."""
     facts = prose.facts()
-    page = _page_glue()
-    assert not page & set(facts), "a chapters module glues a name prose.facts() has"
+    page = _page_facts()
+    assert not page & set(facts), "a chapters module gives a name prose.facts() has"
     used = {}
     for stem in registry.notebooks():
-        names = {n for n in GLUE.findall(_markdown(stem)) if not n.startswith("fig_")} - page
+        names = {n for n in stated_names(stem) if not n.startswith("fig_")} - page
         own = names - set(facts)
-        assert not own or re.search(rf"\b{stem}\.glue_\w+\(", _code(stem)), (
-            f"{stem} pastes unknown facts {sorted(own)}")
+        assert not own or re.search(rf"\b{stem}\.\w+_facts\(", _code(stem)), (
+            f"{stem} states unknown facts {sorted(own)}")
         names -= own
-        if names:  # a page that pastes must glue (the build fails on a missing key anyway)
-            assert "prose.glue_prose()" in _code(stem), stem
+        if names:  # a page that states them must read them (a missing key fails its cell)
+            assert "prose.facts()" in _code(stem), stem
         for n in names:
             used.setdefault(n, stem)
     unused = set(facts) - set(used) - set(prose.figure_facts())
-    assert not unused, f"facts no page pastes: {sorted(unused)}"
+    assert not unused, f"facts no page states: {sorted(unused)}"
 
 
 def test_no_page_types_a_paper_perplexity_or_a_training_length():
-    """The values the data holds appear in the prose only through glue."""
+    """The values the data holds appear in the prose only as a template's fields."""
     values = {f"{v:.3f}" for a in figures.ABLATIONS.values() for pair in a.paper_ppl.values()
               for v in pair}
     values |= {f"{v:.3f}" for v in PAPER_MAIN_PPL.to_numpy().ravel()}
@@ -80,7 +76,7 @@ def test_no_page_types_a_paper_perplexity_or_a_training_length():
     lengths = [rf"\b{steps:,}\s+steps", rf"\b{steps}\s+steps", r"\b250\s+steps",
                r"\b(32|64|128) wide\b", r"d_model (128|256)\b"]  # the widths the data holds
     for stem in registry.notebooks():
-        text = GLUE.sub("", _markdown(stem))
+        text = static_text(stem)
         typed = sorted(v for v in values if v in text)
         assert not typed, f"{stem} types paper values {typed}"
         for pattern in lengths:

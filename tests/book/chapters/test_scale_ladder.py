@@ -172,7 +172,7 @@ def test_ladder_result_and_series_on_a_synthetic_store(tmp_path, monkeypatch):
     assert len(r.points) == 10 and r.width_seeds == 2
     assert L.ladder_facts(r) == {"ladder_seeds": "2", "ladder_seed_last": "1",
                                  "ladder_width_seeds": "2", "ladder_family": "10"}
-    assert tuple(L.ladder_facts(r)) == L.GLUE_NAMES
+    assert tuple(L.ladder_facts(r)) == L.FACT_NAMES
     # one run shows a point when |ΔL| exceeds the larger arm's seed sd: here the alt arm's,
     # std(offset, offset + 0.002) = 0.002/√2 (the rec arm is constant)
     assert pts["seed_sd"].tolist() == pytest.approx([0.002 / math.sqrt(2)] * 10)

@@ -8,7 +8,6 @@ see tests/conftest.py, never the user's): marked ``slow``; the README's test com
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -31,15 +30,6 @@ def _outputs_text(path: Path) -> str:
             parts += [str(v) for k, v in o.get("data", {}).items() if k.startswith("text/")]
             parts.append(o.get("text", ""))
     return "\n".join(parts)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The ci book built into a temporary copy of book/ (the user's book is left alone)."""
-    dst = tmp_path_factory.mktemp("book") / "book"
-    shutil.copytree(REPO / "book", dst, ignore=shutil.ignore_patterns("_build", "generated"))
-    summary = book.build_book("ci", seeds=2, jobs=2, threads=1, book_dir=dst, log=print)
-    return dst, summary
 
 
 def _check_book():
@@ -186,8 +176,8 @@ def test_pages_carry_no_machine_paths_and_show_their_parameters(built):
 
 
 def test_the_prose_numbers_are_pasted_from_the_data(built):
-    """The glued facts (gtalib.book.chapters.prose) reach the built pages as text, none is left
-    as a raw role, and the hidden glue cell shows nothing."""
+    """The facts (gtalib.book.chapters.prose) reach the built pages as text, in the sentences the
+    template cells display, and no page shows a raw glue role."""
     import html as html_lib
     import re
 
@@ -211,4 +201,4 @@ def test_the_prose_numbers_are_pasted_from_the_data(built):
     kv = " ".join(text("kv_cache").split())
     assert f"parameter-matched to MHA (≈ {facts['paper_matched_params']}) by the FFN width" in kv
     for stem in registry.notebooks():
-        assert "glue:md" not in text(stem) and "glue_prose" not in text(stem), stem
+        assert "glue:md" not in text(stem) and "format_map(facts)" not in text(stem), stem

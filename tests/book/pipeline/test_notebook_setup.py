@@ -30,13 +30,15 @@ def _defaults(params_cell) -> dict:
 
 
 def test_every_notebook_has_the_same_setup_cell_after_its_parameters():
-    """Identical in every notebook, folded on the page (hide-input), and its defaults are the
+    """Identical in every notebook, left off the book's page (remove-cell: it does nothing there,
+    and a reader in Colab skips it by its first line), and its defaults are the
     repository and branch the book's launch buttons name (book/_config.yml)."""
     repo = yaml.safe_load((REPO / "book" / "_config.yml").read_text())["repository"]
     sources = set()
     for path in NOTEBOOK_FILES:
         params, setup = _setup_cells(path)
-        assert setup.metadata.get("tags") == ["hide-input"], path.name
+        assert setup.metadata.get("tags") == ["remove-cell"], path.name
+        assert setup.source.startswith("# Setup (Colab, a bare Jupyter): "), path.name
         sources.add(setup.source)
         defaults = _defaults(params)
         assert (defaults["gtalib_source"], defaults["gtalib_commit"]) == (repo["url"],
