@@ -406,6 +406,29 @@ def test_every_path_a_doc_names_exists(doc):
 
 
 # -------------------------------------------------------------------------------------------
+# The README's first screen and the index of docs/
+
+#: the README is read in two minutes: what gtalib is, the book's answer, the two commands, the
+#: verdicts and where to go next; the reference is in docs/
+README_LINES = 150
+
+
+def test_the_readme_is_one_screen_that_points_to_the_docs_index():
+    text = readme()
+    assert len(text.splitlines()) <= README_LINES
+    assert "`docs/README.md`" in text
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert images and all((REPO / image).is_file() for image in images), images
+
+
+def test_the_docs_index_names_every_document():
+    index = (REPO / "docs" / "README.md").read_text()
+    named = set(re.findall(r"`docs/([\w.-]+\.md)`", index))
+    documents = {p.name for p in (REPO / "docs").glob("*.md")} - {"README.md"}
+    assert named == documents
+
+
+# -------------------------------------------------------------------------------------------
 # The checks can fail
 
 #: where each seed count is stated (its document's key in :data:`HOME`, and a pattern whose
