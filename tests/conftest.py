@@ -67,6 +67,21 @@ _RECORD_CHECKS = pytest.StashKey[list]()
 _REAL_PARTS = pytest.StashKey[list]()
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The files with tests marked ``slow`` first, the one with the most of them first (ties in
+    the order collected), the rest after them as collected. ``scripts/test.sh`` runs two
+    pytest-xdist workers, each taking the next file when its last one is done
+    (``--dist loadfile --no-loadscope-reorder``, which keeps this order): a file of minutes
+    taken last would run alone at the end while the other worker idles (pytest-xdist's own
+    order, by number of tests, put the one-test Slurm and bare-Python files last)."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow.setdefault(item.nodeid.split("::")[0], 0)
+        slow[item.nodeid.split("::")[0]] += item.get_closest_marker("slow") is not None
+    rank = {f: i for i, f in enumerate(sorted(slow, key=lambda f: -slow[f]))}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
 def pytest_configure(config):
     config.stash[_RECORD_CHECKS] = []
     config.stash[_REAL_PARTS] = []

@@ -243,7 +243,7 @@ def _environment_python() -> str:
     return python.split("=", 1)[1]
 
 
-def test_repository_url_is_set_in_one_place_and_the_readme_says_where():
+def test_repository_url_is_set_in_one_place_and_the_docs_say_where():
     url = book_config()["repository"]["url"]
     assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url)
     r = subprocess.run(["git", "grep", "-l", "-F", url.removeprefix("https://")], cwd=REPO,
@@ -253,8 +253,8 @@ def test_repository_url_is_set_in_one_place_and_the_readme_says_where():
     # tests/book/pipeline/test_notebook_setup.py keeps equal to it
     notebooks = sorted(f"notebooks/{p.name}" for p in (REPO / "notebooks").glob("*.ipynb"))
     assert r.stdout.split() == ["book/_config.yml", *notebooks]
-    readme = " ".join((REPO / "README.md").read_text().split())
-    assert "set once: `repository.url` in `book/_config.yml`" in readme
+    layout = " ".join((REPO / "docs" / "layout.md").read_text().split())
+    assert "set once: `repository.url` in `book/_config.yml`" in layout
 
 
 def test_launch_and_download_buttons_are_configured():

@@ -1,14 +1,18 @@
-"""The README states the book's numbers as the code has them, and names only paths that exist.
+"""The README and the documents of ``docs/`` state the book's numbers as the code has them, and
+name only paths that exist.
 
-Each check reads a sentence or table row of ``README.md`` and compares its numbers with the
-tables they come from: the seed counts of the ablation figures, the main table and the scale
+Each fact lives in one document (:data:`HOME`: the default book's runs and budget in
+``docs/budget.md``, the chapters in ``docs/book.md``, the records in ``docs/records.md``, the
+presets in ``docs/presets.md``, the notebooks' parameters in ``docs/parameters.md``), which must
+state it; wherever else the README or a document states it again, it must say the same. Each
+check reads a sentence or table row and compares its numbers with the tables they come from: the seed counts of the ablation figures, the main table and the scale
 ladder at the ``cpu`` preset (the figure specs' ``seeds`` and ``looks``,
 :mod:`gtalib.book.design.figures`), the run totals of the default book
 (:func:`gtalib.book.design.plan.make_plan` at :data:`~gtalib.book.design.seeds.DEFAULT_SEEDS`:
 its runs, its scale ladder's, their unique run ids) and of ``book/recorded/``, the core-hours
 that ``benchmarks/cluster_wall_time.py`` generates, and each notebook's ``parameters`` cell.
-Every check is a function of the README's text that returns its problems, so the tests at the
-end can show that each one fails on a wrong text.
+Every check is a function of the documents' texts that returns its problems, so the tests at
+the end can show that each one fails on a wrong text.
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ from gtalib.book.design.run_specs import data_order_runs, figure_runs, joint_run
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+#: where each group of facts lives: its key → the document (relative to the repository)
+HOME = {"readme": "README.md", "budget": "docs/budget.md", "book": "docs/book.md",
+        "records": "docs/records.md", "presets": "docs/presets.md",
+        "parameters": "docs/parameters.md"}
 WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}
 #: a seed count: "5 seeds", "10 seed pairs", "3 seeds per point"
@@ -39,11 +47,9 @@ def readme() -> str:
     return README.read_text()
 
 
-def section(text: str, title: str) -> str:
-    """The part of ``text`` under the heading ``## title``, up to the next ``## ``."""
-    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert m, f"README.md has no section '## {title}'"
-    return m.group(1)
+def documents() -> dict[str, str]:
+    """The text of every document of :data:`HOME`, by its key."""
+    return {key: (REPO / path).read_text() for key, path in HOME.items()}
 
 
 def table_rows(text: str) -> dict[str, str]:
@@ -64,16 +70,19 @@ def number(word: str) -> int:
     return int(word) if word.isdigit() else WORDS[word.lower()]
 
 
-def stated(text: str, pattern: str, what: str, expected, problems: list) -> None:
-    """Every match of ``pattern`` in ``text`` (white space flattened) states ``expected`` (its
-    groups, as ints); a pattern that matches nowhere is a problem too (the fact went missing)."""
-    found = [tuple(number(g) for g in m.groups()) for m in re.finditer(pattern, flat(text))]
+def stated(docs: dict[str, str], home: str, pattern: str, what: str, expected,
+           problems: list) -> None:
+    """Every match of ``pattern`` in any of ``docs`` (white space flattened) states ``expected``
+    (its groups, as ints); a pattern that matches nowhere in ``docs[home]``, the fact's own
+    document, is a problem too (the fact went missing)."""
     want = expected if isinstance(expected, tuple) else (expected,)
-    if not found:
-        problems.append(f"{what}: the README no longer says it (pattern {pattern!r})")
-    for got in found:
-        if got != want:
-            problems.append(f"{what}: the README says {got}, the code {want}")
+    for key, text in docs.items():
+        found = [tuple(number(g) for g in m.groups()) for m in re.finditer(pattern, flat(text))]
+        if key == home and not found:
+            problems.append(f"{what}: {HOME[key]} no longer says it (pattern {pattern!r})")
+        for got in found:
+            if got != want:
+                problems.append(f"{what}: {HOME[key]} says {got}, the code {want}")
 
 
 # -------------------------------------------------------------------------------------------
@@ -85,14 +94,14 @@ def chapter_name(key: str) -> str:
     return ABLATIONS[key].title.split(" ablation")[0].replace("-", " ").lower()
 
 
-def seed_problems(text: str) -> list[str]:
+def seed_problems(docs: dict[str, str]) -> list[str]:
     fixed, looks = by_preset("seeds")["cpu"], seeds.ablation_looks("cpu")
     problems = []
     ablation_counts = {fixed[k] for k in ABLATIONS}
     assert len(ablation_counts) == 1, "the README says one count for every ablation figure"
     (pairs,) = ablation_counts
 
-    rows = table_rows(section(text, "What the book shows"))
+    rows = table_rows(docs["book"])
     for key in ABLATIONS:
         row = rows.get(chapter_name(key))
         if row is None:
@@ -113,33 +122,32 @@ def seed_problems(text: str) -> list[str]:
             problems.append(f"chapter row 'Scale ladder' ({key}): seeds {counts}, the code "
                             f"{fixed[key]}")
 
-    cpu_row = next((r for c, r in table_rows(section(text, "Presets")).items()
+    cpu_row = next((r for c, r in table_rows(docs["presets"]).items()
                     if c.startswith("cpu")), "")
-    stated(cpu_row, r"(\d+) seed pairs per ablation figure", "presets row `cpu`, ablations",
-           pairs, problems)
-    stated(cpu_row, r"(\d+) seeds for the main table", "presets row `cpu`, main table",
-           fixed["main"], problems)
+    stated({"presets": cpu_row}, "presets", r"(\d+) seed pairs per ablation figure",
+           "presets row `cpu`, ablations", pairs, problems)
+    stated({"presets": cpu_row}, "presets", r"(\d+) seeds for the main table",
+           "presets row `cpu`, main table", fixed["main"], problems)
     if sorted({int(n) for n in SEED_COUNT.findall(cpu_row)}) != sorted({pairs, fixed["main"]}):
         problems.append(f"presets row `cpu`: seed counts {SEED_COUNT.findall(cpu_row)}")
 
-    stated(text, r"(\d+) seed pairs for every variant of the (\w+) ablation figures",
+    stated(docs, "budget", r"(\d+) seed pairs for every variant of the (\w+) ablation figures",
            "the default book's ablation figures", (pairs, len(ABLATIONS)), problems)
-    stated(text, r"two looks declared beforehand, at (\d+) and at (\d+) pairs",
+    stated(docs, "budget", r"two looks declared beforehand, at (\d+) and at (\d+) pairs",
            "the looks of the ablation figures", tuple(looks), problems)
-    stated(text, r"(\d+) seeds for the main results", "the default book's main table",
+    stated(docs, "budget", r"(\d+) seeds for the main results", "the default book's main table",
            fixed["main"], problems)
-    regen = section(text, "Regenerate one figure with other parameters")
-    stated(regen, r"(\d+) pairs for each ablation figure", "the parameters' seed counts", pairs,
-           problems)
-    stated(regen, r"(\d+) seeds for the main table", "the parameters' main table",
+    stated(docs, "parameters", r"(\d+) pairs for each ablation figure",
+           "the parameters' seed counts", pairs, problems)
+    stated(docs, "parameters", r"(\d+) seeds for the main table", "the parameters' main table",
            fixed["main"], problems)
-    stated(regen, r"`seeds` is the book's count per configuration \(default (\d+)\)",
+    stated(docs, "parameters", r"`seeds` is the book's count per configuration \(default (\d+)\)",
            "the book's default count", seeds.DEFAULT_SEEDS, problems)
     return problems
 
 
-def test_the_readme_states_the_seed_counts_of_the_cpu_preset():
-    assert seed_problems(readme()) == []
+def test_the_docs_state_the_seed_counts_of_the_cpu_preset():
+    assert seed_problems(documents()) == []
 
 
 # -------------------------------------------------------------------------------------------
@@ -187,32 +195,33 @@ def hours(cell: str) -> float:
     return float(value) if unit == "h" else float(value) / 60
 
 
-def total_problems(text: str, t: dict[str, int]) -> list[str]:
+def total_problems(docs: dict[str, str], t: dict[str, int]) -> list[str]:
     problems = []
-    stated(text, r"(\d+) runs, every one of them recorded", "the default book's runs",
+    stated(docs, "budget", r"(\d+) runs, every one of them recorded", "the default book's runs",
            t["book"], problems)
-    stated(text, r"`--budget none` trains all (\d+)", "`--budget none`", t["book"], problems)
-    stated(text, r"`--train-recorded` trains the scale ladder's runs too \((\d+) runs",
+    stated(docs, "budget", r"`--budget none` trains all (\d+)", "`--budget none`", t["book"],
+           problems)
+    stated(docs, "budget", r"`--train-recorded` trains the scale ladder's runs too \((\d+) runs",
            "`--train-recorded`", t["with ladder"], problems)
-    stated(text, r"(\d+) new runs for the two figures", "the joint design's runs", t["joint"],
-           problems)
-    stated(text, r"There are (\d+) in all: every run of the default book \((\d+),",
+    stated(docs, "book", r"(\d+) new runs for the two figures", "the joint design's runs",
+           t["joint"], problems)
+    stated(docs, "records", r"There are (\d+) in all: every run of the default book \((\d+),",
            "the records and the default book's runs", (t["recorded"], t["book"]), problems)
-    stated(text, r"the (\d+) joint-design runs and the \d+ data-order runs", "the joint runs "
-           "in the default book", t["joint in book"], problems)
-    stated(text, r"the scale ladder \((\d+) runs of", "the scale ladder's runs", t["ladder"],
-           problems)
-    stated(text, r"(\d+) of them are book runs too", "ladder runs that are book runs",
+    stated(docs, "records", r"the (\d+) joint-design runs and the \d+ data-order runs",
+           "the joint runs in the default book", t["joint in book"], problems)
+    stated(docs, "records", r"the scale ladder \((\d+) runs of", "the scale ladder's runs",
+           t["ladder"], problems)
+    stated(docs, "records", r"(\d+) of them are book runs too", "ladder runs that are book runs",
            t["ladder in book"], problems)
-    stated(text, r"its `ci` miniature \((\d+)\)", "the `ci` ladder's runs", t["ci ladder"],
-           problems)
-    stated(text, r"the (\d+) data-order runs of the curve figures among them",
+    stated(docs, "records", r"its `ci` miniature \((\d+)\)", "the `ci` ladder's runs",
+           t["ci ladder"], problems)
+    stated(docs, "records", r"the (\d+) data-order runs of the curve figures among them",
            "the data-order runs declared", t["data orders"], problems)
     if t["data orders in book"] != t["data orders"]:
-        problems.append(f"the README says the default book holds every declared data-order run; "
-                        f"it holds {t['data orders in book']} of {t['data orders']}")
-    stated(text, r"and (\w+) 250-step gated MLA runs the tests read", "the other records",
-           t["other records"], problems)
+        problems.append(f"{HOME['records']} says the default book holds every declared data-order "
+                        f"run; it holds {t['data orders in book']} of {t['data orders']}")
+    stated(docs, "records", r"and (\w+) 250-step gated MLA runs the tests read",
+           "the other records", t["other records"], problems)
 
     rows = cluster_table()
     budget_none = next(v for k, v in rows.items() if "`--budget none`" in k)
@@ -226,15 +235,17 @@ def total_problems(text: str, t: dict[str, int]) -> list[str]:
              budget_none),
             (r"\(\d+ runs, ([\d.]+) core-hours, ([\d.]+) h on two cores", everything)):
         want = (hours(row["core time"]), hours(row["2 workers"]))
-        found = [tuple(float(g) for g in m.groups()) for m in re.finditer(pattern, flat(text))]
-        if not found or any(got != want for got in found):
-            problems.append(f"core-hours of {row['what']}: the README says {found}, "
+        found = {key: [tuple(float(g) for g in m.groups())
+                       for m in re.finditer(pattern, flat(text))] for key, text in docs.items()}
+        if not found["budget"] or any(got != want for said in found.values() for got in said):
+            problems.append(f"core-hours of {row['what']}: the documents say "
+                            f"{ {HOME[k]: v for k, v in found.items() if v} }, "
                             f"benchmarks/cluster_wall_time.md {want}")
     return problems
 
 
-def test_the_readme_states_the_run_totals():
-    assert total_problems(readme(), totals()) == []
+def test_the_docs_state_the_run_totals():
+    assert total_problems(documents(), totals()) == []
 
 
 # -------------------------------------------------------------------------------------------
@@ -253,9 +264,9 @@ def notebook_parameters() -> dict[str, tuple[str, ...]]:
     return out
 
 
-def parameter_problems(text: str, actual: dict[str, tuple[str, ...]]) -> list[str]:
-    """The README's list ("- `nb`, `nb`: `name`, `name` (...)") against the notebooks."""
-    regen = section(text, "Regenerate one figure with other parameters")
+def parameter_problems(regen: str, actual: dict[str, tuple[str, ...]]) -> list[str]:
+    """The list of ``docs/parameters.md`` (``regen``: "- `nb`, `nb`: `name`, `name` (...)")
+    against the notebooks."""
     said = {}
     for item in re.findall(r"^- (.*?)(?=^- |^\s*$)", regen, re.S | re.M):
         head, _, names = item.partition(":")
@@ -265,17 +276,17 @@ def parameter_problems(text: str, actual: dict[str, tuple[str, ...]]) -> list[st
     problems = []
     for stem in sorted(set(actual) | set(said)):
         if stem not in said:
-            problems.append(f"notebooks/{stem}.ipynb: not in the README's list")
+            problems.append(f"notebooks/{stem}.ipynb: not in {HOME['parameters']}'s list")
         elif stem not in actual:
-            problems.append(f"the README lists {stem}, which is no notebook")
+            problems.append(f"{HOME['parameters']} lists {stem}, which is no notebook")
         elif said[stem] != actual[stem]:
-            problems.append(f"notebooks/{stem}.ipynb: parameters {actual[stem]}, the README "
-                            f"{said[stem]}")
+            problems.append(f"notebooks/{stem}.ipynb: parameters {actual[stem]}, "
+                            f"{HOME['parameters']} {said[stem]}")
     return problems
 
 
-def test_the_readme_lists_every_notebooks_parameters():
-    assert parameter_problems(readme(), notebook_parameters()) == []
+def test_the_docs_list_every_notebooks_parameters():
+    assert parameter_problems(documents()["parameters"], notebook_parameters()) == []
 
 
 # -------------------------------------------------------------------------------------------
@@ -396,37 +407,66 @@ def test_every_path_a_doc_names_exists(doc):
 
 
 # -------------------------------------------------------------------------------------------
+# The README's first screen and the index of docs/
+
+#: the README is read in two minutes: what gtalib is, the book's answer, the two commands, the
+#: verdicts and where to go next; the reference is in docs/
+README_LINES = 150
+
+
+def test_the_readme_is_one_screen_that_points_to_the_docs_index():
+    text = readme()
+    assert len(text.splitlines()) <= README_LINES
+    assert "`docs/README.md`" in text
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert images and all((REPO / image).is_file() for image in images), images
+
+
+def test_the_docs_index_names_every_document():
+    index = (REPO / "docs" / "README.md").read_text()
+    named = set(re.findall(r"`docs/([\w.-]+\.md)`", index))
+    documents = {p.name for p in (REPO / "docs").iterdir() if p.suffix == ".md"} - {"README.md"}
+    assert named == documents
+
+
+# -------------------------------------------------------------------------------------------
 # The checks can fail
 
-#: where the README states each seed count: the group is the number, which a test changes
+#: where each seed count is stated (its document's key in :data:`HOME`, and a pattern whose
+#: group is the number, which a test changes)
 SEED_STATEMENTS = {
-    "initialisation row": r"\| Initialisation \|[^\n]*?(\d+) seed",
-    "gating row": r"\| Gating \|[^\n]*?(\d+) seed",
-    "latent-scaling row": r"\| Latent scaling \|[^\n]*?(\d+) seed",
-    "double-heads row": r"\| Double heads \|[^\n]*?(\d+) seed",
-    "main-results row": r"\| Main results \|[^\n]*?(\d+) seed",
-    "ladder row, depth and length": r"\| Scale ladder \|[^\n]*?(\d+) seed",
-    "ladder row, width": r"\| Scale ladder \|[^\n]*?against width[^\n]*?(\d+) seed",
-    "presets row, ablations": r"\| `cpu` \(default\) \|[^\n]*?(\d+) seed pairs",
-    "presets row, main table": r"\| `cpu` \(default\) \|[^\n]*?(\d+) seeds for the main",
-    "introduction, ablations": r"(\d+) seed pairs for every variant",
-    "introduction, looks": r"two looks declared beforehand, at (\d+)",
-    "introduction, main table": r"(\d+) seeds for the main results",
-    "parameters, ablations": r"(\d+) pairs for each ablation figure",
+    "initialisation row": ("book", r"\| Initialisation \|[^\n]*?(\d+) seed"),
+    "gating row": ("book", r"\| Gating \|[^\n]*?(\d+) seed"),
+    "latent-scaling row": ("book", r"\| Latent scaling \|[^\n]*?(\d+) seed"),
+    "double-heads row": ("book", r"\| Double heads \|[^\n]*?(\d+) seed"),
+    "main-results row": ("book", r"\| Main results \|[^\n]*?(\d+) seed"),
+    "ladder row, depth and length": ("book", r"\| Scale ladder \|[^\n]*?(\d+) seed"),
+    "ladder row, width": ("book", r"\| Scale ladder \|[^\n]*?against width[^\n]*?(\d+) seed"),
+    "presets row, ablations": ("presets", r"\| `cpu` \(default\) \|[^\n]*?(\d+) seed pairs"),
+    "presets row, main table": ("presets",
+                                r"\| `cpu` \(default\) \|[^\n]*?(\d+) seeds for the main"),
+    "default book, ablations": ("budget", r"(\d+) seed pairs for every variant"),
+    "default book, looks": ("budget", r"two looks declared beforehand, at (\d+)"),
+    "default book, main table": ("budget", r"(\d+) seeds for the main results"),
+    "parameters, ablations": ("parameters", r"(\d+) pairs for each ablation figure"),
+    "parameters, main table": ("parameters", r"(\d+) seeds for the main table"),
+    "parameters, default": ("parameters", r"count per configuration \(default (\d+)"),
 }
 
 
-def bumped(text: str, pattern: str) -> str:
-    """``text`` with the number of the first match of ``pattern`` (its group; a space matches any
-    white space, as sentences wrap) one larger."""
+def bumped(docs: dict[str, str], key: str, pattern: str, by: float = 1) -> dict[str, str]:
+    """``docs`` with the number of the first match of ``pattern`` (its group; a space matches any
+    white space, as sentences wrap) in ``docs[key]`` made larger by ``by``."""
+    text = docs[key]
     m = re.search(pattern.replace(" ", r"\s+"), text)
-    assert m, f"README.md does not match {pattern!r}"
-    return text[:m.start(1)] + str(int(m.group(1)) + 1) + text[m.end(1):]
+    assert m, f"{HOME[key]} does not match {pattern!r}"
+    value = f"{float(m.group(1)) + by:.1f}" if "." in m.group(1) else str(int(m.group(1)) + by)
+    return {**docs, key: text[:m.start(1)] + value + text[m.end(1):]}
 
 
 @pytest.mark.parametrize("where", sorted(SEED_STATEMENTS))
 def test_the_seed_check_fails_on_a_wrong_count(where):
-    assert seed_problems(bumped(readme(), SEED_STATEMENTS[where])) != []
+    assert seed_problems(bumped(documents(), *SEED_STATEMENTS[where])) != []
 
 
 @pytest.mark.parametrize("fact", ["book", "with ladder", "ladder", "ladder in book", "ci ladder",
@@ -435,27 +475,35 @@ def test_the_seed_check_fails_on_a_wrong_count(where):
 def test_the_total_check_fails_on_a_wrong_total(fact):
     t = dict(totals())
     t[fact] += 1
-    assert total_problems(readme(), t) != []
+    assert total_problems(documents(), t) != []
 
 
 @pytest.mark.parametrize("pattern", [r"\(([\d.]+) core-hours as recorded",
                                      r"\(\d+ runs, ([\d.]+) core-hours"])
 def test_the_total_check_fails_on_wrong_core_hours(pattern):
-    text = readme()
-    m = re.search(pattern, text)
-    assert m
-    wrong = text[:m.start(1)] + f"{float(m.group(1)) + 0.1:.1f}" + text[m.end(1):]
-    assert total_problems(wrong, totals()) != []
+    assert total_problems(bumped(documents(), "budget", pattern, 0.1), totals()) != []
+
+
+#: the facts the README's first screen states again (a pattern whose group is the number), which
+#: the checks hold to the same values as their own documents
+README_STATEMENTS = [r"(\d+) runs, every one of them recorded",
+                     r"(\d+) seed pairs for every variant",
+                     r"(\d+) seeds for the main results"]
+
+
+@pytest.mark.parametrize("pattern", README_STATEMENTS)
+def test_a_wrong_number_in_the_readme_fails_too(pattern):
+    wrong = bumped(documents(), "readme", pattern)
+    assert seed_problems(wrong) + total_problems(wrong, totals()) != []
 
 
 def test_the_parameter_check_fails_on_a_wrong_list():
-    text, actual = readme(), notebook_parameters()
-    regen = section(text, "Regenerate one figure with other parameters")
+    regen, actual = documents()["parameters"], notebook_parameters()
     first = re.search(r"^- `[\w-]+`[^:]*: ", regen, re.M).group(0)
-    assert parameter_problems(text.replace(first, first + "`not_a_parameter`, ", 1),
+    assert parameter_problems(regen.replace(first, first + "`not_a_parameter`, ", 1),
                               actual) != []
     line = re.search(r"^- `[\w-]+`.*\n", regen, re.M).group(0)
-    assert parameter_problems(text.replace(line, "", 1), actual) != []
+    assert parameter_problems(regen.replace(line, "", 1), actual) != []
 
 
 @pytest.mark.parametrize("text, bad", [
@@ -474,11 +522,11 @@ def test_the_path_check_can_fail(text, bad):
 
 
 # -------------------------------------------------------------------------------------------
-# The sample output of the budget
+# The sample output of the budget (docs/budget.md)
 
 
 def sample_output_problems(text: str) -> list[str]:
-    """The README's sample of the job's first lines is what :func:`budget.describe` prints for
+    """The sample of the job's first lines in ``docs/budget.md`` (``text``) is what :func:`budget.describe` prints for
     its own numbers, its runs trained and read add up to the default book's, and its spot-check
     count is the declared set's."""
     from types import SimpleNamespace
@@ -488,7 +536,7 @@ def sample_output_problems(text: str) -> list[str]:
 
     m = re.search(r"per configuration:\n\n```\n(.*?)```", text, re.S)
     if not m:
-        return ["sample output: the README no longer shows it"]
+        return [f"sample output: {HOME['budget']} no longer shows it"]
     lines = m.group(1).splitlines()
     fields = re.search(
         r"calibration: (\d+) step shape\(s\) timed three times on (\d+) worker\(s\), as many at "
@@ -524,13 +572,13 @@ def sample_output_problems(text: str) -> list[str]:
 
 
 def test_the_sample_output_is_what_the_job_prints():
-    assert sample_output_problems(readme()) == []
+    assert sample_output_problems(documents()["budget"]) == []
 
 
 def test_a_sample_output_that_does_not_add_up_fails():
     def plus_one(pattern: str) -> str:
         return re.sub(pattern, lambda m: m.group(0).replace(m.group(1), str(int(m.group(1)) + 1)),
-                      readme(), count=1)
+                      documents()["budget"], count=1)
 
     text = plus_one(r"(\d+) run\(s\) that would not fit")
     assert any("trained +" in p for p in sample_output_problems(text))

@@ -97,6 +97,7 @@ def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(st
     assert A.variant_color(A.ablation(mine.key), NOPE, mine.user_complete) == "black"
 
 
+@pytest.mark.slow
 def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatch):
     """``gtalib book --variants my_attention:NoPE --only init_ablation`` at ci, into a copy of
     book/ and a temporary store: its runs train with the paper's, and the executed page draws
@@ -127,6 +128,7 @@ def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatc
     sys.modules.pop("my_attention", None)
 
 
+@pytest.mark.slow
 def test_the_book_page_draws_the_docs_class_in_the_init_figure_at_ci(tmp_path):
     """notebooks/own_attention.ipynb, executed as the book does: it shows the docs' class as
     written, trains its ci runs and draws them beside GQA and MLA under "Your variants"."""

@@ -1,5 +1,8 @@
 """The notebooks' first cell (after the parameters): it makes a notebook runnable where gtalib is
-not installed (Colab's launch button, a bare Jupyter) and does nothing where it is."""
+not installed (Colab's launch button, a bare Jupyter) and does nothing where it is; every notebook
+runs from a fresh clone. A bare Python installing gtalib from that cell is
+``test_notebook_bare_python.py``, a file of its own so that pytest-xdist (``--dist loadfile``)
+runs its minutes of pip beside this file's notebooks rather than after them."""
 
 import json
 import os
@@ -58,43 +61,6 @@ def test_the_setup_cell_does_nothing_where_gtalib_is_importable(tmp_path, monkey
     monkeypatch.setattr(subprocess, "run", refuse)
     exec(setup.source, {"gtalib_source": str(tmp_path / "nowhere"), "gtalib_commit": "main"})
     assert Path.cwd() == tmp_path and sys.path == path and not any(tmp_path.iterdir())
-
-
-def _has_image(path: Path) -> bool:
-    nb = json.loads(path.read_text())
-    return any("image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})
-               for c in nb["cells"] for o in c.get("outputs", []))
-
-
-@pytest.mark.slow
-def test_a_bare_python_runs_the_initialisation_notebook_from_another_folder(tmp_path):
-    """A virtual environment holding only papermill and ipykernel (no gtalib, no torch) runs
-    notebooks/init_ablation.ipynb from a folder outside the repository, given this checkout as
-    gtalib_source: its first cell installs gtalib and the pins, and the page draws its figure
-    from the recorded runs (an empty run store: nothing is trained; needs the package registry
-    that scripts/install.sh uses)."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "papermill", "ipykernel"],
-                   check=True)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    assert subprocess.run([str(python), "-c", "import gtalib"], cwd=elsewhere,
-                          capture_output=True).returncode
-    shutil.copy(REPO / "notebooks" / "init_ablation.ipynb", elsewhere)
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    env["GTALIB_RUN_DIR"] = str(tmp_path / "empty_store")  # the corpus: the session's (conftest)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-    r = subprocess.run([str(venv / "bin" / "papermill"), "init_ablation.ipynb", "out.ipynb",
-                        "-p", "gtalib_source", str(REPO), "--kernel", "python3"],
-                       cwd=elsewhere, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert _has_image(elsewhere / "out.ipynb")
-    printed = [o.get("text", "") for c in json.loads((elsewhere / "out.ipynb").read_text())["cells"]
-               for o in c.get("outputs", []) if o.get("output_type") == "stream"]
-    assert not any(text.startswith("training ") for text in printed)  # collect_runs says so
-    assert not (tmp_path / "empty_store").exists() or not any((tmp_path / "empty_store").iterdir())
 
 
 @pytest.fixture(scope="module")
