@@ -92,6 +92,11 @@ def test_the_init_runs_train_on_a_scheduler_and_two_workers_one_killed(tmp_path)
         assert card["machine_kind"] is not None and card["threads"] == 1
 
 
+def _default_sigint():
+    """In the child before it starts: SIGINT's default action, as in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 #: A job that trains two long ``ci`` runs on an embedded cluster of one worker.
 _JOB = """
 import sys
@@ -111,8 +116,10 @@ def test_ctrl_c_cancels_the_runs_and_leaves_nothing_half_written(tmp_path):
     from gtalib.training.runs import check_store
 
     store = tmp_path / "store"
+    # SIGINT as a terminal leaves it, even where the tests run in the background with it
+    # ignored (an ignored signal stays ignored in a child)
     job = subprocess.Popen([sys.executable, "-c", _JOB, str(store)], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True,
+                           stderr=subprocess.STDOUT, text=True, preexec_fn=_default_sigint,
                            env={**os.environ, "OMP_NUM_THREADS": "1"})
     seen = []
     try:
@@ -152,7 +159,8 @@ def test_ctrl_c_of_gtalib_book_is_one_line_and_exit_130(tmp_path):
     job = subprocess.Popen([sys.executable, "-m", "gtalib", "book", "--preset", "ci", "--only",
                             "init_ablation", "--no-html", "--run-dir", str(store), "--jobs", "1"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                           start_new_session=True, preexec_fn=_default_sigint,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     seen = []
     try:
         for line in job.stdout:  # until a run trains
