@@ -241,14 +241,15 @@ def _client(cluster, scheduler_file, jobs: int, batch: dict | None, accelerator:
         # MALLOC_TRIM_THRESHOLD_ (Dask's default for the workers it spawns: see untrim_malloc)
         # worker-saturation 1.0: the many tasks of a large plan wait on the scheduler rather
         # than queued on a worker, so the longest-first priority holds as workers free up;
-        # the workers log errors only (a run's own failure is reported by its task; Ctrl-C's
-        # cancelled tasks are each a warning of a worker otherwise)
+        # the workers log critical errors only: a run's own failure is reported by its task and
+        # a lost worker by the client; otherwise Ctrl-C's cancelled tasks are each a worker's
+        # warning, and a stop's closed scheduler each worker's heartbeat traceback
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.worker-saturation": 1.0,
                               f"distributed.nanny.pre-spawn-environ.{MALLOC_TRIM}": None,
                               **QUIET_WORKERS}), _workers_ignore_sigint():
             local = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                 dashboard_address=":0", silence_logs=logging.ERROR, **gpus)
+                                 dashboard_address=":0", silence_logs=logging.CRITICAL, **gpus)
         return Client(local), local, (f"embedded LocalCluster of {jobs} worker(s)"
                                       + (", one GPU each" if gpus else ""))
     if cluster in BATCH_SYSTEMS:
