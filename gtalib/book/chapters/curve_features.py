@@ -466,41 +466,43 @@ ANCHOR = "the-curves-feature-by-feature"
 
 
 def overview_lines(results: dict, plan, run_dir, entropy: float, source: str = "build") -> str:
-    """One Markdown line per curve figure for the claims page: how many of its features agree,
-    differ or are within noise at this scale (:func:`summary_counts`, linking to the page's
-    table), and its design and the verdicts another data order changes
-    (:func:`data_order_facts`), e.g. ``"- **Initialisation ablation**: 3 of 7 agree, 0 differ, 4
-    within noise ([features](init_ablation.ipynb#…)); joint design, verdicts another data order
-    changes: GQA"`` (the designs: the methods chapter's "Data order").
+    """One Markdown line per ablation figure for the claims page: for a curve figure, how many
+    of its features agree, differ or are within noise at this scale (:func:`summary_counts`,
+    linking to the page's table); for a figure the paper prints final values of only, that it
+    has no curves to read; then its design and the verdicts another data order changes
+    (:func:`data_order_facts`), e.g. ``"- **Initialisation ablation**: 3 of 7 agree, 0 differ,
+    4 within noise ([features](init_ablation.ipynb#…)); joint design, verdicts another data
+    order changes: GQA"`` (the designs: the methods chapter's "Data order").
     ``results``: ablation key → result
     (:func:`gtalib.book.chapters.ablation.ablation_results`)."""
     lines = []
     for key, result in results.items():
         fig = ablation(key)
-        if not fig.paper_curves:
-            continue
-        cf = curve_features(result, entropy) if result.complete else None
-        link = f"{fig.notebook}.ipynb#{ANCHOR}"
+        if fig.paper_curves:
+            cf = curve_features(result, entropy) if result.complete else None
+            read = f"{summary_counts(cf)} ([features]({fig.notebook}.ipynb#{ANCHOR}))"
+        else:
+            read = "final values only (the paper prints no curves)"
         facts = data_order_facts(data_order_table(result, plan, run_dir, source), key, plan)
-        lines.append(f"- **{fig.heading}**: {summary_counts(cf)} ([features]({link})); "
-                     f"{facts['design']} design, verdicts another data order changes: "
-                     f"{facts['order_changes']}")
+        lines.append(f"- **{fig.heading}**: {read}; {facts['design']} design, verdicts another "
+                     f"data order changes: {facts['order_changes']}")
     return "\n".join(lines)
 
 
 def methods_markdown(results: dict, plan, run_dir, entropy: float) -> str:
-    """The methods chapter's numbers of this build for the curve figures, a Markdown table: one
-    row per figure and variant, ``figure, window`` (steps, :meth:`Window.facts`), ``variant``,
-    ``sd orders`` and ``sd seeds`` (nats, of the final ΔL over the data orders of the pair at
-    seed 0 and over the seeds at data order 0; "—" where it has no data-order runs here) and,
-    for a joint-design figure, ``shares`` (of a pair's ΔL variance: initialisation seed / data
-    order / residual); "—" alone where no curve figure was built."""
+    """The methods chapter's numbers of this build for the ablation figures, a Markdown table:
+    one row per figure and variant, ``figure, window`` (steps, :meth:`Window.facts`; "—" for a
+    figure the paper prints final values of only), ``variant``, ``sd orders`` and ``sd seeds``
+    (nats, of the final ΔL over the data orders of the pair at seed 0 and over the seeds at
+    data order 0; "—" where it has no data-order runs here) and, for a joint-design figure,
+    ``shares`` (of a pair's ΔL variance: initialisation seed / data order / residual); "—"
+    alone where no figure was built."""
     rows = []
     for key, result in results.items():
         fig = ablation(key)
-        if not fig.paper_curves or result.curves.empty:
+        if result.curves.empty:
             continue
-        window = feature_window(result, entropy).facts()["window"]
+        window = feature_window(result, entropy).facts()["window"] if fig.paper_curves else "—"
         table = data_order_table(result, plan, run_dir)
         if table.empty:
             rows.append((fig.heading, window, "—", "—", "—", "—"))

@@ -268,3 +268,35 @@ def test_within_a_build_each_figure_table_is_computed_once_and_equals_a_fresh_on
     CF.curve_features(subset, H)
     CF.curve_features(subset, H)
     assert calls == {"features": 4, "orders": 4}
+
+
+def test_a_final_values_figure_in_the_joint_design_joins_the_overview_and_the_methods_table(
+        tmp_path, monkeypatch):
+    """The latent-scaling figure (final values only in the paper, no curves) read in the joint
+    design at ci, as at cpu: the claims page's line says it has no curves to read and names its
+    design; the methods table gives it no window and, per variant, the variance split."""
+    monkeypatch.setattr(specs, "data_spec", lambda preset, max_steps=None: synthetic_identity(preset))
+    spec = figures.ABLATIONS["latent_scale"]
+    assert not spec.paper_curves
+    monkeypatch.setitem(figures.ABLATIONS, "latent_scale", replace(
+        spec, joint={"ci": 4}, joint_declared={"ci": 4}, data_orders={"ci": (1, 2)},
+        data_orders_declared={"ci": (1, 2)}))
+    plan = make_plan("ci", 4)
+    assert "latent_scale" in plan.one_order_refs
+    swing = {0: 0.0, 1: -0.02, 2: 0.03, 3: -0.01}  # the data order moves ΔL a little
+    joint = [r for r in plan.figure_refs["latent_scale"] if r.seed]  # pair 0: the one-order pair 0
+    for refs in (plan.one_order_refs["latent_scale"], plan.data_order_refs["latent_scale"], joint):
+        for ref in refs:
+            order = dict(ref.train).get("data_seed", 0)  # one-order pairs leave it unset
+            _write(tmp_path, plan, ref, 0.05 + 0.001 * ref.seed + swing[order])
+    result = A.ablation_result("latent_scale", plan, tmp_path)
+    assert result.looks == (4,) and len(result.complete) == 2
+    assert {(r.seed, dict(r.train).get("data_seed", 0)) for r in plan.figure_refs["latent_scale"]} == {
+        (k, k) for k in range(4)}
+    line = CF.overview_lines({"latent_scale": result}, plan, tmp_path, H)
+    assert line.startswith(f"- **{spec.heading}**: final values only (the paper prints no curves); "
+                           "joint design, verdicts another data order changes: ")
+    table = CF.methods_markdown({"latent_scale": result}, plan, tmp_path, H)
+    rows = [r for r in table.splitlines() if r.startswith(f"| {spec.heading}")]
+    assert len(rows) == 2 and all(r.split("|")[2].strip() == "—" for r in rows)  # no window
+    assert all(r.count("%") == 3 for r in rows)  # seed / order / residual shares
