@@ -1,5 +1,5 @@
 """Shared test setup: single-threaded torch, Triton's CPU interpreter when there is no GPU, and a
-private run store and data cache for the whole session.
+private run store and data cache for the whole session, shared by its pytest-xdist workers.
 
 ``TRITON_INTERPRET`` must be set before any module decorates a function with ``@triton.jit``, so it
 is set here at import time (pytest imports conftest before collecting test modules). Importing
@@ -16,8 +16,9 @@ fixture; :func:`pytest_terminal_summary` prints those lines at the end of the ru
 ``-q``), so the output says which outcome the check had on this machine (bit-identical, within
 the cross-machine envelope, or mismatch; :mod:`gtalib.training.records`). The tests that use a
 real Slurm or a real browser report, with ``real_parts_report``, what they ran on or why they
-were skipped. Under pytest-xdist (``scripts/test.sh`` runs two workers) each worker has its own
-private stores and hands its lines to the controller at the end.
+were skipped. Under pytest-xdist (``scripts/test.sh`` runs two workers) the workers share the
+private stores (a run is content-addressed and trained under its lock, so a ``ci`` run trained by
+one worker is read by the other) and each hands its lines to the controller at the end.
 
 So that every test file passes when run alone on a fresh clone (no corpus built yet), the
 session then builds the default byte corpus (about 5 s, fetching its pinned archives) into the
@@ -38,19 +39,21 @@ torch.set_num_threads(1)
 
 from gtalib.data.archives import ENV_DATA_DIR, default_data_dir  # noqa: E402  (after TRITON_INTERPRET)
 from gtalib.training.runs import ENV_RUN_DIR, default_run_dir  # noqa: E402
-from store_guard import changes, ensure_default_corpus, share_read_only, snapshot  # noqa: E402
+from store_guard import (changes, ensure_default_corpus, session_folder,  # noqa: E402
+                         share_read_only, snapshot)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_stores(tmp_path_factory):
     user_runs, user_data = default_run_dir().resolve(), default_data_dir()
     before = {user_runs: snapshot(user_runs), user_data: snapshot(user_data)}
-    root = tmp_path_factory.mktemp("stores")
+    with session_folder(tmp_path_factory, "stores") as root:
+        if not (root / "data_cache").exists():
+            share_read_only(user_data, root / "data_cache")
+            ensure_default_corpus(root / "data_cache")
     saved = {k: os.environ.get(k) for k in (ENV_RUN_DIR, ENV_DATA_DIR)}
     os.environ[ENV_RUN_DIR] = str(root / "runs")
     os.environ[ENV_DATA_DIR] = str(root / "data_cache")
-    share_read_only(user_data, root / "data_cache")
-    ensure_default_corpus(root / "data_cache")
     yield root
     for k, v in saved.items():
         if v is None:
@@ -68,18 +71,29 @@ _REAL_PARTS = pytest.StashKey[list]()
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The files with tests marked ``slow`` first, the one with the most of them first (ties in
-    the order collected), the rest after them as collected. ``scripts/test.sh`` runs two
-    pytest-xdist workers, each taking the next file when its last one is done
-    (``--dist loadfile --no-loadscope-reorder``, which keeps this order): a file of minutes
-    taken last would run alone at the end while the other worker idles (pytest-xdist's own
-    order, by number of tests, put the one-test Slurm and bare-Python files last)."""
+    """The order in which ``scripts/test.sh``'s two pytest-xdist workers take the files, each
+    the next file when its last one is done (``--dist loadfile --no-loadscope-reorder``, which
+    keeps this order): first the file that builds the ci book (the first to ask for the
+    ``built`` fixture, tests/book/conftest.py), then the other files with tests marked
+    ``slow`` (the one with the most of them first), then the other files that read the built
+    book, then the rest as collected. A file of minutes taken last would run alone at the end
+    while the other worker idles, and a file that reads the book, taken while the other worker
+    builds it, would wait for it."""
+    file_of = lambda item: item.nodeid.split("::")[0]  # noqa: E731
     slow: dict[str, int] = {}
+    reads_book: list[str] = []
     for item in items:
-        slow.setdefault(item.nodeid.split("::")[0], 0)
-        slow[item.nodeid.split("::")[0]] += item.get_closest_marker("slow") is not None
-    rank = {f: i for i, f in enumerate(sorted(slow, key=lambda f: -slow[f]))}
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+        slow[file_of(item)] = slow.get(file_of(item), 0) + (item.get_closest_marker("slow") is not None)
+        if "built" in getattr(item, "fixturenames", ()) and file_of(item) not in reads_book:
+            reads_book.append(file_of(item))
+
+    def group(f):
+        if reads_book and f == reads_book[0]:
+            return 0
+        return 2 if f in reads_book else 1 if slow[f] else 3
+
+    rank = {f: i for i, f in enumerate(sorted(slow, key=lambda f: (group(f), -slow[f])))}
+    items.sort(key=lambda item: rank[file_of(item)])
 
 
 def pytest_configure(config):

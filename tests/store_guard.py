@@ -1,9 +1,13 @@
 """Helpers of the session guard in tests/conftest.py: snapshots of a folder tree, their
-differences, read-only sharing of the user's built data, and the default corpus the tests need."""
+differences, read-only sharing of the user's built data, the default corpus the tests need, and
+the session's folders that every pytest-xdist worker shares."""
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
+
+from filelock import FileLock
 
 #: Sub-folders of a data cache whose entries the tests may read but never write.
 SHARED_DATA = ("corpora", "archives", "tokenizers")
@@ -52,3 +56,17 @@ def ensure_default_corpus(data_dir: Path) -> None:
     except Exception as exc:  # noqa: BLE001 - reported; only the tests that need it fail
         warnings.warn(f"could not build the default byte corpus for the tests: "
                       f"{type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def session_folder(tmp_path_factory, name: str):
+    """``name``, a folder of this test session that every pytest-xdist worker sees (the workers'
+    base temporary folders share one parent; without xdist, the session's own), yielded while
+    this process holds its lock: the first worker to enter makes what the folder holds and the
+    others, waiting, find it made (``scripts/test.sh`` runs two workers, and each worker
+    training the same ``ci`` runs or building the same book doubled their cost)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    with FileLock(f"{root}.lock"):
+        root.mkdir(exist_ok=True)
+        yield root

@@ -168,7 +168,7 @@ def test_pages_carry_no_machine_paths_and_show_their_parameters(built):
     data cache of the build machine; each chapter shows its parameters as a small table."""
     dst, _ = built
     html = dst / "_build" / "html"
-    folders = book.build_machine_folders(book.resolve_run_dir(None), dst)
+    folders = book.build_machine_folders(dst.parent / "runs", dst)  # the book's own store (conftest)
     assert book.machine_paths(html, folders) == []
     page = (html / "generated" / "gating_ablation.html").read_text()
     assert "Parameters of this page" in page and "injected-parameters" not in page

@@ -6,7 +6,6 @@ runs its minutes of pip beside this file's notebooks rather than after them."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,38 +62,34 @@ def test_the_setup_cell_does_nothing_where_gtalib_is_importable(tmp_path, monkey
     assert Path.cwd() == tmp_path and sys.path == path and not any(tmp_path.iterdir())
 
 
-@pytest.fixture(scope="module")
-def fresh_clone(tmp_path_factory) -> Path:
-    """What a clone of this checkout would hold once its changes are committed: the files git
-    tracks or would track (no run store, no corpus, no virtual environment)."""
-    dst = tmp_path_factory.mktemp("clone")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, text=True, check=True).stdout
-    for name in filter(None, files.split("\0")):
-        if (REPO / name).is_file():
-            (dst / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, dst / name)
-    return dst
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
-def test_every_notebook_runs_at_the_ci_preset_from_a_fresh_clone(path, fresh_clone, tmp_path):
-    """``papermill notebooks/<x>.ipynb out.ipynb -p preset ci`` from the clone's root, with the
-    clone's gtalib first on the path (runs in the session's private store, shared with the ci
-    book build: content-addressed, so a run trained by either is the same run)."""
-    clone = fresh_clone
-    env = {**os.environ, "PYTHONPATH": str(clone)}
-    where = subprocess.run([sys.executable, "-c", "import gtalib; print(gtalib.__file__)"],
-                           cwd=clone, env=env, capture_output=True, text=True,
-                           check=True).stdout
-    assert Path(where.strip()).is_relative_to(clone)
-    out = tmp_path / "out.ipynb"
-    r = subprocess.run([str(Path(sys.executable).with_name("papermill")),
-                        f"notebooks/{path.name}", str(out), "-p", "preset", "ci"],
-                       cwd=clone, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    errors = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])
+def test_every_notebook_runs_at_the_ci_preset_from_a_fresh_clone(path, built):
+    """The ci book's build (``built``, tests/book/conftest.py) executes every notebook with
+    papermill from a copy of this checkout holding only the files git tracks, with the copy's
+    gtalib first on the path: each executed copy holds no error output."""
+    executed = built[0] / "generated" / path.name
+    errors = [o for c in json.loads(executed.read_text())["cells"] for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert errors == []
 
+
+@pytest.mark.slow
+def test_a_notebook_run_alone_from_the_clone_trains_its_missing_runs(built, tmp_path):
+    """``papermill notebooks/gating_ablation.ipynb out.ipynb -p preset ci -p seeds 2`` from the
+    clone's root, as a reader runs one page alone (``train = True``) into an empty store: it
+    trains the figure's 8 ci runs and draws its figure from them. Every notebook trains through
+    the same ``ablation.ablation_result``; gating's ci runs are few."""
+    clone, store = built[0].parent, tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": str(clone), "GTALIB_RUN_DIR": str(store)}
+    out = tmp_path / "out.ipynb"
+    r = subprocess.run([str(Path(sys.executable).with_name("papermill")),
+                        "notebooks/gating_ablation.ipynb", str(out), "-p", "preset", "ci", "-p",
+                        "seeds", "2"], cwd=clone, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    cells = nbformat.read(out, as_version=4).cells  # outputs' text joined into strings
+    assert [o for c in cells for o in c.get("outputs", []) if o.output_type == "error"] == []
+    printed = "".join(o.text for c in cells for o in c.get("outputs", [])
+                      if o.output_type == "stream")
+    assert printed.count("training ") == 8 and len([p for p in store.iterdir() if p.is_dir()]) == 8
+    assert any("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))

@@ -128,7 +128,11 @@ def test_ctrl_c_cancels_the_runs_and_leaves_nothing_half_written(tmp_path):
             if " trains " in line:
                 break
         assert any(" trains " in line for line in seen), "".join(seen)
-        time.sleep(3.0)  # inside the run
+        # inside the run: its folder made (on a loaded machine that takes more than the line)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(p.is_dir() for p in store.glob("*")):
+            time.sleep(0.2)
+        time.sleep(2.0)
         workers = psutil.Process(job.pid).children(recursive=True)
         assert workers, "the embedded cluster has no worker process"
         job.send_signal(signal.SIGINT)

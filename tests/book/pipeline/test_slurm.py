@@ -1,9 +1,9 @@
 """The book's runs on a real Slurm: a one-node Slurm on this machine (``scripts/slurm.sh start``:
 Debian's slurm-wlm and munge, as root) and ``gtalib book --cluster slurm`` with two worker jobs
 submitted by dask-jobqueue, one of them cancelled with ``scancel`` while it trains. The book
-exits 0, the cancelled job's run is trained again on the other job, every run equals the one
-trained here (as a worker of the embedded cluster trains it) cell for cell, and no job of the
-book is left in ``squeue``.
+exits 0, the cancelled job's run is trained again on the other job, every run equals the same
+run of the ci book built by the embedded cluster (the ``built`` fixture) cell for cell, and no
+job of the book is left in ``squeue``.
 
 Skipped, with the reason (also in the run's summary, "real parts"), where no Slurm can be
 started: not root, or no apt-get. With ``GTALIB_REQUIRE_SLURM=1`` (``.ci/run`` and the test
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from gtalib.book.design.plan import make_plan
-from gtalib.training.runs import default_run_dir, is_done, load_metrics, run_path
+from gtalib.training.runs import is_done, load_metrics, run_path
 from gtalib.training.train import ensure_run
 
 pytestmark = pytest.mark.slow
@@ -76,7 +76,8 @@ def slurm(real_parts_report):
         _slurm("stop")
 
 
-def test_ci_book_trains_on_slurm_and_survives_a_cancelled_job(slurm, tmp_path, real_parts_report):
+def test_ci_book_trains_on_slurm_and_survives_a_cancelled_job(slurm, built, tmp_path,
+                                                             real_parts_report):
     plan = make_plan("ci", 2, None, ("init_ablation",))
     specs = {s.run_id: s for _, s in plan.specs([*plan.runs, *plan.ladder_refs])}
     store = tmp_path / "store"
@@ -117,8 +118,8 @@ def test_ci_book_trains_on_slurm_and_survives_a_cancelled_job(slurm, tmp_path, r
     while _queue() - before and time.time() < deadline:
         time.sleep(1.0)
     assert not _queue() - before, f"jobs left in squeue: {_queue() - before}"
-    # every run is in the store and equals the run trained here, cell for cell
-    here = default_run_dir()  # the session's private store: the ci book's tests share these runs
+    # every run is in the store and equals the ci book's run, cell for cell
+    here = built[0].parent / "runs"  # the ci book's store (tests/book/conftest.py): its runs
     assert all(is_done(run_path(s, store)) for s in specs.values())
     for spec in specs.values():
         pd.testing.assert_frame_equal(load_metrics(run_path(spec, store)),
