@@ -124,7 +124,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
                              record_dir=record_dir)
     runs = collected.runs
     cols = ["part", "variant", "arm", "n_layer", "max_steps", "seed", "delta"]
-    per_seed, points = [], []
+    per_seed, points, stats_ = [], [], []
     if not runs.empty:
         last = runs.dropna(subset=["val_loss"]).sort_values("step").groupby(
             ["variant", "arm", "n_layer", "max_steps", "seed"]).tail(1)
@@ -141,6 +141,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     for (part, variant, arm, depth, steps), g in per_seed.groupby(
             ["part", "variant", "arm", "n_layer", "max_steps"], sort=True):
         st = delta_stats(g["delta"], confidence)
+        stats_.append(st)
         m, lo, hi, n = st.mean, st.low, st.high, st.n
         fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
         seed_sd = max(float(np.std(fin.xs(a, level="arm").to_numpy(), ddof=1))
@@ -157,8 +158,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     # the ladder's points are one family of tests (Holm across all of them); an arm without a
     # paper value (the scaled init) says which arm is ahead instead of agrees / differs
     p_raw, points["p_holm"], verdicts = family_verdicts(
-        points["mean"], points["sd"], points["n"],
-        [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
+        stats_, [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
     # pairs to resolve at the level each verdict uses (as the table's words say)
     points["pairs_needed"] = holm_pairs_needed(points["mean"], points["sd"], p_raw, confidence)
     points["verdict"] = [v if arm == "alt" or v not in ("agrees", "differs") else

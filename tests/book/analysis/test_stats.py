@@ -99,12 +99,13 @@ def test_verdict_text_says_what_could_hide():
     assert S.pairs_text(3, 7.0) == "7" and S.resolvable_text(3, 0.03125) == "0.0312"
 
 
-def test_paired_p_value_is_the_t_test():
+def test_delta_stats_p_value_is_the_t_test():
     x = np.array([0.03, 0.05, 0.01, 0.04])
-    assert S.paired_p_value(x.mean(), x.std(ddof=1), 4) == pytest.approx(
-        stats.ttest_1samp(x, 0.0).pvalue, rel=1e-12)
-    assert S.paired_p_value(0.02, 0.0, 3) == 0.0 and S.paired_p_value(0.0, 0.0, 3) == 1.0
-    assert math.isnan(S.paired_p_value(0.02, math.nan, 1))
+    t = x.mean() / (x.std(ddof=1) / 2)  # the closed form: t = mean / (sd / √n), n = 4
+    assert S.delta_stats(x).p == pytest.approx(2 * stats.t.sf(abs(t), 3), rel=1e-12)
+    assert S.delta_stats([0.02] * 3).p == 0.0 and S.delta_stats([0.0] * 3).p == 1.0
+    assert S.delta_stats([0.02] * 3).low == S.delta_stats([0.02] * 3).high == 0.02
+    assert math.isnan(S.delta_stats([0.02]).p)
 
 
 def test_holm_adjustment_closed_form():
@@ -122,7 +123,8 @@ def test_verdict_rules():
     assert S.verdict(0.051, 0.2, 0.02, 3) == "within noise"
     assert S.verdict(math.nan, 0.2, 0.02, 1) == "undetermined (1 seed)"
     # a figure of three variants: only the strongest survives Holm's adjustment
-    p, adj, v = S.family_verdicts([0.2, 0.02, 0.0], [0.01, 0.02, 0.05], [3, 3, 3], [0.1, 0.1, 0.1])
+    family = [S.delta_stats(x) for x in ([0.19, 0.2, 0.21], [0.0, 0.02, 0.04], [-0.05, 0.0, 0.05])]
+    p, adj, v = S.family_verdicts(family, [0.1, 0.1, 0.1])
     assert adj == pytest.approx(S.holm_adjusted(p)) and v == ["agrees", "within noise", "within noise"]
     assert S.visible_text(0.03, 0.02) == "yes" and S.visible_text(0.01, 0.02) == "no"
     assert S.visible_text(0.01, math.nan) == "n/a"
@@ -134,8 +136,10 @@ def _simulated_verdicts(effects, n, sims, rng, sd=1.0):
     out = []
     for _ in range(sims):
         x = rng.normal(np.asarray(effects)[:, None], sd, (len(effects), n))  # (variants, n)
-        _, _, v = S.family_verdicts(x.mean(1), x.std(1, ddof=1), [n] * len(effects),
-                                    [1.0] * len(effects))
+        p = stats.ttest_1samp(x, 0.0, axis=1).pvalue  # delta_stats' p, for all rows at once
+        family = [S.DeltaStats(n, m, math.nan, math.nan, math.nan, math.nan, math.nan, n, q)
+                  for m, q in zip(x.mean(1), p)]
+        _, _, v = S.family_verdicts(family, [1.0] * len(effects))
         out.append(v)
     return np.array(out)  # (sims, variants)
 
