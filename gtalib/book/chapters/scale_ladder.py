@@ -50,11 +50,10 @@ from gtalib.book.analysis.style import (
     table_style,
     variant_style,
 )
-from gtalib.book.design.figures import ablation, figure_spec, figure_variants
+from gtalib.book.design.figures import ablation, figure_spec
 from gtalib.book.design.ladder import depth_runs, ladder, ladder_params
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import seeds_of
 from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
 
@@ -108,7 +107,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     final loss). The runs are the ladder's own lengths, resolved under
     :meth:`~gtalib.book.design.plan.Plan.own_design` whatever the book's ``max_steps``.
     ``seeds=None``: the seeds the ladder was recorded with (the seed table's ``"ladder"``
-    count, and ``"ladder_width"`` on the width axis, :func:`gtalib.book.design.seeds.seeds_of`);
+    count, and ``"ladder_width"`` on the width axis, its spec's ``seeds_at``);
     else ``seeds`` on every axis.
 
     Raises:
@@ -117,8 +116,9 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
 
     preset = plan.preset
     lad = ladder(preset)
-    width_seeds = (seeds_of("ladder_width", preset) if seeds is None else seeds) if lad.width_variants else 0
-    seeds = seeds_of("ladder", preset) if seeds is None else seeds
+    width_seeds = ((figure_spec("ladder_width").seeds_at(preset) if seeds is None else seeds)
+                   if lad.width_variants else 0)
+    seeds = figure_spec("ladder").seeds_at(preset) if seeds is None else seeds
     refs = depth_runs(preset, seeds)
     collected = collect_runs(refs, plan.own_design(), run_dir, train=train,
                              record_dir=record_dir)
@@ -440,7 +440,7 @@ def shared_rungs(result) -> list[tuple[str, tuple[str, ...], int, int]]:
         pts = result.points
         on = pts[(pts["part"] == key) & (pts["arm"] == "alt") & (pts["n_layer"] == depth)
                  & (pts["max_steps"] == steps)
-                 & pts["variant"].isin(figure_variants(key, result.preset))]
+                 & pts["variant"].isin(ablation(key).variants_at(result.preset))]
         if not on.empty:
             out.append((key, tuple(on["variant"]), depth, steps))
     return out

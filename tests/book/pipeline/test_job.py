@@ -19,6 +19,7 @@ from gtalib.book.design.chapters import (
     toc_yaml,
 )
 from gtalib.book.design import seeds
+from gtalib.book.design.figures import figure_spec
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.seeds import DEFAULT_SEEDS
 from gtalib.book.pipeline import job as book
@@ -328,7 +329,7 @@ def test_the_pages_of_a_build_read_one_computation_of_each_figure(tmp_path, monk
                     book_dir=tmp_path / "book", log=lambda _: None)
     assert seen["files"] == sorted(ablation.ABLATIONS)  # one result per figure, before the pages
     # and the snippets computed none again (a joint-design figure also reads its one-order pairs)
-    joint = sum(seeds.reads_joint(key, "ci") for key in ablation.ABLATIONS)
+    joint = sum(figure_spec(key).reads_joint("ci") for key in ablation.ABLATIONS)
     assert joint and len(collected) == len(ablation.ABLATIONS) + joint
     assert not Path(seen["folder"]).exists() and shared.ENV_SHARED_RESULTS not in os.environ
 
