@@ -29,6 +29,7 @@ error rate at these small n (``tests/book/analysis/test_sequential.py``).
 from __future__ import annotations
 
 import math
+import warnings
 from functools import lru_cache
 
 import numpy as np
@@ -115,7 +116,8 @@ def _t_p_values(x: np.ndarray) -> np.ndarray:
     if x.shape[-1] < 2:
         return np.full(x.shape[:-1], np.nan)
     mean, sd = x.mean(axis=-1), x.std(axis=-1, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
         p = stats.ttest_1samp(x, 0.0, axis=-1).pvalue
     return np.where(sd == 0, np.where(mean == 0, 1.0, 0.0), p)
 
