@@ -265,6 +265,7 @@ def test_the_job_reads_recorded_runs_that_do_not_fit_its_budget(tmp_path, monkey
     # the reproduction page's run cards read a recorded run's card from its bundle
     info = snippets.build_info_markdown({"preset": "ci", "seeds": 1, "max_steps": None, "jobs": 1},
                                         plan, tmp_path / "empty")
+    info = re.sub(r" {2,}", " ", info)  # the table's cell padding (DataFrame.to_markdown)
     rows = {ln.split(" | ")[0].strip("| "): ln for ln in info.splitlines() if ln.startswith("| ")}
     for ref in refs:
         rid = specs.run_spec(ref, "ci", None, synthetic.synthetic_identity("ci")).run_id
@@ -460,7 +461,7 @@ def test_predict_lists_the_runs_it_would_train_by_figure(monkeypatch):
     assert lines[0] == f"the {len(ids)} run(s) it would train, by figure (* spot-check set):"
     for key in ("init", "gate", "double_heads", "main"):
         mine = {plan.spec(r).run_id for r in plan.figure_refs[key]} & ids
-        title = "Main results" if key == "main" else specs.ablation(key).title.split(":")[0]
+        title = "Main results" if key == "main" else figure_spec(key).heading
         assert f"  {title}: {len(mine)}" in lines
     listed = [ln for ln in lines if ln.startswith("    ")]
     assert all(ln.split("(")[-1].rstrip(")") in ids for ln in listed)
