@@ -98,7 +98,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None,
     ``source="records"`` the record is read instead.
 
     Args:
-        refs: :class:`gtalib.book.design.run_specs.RunRef` list. plan: the :class:`gtalib.book.design.plan.Plan`
+        refs: :class:`gtalib.book.design.figure_plan.RunRef` list. plan: the :class:`gtalib.book.design.plan.Plan`
             that resolves them into run specs. run_dir: run store root.
         train: train missing runs through :func:`gtalib.training.train.ensure_run` (else report
             them missing).

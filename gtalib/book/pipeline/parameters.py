@@ -210,7 +210,7 @@ class NotebookParams:
         (its spec's ``seeds_at``; a page of every figure, the claims page:
         below any of theirs): the design's count is read, not the one asked for; ``None``
         otherwise, and for the book's own default count
-        (:data:`gtalib.book.design.seeds.DEFAULT_SEEDS`, which every design meets or raises, as
+        (:data:`gtalib.book.design.figure_plan.DEFAULT_SEEDS`, which every design meets or raises, as
         the parameters table says)."""
         if "seeds" not in self.given or self.seeds == DEFAULT_SEEDS:
             return None
