@@ -24,9 +24,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gtalib.book.design.figures import ABLATIONS, figure_variants
+from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import data_order_runs, joint_runs
 from gtalib.book.design.seeds import DATA_ORDERS_DECLARED, JOINT_DECLARED
 from gtalib.book.pipeline.schedule import train_all
 from gtalib.training import records
@@ -47,8 +46,9 @@ def main(argv=None) -> int:
     declared = JOINT_DECLARED["cpu"] if args.design == "joint" else DATA_ORDERS_DECLARED["cpu"]
     # the gating runs first: they are the longest
     for key in args.figure or sorted(declared, key=lambda k: k != "gate"):
-        refs = (joint_runs(key, "cpu", pairs=declared[key])[2 * len(figure_variants(key, "cpu")):]
-                if args.design == "joint" else data_order_runs(key, "cpu", orders=declared[key]))
+        fig = ABLATIONS[key]
+        refs = (fig.joint_runs("cpu", pairs=declared[key])[2 * len(fig.variants_at("cpu")):]
+                if args.design == "joint" else fig.data_order_runs("cpu", orders=declared[key]))
         specs = [(f"{r.label} seed {r.seed} data order {dict(r.train)['data_seed']}",
                   plan.spec(r)) for r in refs]
         todo = [(label, s) for label, s in specs if records.find_record(s) is None]

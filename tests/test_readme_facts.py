@@ -27,9 +27,8 @@ from pathlib import Path
 import pytest
 
 from gtalib.book.design import seeds
-from gtalib.book.design.figures import ABLATIONS, by_preset
+from gtalib.book.design.figures import ABLATIONS, by_preset, figure_spec
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import data_order_runs, figure_runs, joint_runs
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -164,14 +163,14 @@ def totals() -> dict[str, int]:
     mini = {ci.spec(r).run_id for r in ci.ladder_refs}
     def order_ids(design):
         return {cpu.spec(r).run_id for key, o in design.items()
-                for r in data_order_runs(key, "cpu", orders=o)}
+                for r in figure_spec(key).data_order_runs("cpu", orders=o)}
 
     def joint_ids(design):
         # the joint design's own runs: pair 0 is the pair at seed 0 of the one-order design
         one_order = {cpu.spec(r).run_id for key in design
-                     for r in figure_runs(key, "cpu", seeds.DEFAULT_SEEDS, joint=False)}
+                     for r in figure_spec(key).runs("cpu", seeds.DEFAULT_SEEDS, joint=False)}
         return {cpu.spec(r).run_id for key, pairs in design.items()
-                for r in joint_runs(key, "cpu", pairs)} - one_order
+                for r in figure_spec(key).joint_runs("cpu", pairs)} - one_order
 
     # the designs the book reads, and those declared for figures that do not read them yet
     orders, joint = order_ids(seeds.DATA_ORDERS["cpu"]), joint_ids(seeds.JOINT["cpu"])

@@ -12,14 +12,21 @@ import matplotlib.pyplot as plt
 import nbformat
 
 from gtalib.book.chapters import ablation
+from gtalib.book.design.chapters import ablation_notebooks
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-ABLATION_NOTEBOOKS = ("init_ablation", "gating_ablation", "latent_scaling", "double_heads")
 
 
-def figure_cell(name: str) -> str:
-    """The source of notebook ``name``'s one cell tagged ``ablation-figure``."""
-    cells = [c for c in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+def ablation_stems() -> tuple[str, ...]:
+    """The ablation figures' notebooks, read from the registry at call time (a figure added
+    there has its cells checked too)."""
+    return tuple(ablation_notebooks().values())
+
+
+def figure_cell(name: str, notebook_dir: Path = NOTEBOOKS) -> str:
+    """The source of notebook ``name``'s one cell tagged ``ablation-figure`` (in
+    ``notebook_dir``)."""
+    cells = [c for c in nbformat.read(notebook_dir / f"{name}.ipynb", as_version=4).cells
              if "ablation-figure" in c.metadata.get("tags", [])]
     assert len(cells) == 1, name
     return cells[0].source

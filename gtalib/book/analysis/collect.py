@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from markdown_it import MarkdownIt
 
 from gtalib.book.analysis.style import plural
 from gtalib.book.design.names import display_name
@@ -97,7 +98,7 @@ def collect_runs(refs, plan, run_dir, train: bool = False, record_dir=None,
     ``source="records"`` the record is read instead.
 
     Args:
-        refs: :class:`gtalib.book.design.run_specs.RunRef` list. plan: the :class:`gtalib.book.design.plan.Plan`
+        refs: :class:`gtalib.book.design.figure_plan.RunRef` list. plan: the :class:`gtalib.book.design.plan.Plan`
             that resolves them into run specs. run_dir: run store root.
         train: train missing runs through :func:`gtalib.training.train.ensure_run` (else report
             them missing).
@@ -435,7 +436,6 @@ def provenance_html(collected) -> str:
 
 
 def _md_bold(text: str) -> str:
-    """:func:`sources_notice`'s Markdown as HTML: escaped, ``**bold**`` and ``*italic*``."""
-    text = html.escape(text)
-    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
-    return re.sub(r"\*(.+?)\*", r"<em>\1</em>", text)
+    """:func:`sources_notice`'s Markdown as inline HTML (markdown-it-py, CommonMark, raw HTML
+    escaped): ``**bold**`` and ``*italic*``."""
+    return MarkdownIt("commonmark", {"html": False}).renderInline(text)

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from gtalib.book.analysis.stats import delta_stats, holm_adjusted, paired_p_value
+from gtalib.book.analysis.stats import delta_stats, holm_adjusted
 
 #: Bootstrap resamples per feature; the replicates come from a generator seeded with
 #: :data:`BOOTSTRAP_SEED`, so a feature's interval is the same in every build.
@@ -141,7 +141,7 @@ def course(C: np.ndarray, variants, expected: dict, confidence: float = 0.95) ->
         change = C[:, v, -1] - C[:, v, 0]
         st = delta_stats(change, confidence)
         out.append(Feature("course", name, st.mean, st.low, st.high,
-                           paired_p_value(st.mean, st.sd, st.n), 0.0, expected[name], st.n))
+                           st.p, 0.0, expected[name], st.n))
     return out
 
 
@@ -207,7 +207,7 @@ def convergence(C: np.ndarray, expected: int = -1, confidence: float = 0.95) -> 
                        expected, 0)
     st = delta_stats(logs, confidence)
     return Feature("convergence", None, math.exp(st.mean), math.exp(st.low), math.exp(st.high),
-                   paired_p_value(st.mean, st.sd, st.n), 1.0, expected, st.n)
+                   st.p, 1.0, expected, st.n)
 
 
 def order(F: np.ndarray, paper, confidence: float = 0.95) -> Feature:

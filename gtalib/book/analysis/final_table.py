@@ -48,8 +48,7 @@ def pair_verdicts(pairs: pd.DataFrame, paper: dict, looks: tuple = (),
     expected = [paper.get(v, math.nan) for v in paired]
     out = pd.DataFrame({"pairs": [st.n for st in stats], "ΔL": [st.mean for st in stats]},
                        index=pd.Index(list(paired), name="variant"))
-    out["p"], out["p (Holm)"], one_look = family_verdicts(
-        out["ΔL"], [st.sd for st in stats], out["pairs"], expected, confidence)
+    out["p"], out["p (Holm)"], one_look = family_verdicts(stats, expected, confidence)
     looks = tuple(looks) or (int(out["pairs"].max()) if len(out) else 0,)
     if len(looks) == 1 or (out["pairs"] < looks[-1]).any():
         out["verdict"] = one_look  # a figure not yet complete at its last look included

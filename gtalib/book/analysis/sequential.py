@@ -20,7 +20,8 @@ look's boundary of a design at level α / (m − i) (:func:`nominal_levels` at t
 variant decided at the first look keeps its verdict, and its share of α passes to the others
 (the sequentially rejective group-sequential procedure of Maurer & Bretz 2013, *Statistics in
 Biopharmaceutical Research* 5:311–320, with Holm's weights). Each look's p-value is the paired
-t-test's on the pairs read so far (as :func:`gtalib.book.analysis.stats.paired_p_value`): the
+t-test's on the pairs read so far (``scipy.stats.ttest_1samp``, as
+:func:`gtalib.book.analysis.stats.delta_stats`): the
 boundaries are normal-theory ones, and :func:`simulate` checks the whole procedure's family-wise
 error rate at these small n (``tests/book/analysis/test_sequential.py``).
 """
@@ -28,6 +29,7 @@ error rate at these small n (``tests/book/analysis/test_sequential.py``).
 from __future__ import annotations
 
 import math
+import warnings
 from functools import lru_cache
 
 import numpy as np
@@ -108,15 +110,15 @@ def holm_rejects(p, level) -> np.ndarray:
 
 
 def _t_p_values(x: np.ndarray) -> np.ndarray:
-    """Paired t-test p-values of the last axis' pairs (NaN below two pairs or with NaN pairs);
-    the same as :func:`gtalib.book.analysis.stats.paired_p_value`, for arrays."""
-    n = x.shape[-1]
-    if n < 2:
+    """Paired t-test p-values of the last axis' pairs (``scipy.stats.ttest_1samp`` against 0;
+    NaN below two pairs or with NaN pairs; with no spread 0 for a nonzero mean and 1 for a zero
+    one, as :func:`gtalib.book.analysis.stats.delta_stats`)."""
+    if x.shape[-1] < 2:
         return np.full(x.shape[:-1], np.nan)
     mean, sd = x.mean(axis=-1), x.std(axis=-1, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.abs(mean) / (sd / math.sqrt(n))
-        p = 2 * stats.t.sf(t, n - 1)
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        p = stats.ttest_1samp(x, 0.0, axis=-1).pvalue
     return np.where(sd == 0, np.where(mean == 0, 1.0, 0.0), p)
 
 

@@ -5,7 +5,8 @@ tables print them. The one place to change the verdict rule of the ablations and
 measured over seeds (the tables, the variance ratio, the decode ranking) state their own rules in
 :mod:`gtalib.book.chapters.claims`.
 
-Reads no other book module (scipy for the t quantiles). Units: ΔL values in nats, one per seed
+Reads no other book module (scipy for the t-tests and quantiles, statsmodels for Holm's
+adjustment). Units: ΔL values in nats, one per seed
 pair; ``confidence`` a two-sided level in (0, 1).
 
 Conventions (stated in every caption the book prints):
@@ -41,10 +42,12 @@ Conventions (stated in every caption the book prints):
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
 VERDICTS = ("agrees", "differs", "within noise", "undetermined (1 seed)")
 
@@ -100,6 +103,9 @@ class DeltaStats:
             |mean|``, i.e. how many pairs would resolve the measured mean if the spread stayed
             the measured one; NaN when none up to ``max_pairs`` does, or for one value.
         max_pairs: the cap used for ``pairs_needed``.
+        p: two-sided p-value of the paired t-test of "mean ΔL = 0" (``n − 1`` degrees of
+            freedom); NaN for one value; with ``sd`` = 0, 0 for a nonzero mean (every pair
+            agrees exactly) and 1 for a zero mean.
     """
 
     n: int
@@ -110,11 +116,14 @@ class DeltaStats:
     resolvable: float
     pairs_needed: float
     max_pairs: int
+    p: float = math.nan
 
 
 def delta_stats(values, confidence: float = 0.95, max_pairs: int = MAX_PAIRS) -> DeltaStats:
-    """Mean, Student-t interval and resolution of paired ΔL ``values`` (see :class:`DeltaStats`;
-    t quantiles from :func:`t_critical`, i.e. ``scipy.stats.t.ppf``).
+    """Mean, Student-t interval, p-value and resolution of paired ΔL ``values`` (see
+    :class:`DeltaStats`): the test and its interval are ``scipy.stats.ttest_1samp`` against 0
+    and its ``confidence_interval``; only the zero-spread case (where scipy's statistic is
+    undefined) and the pairs needed are computed here.
 
     Raises:
         ValueError: no finite value, ``confidence`` outside (0, 1), or ``max_pairs`` < 2.
@@ -131,11 +140,19 @@ def delta_stats(values, confidence: float = 0.95, max_pairs: int = MAX_PAIRS) ->
     if x.size < 2:
         return DeltaStats(1, m, math.nan, math.nan, math.nan, math.nan, math.nan, max_pairs)
     sd = float(x.std(ddof=1))
-    h = t_critical(confidence, x.size - 1) * sd / math.sqrt(x.size)
+    if sd == 0:  # every pair alike: scipy's t is undefined, the interval is the mean itself
+        low = high = m
+        p = 1.0 if m == 0 else 0.0
+    else:
+        with warnings.catch_warnings():  # nearly equal pairs: the same t, computed as before
+            warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+            test = stats.ttest_1samp(x, 0.0)
+        ci = test.confidence_interval(confidence)
+        low, high, p = float(ci.low), float(ci.high), float(test.pvalue)
     ns = np.arange(2, max_pairs + 1)
     resolves = stats.t.ppf(0.5 + confidence / 2, ns - 1) * sd / np.sqrt(ns) < abs(m)
     needed = float(ns[resolves][0]) if resolves.any() else math.nan
-    return DeltaStats(int(x.size), m, sd, m - h, m + h, h, needed, max_pairs)
+    return DeltaStats(int(x.size), m, sd, low, high, (high - low) / 2, needed, max_pairs, p)
 
 
 def pairs_needed_at(mean: float, sd: float, level: float, max_pairs: int = MAX_PAIRS) -> float:
@@ -353,18 +370,6 @@ def variance_components(seed: np.ndarray, order: np.ndarray, delta: np.ndarray,
 # Verdicts
 # ---------------------------------------------------------------------------------------------
 
-def paired_p_value(mean: float, sd: float, n: int) -> float:
-    """Two-sided p-value of the paired t-test of "mean ΔL = 0" from ``n`` pairs with sample
-    standard deviation ``sd`` (``2 · (1 − F_{n−1}(|t|))``, ``t = mean / (sd / √n)``). NaN for
-    ``n`` < 2; with ``sd`` = 0 it is 0 for a nonzero mean (every pair agrees exactly) and 1 for a
-    zero mean."""
-    if not n >= 2 or not math.isfinite(mean):
-        return math.nan
-    if sd == 0:
-        return 1.0 if mean == 0 else 0.0
-    return float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
-
-
 def near_zero_differences(own, others) -> tuple[np.ndarray, np.ndarray]:
     """Per seed, the two differences whose signs say whether a "≈ 0" claim holds (module
     docstring): with ``m`` the other variants' mean ΔL at that seed, signed so that their mean
@@ -410,20 +415,16 @@ def near_zero_test(below, above, confidence: float = 0.95) -> tuple[DeltaStats, 
 
 
 def holm_adjusted(p_values) -> np.ndarray:
-    """Holm's step-down adjusted p-values of one family of tests (Holm 1979): sorted ascending,
-    the ``i``-th (from 0) of ``m`` is multiplied by ``m − i``, made non-decreasing and capped at
-    1. Rejecting every test whose adjusted p-value is at most ``α`` holds the family-wise error
-    rate at ``α`` under any dependence between the tests. NaN entries (a variant with one pair)
-    are left out of the family and stay NaN."""
+    """Holm's step-down adjusted p-values of one family of tests (Holm 1979;
+    ``statsmodels.stats.multitest.multipletests(method="holm")``): rejecting every test whose
+    adjusted p-value is at most ``α`` holds the family-wise error rate at ``α`` under any
+    dependence between the tests. NaN entries (a variant with one pair) are left out of the
+    family and stay NaN."""
     p = np.asarray(p_values, dtype=float)
     out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    order = ok[np.argsort(p[ok], kind="stable")]
-    m = len(order)
-    running = 0.0
-    for i, k in enumerate(order):
-        running = max(running, min(1.0, (m - i) * p[k]))
-        out[k] = running
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method="holm")[1]
     return out
 
 
@@ -442,19 +443,20 @@ def verdict(p_holm: float, mean: float, expected: float, n: int, confidence: flo
     return "agrees" if math.copysign(1, mean) == math.copysign(1, expected) else "differs"
 
 
-def family_verdicts(mean, sd, n, expected, confidence: float = 0.95) -> tuple:
+def family_verdicts(stats_, expected, confidence: float = 0.95) -> tuple:
     """The verdicts of one figure's variants (one family of tests): per variant the paired
     p-value, its Holm adjustment across the family and the verdict.
 
     Args:
-        mean, sd, n, expected: per variant (sequences of equal length): mean paired ΔL, its
-            sample standard deviation, the number of pairs, the paper's ΔL.
+        stats_: per variant, its :class:`DeltaStats` (:func:`delta_stats`); expected: per
+            variant, the paper's ΔL (same length).
     Returns:
         ``(p, p_holm, verdicts)``: two arrays and a list, in the order given.
     """
-    p = np.array([paired_p_value(m, s, k) for m, s, k in zip(mean, sd, n)], dtype=float)
+    p = np.array([st.p for st in stats_], dtype=float)
     adj = holm_adjusted(p)
-    return p, adj, [verdict(a, m, e, k, confidence) for a, m, e, k in zip(adj, mean, expected, n)]
+    return p, adj, [verdict(a, st.mean, e, st.n, confidence)
+                    for a, st, e in zip(adj, stats_, expected)]
 
 
 def spread_rule_verdict(low: float, high: float, mean: float, spread: float, expected: float,

@@ -107,18 +107,16 @@ def style_best(df: pd.DataFrame, lower_is_better: bool = True, fmt: str = "{:.3f
 
 
 def md_table(df: pd.DataFrame, index: bool = True) -> str:
-    """A pandas frame as a Markdown pipe table (no extra dependency), with its index as the
-    first column unless ``index`` is False; a ``|`` inside a cell (``|ΔL|``) is escaped so that
-    it does not end the cell."""
+    """A pandas frame as a Markdown pipe table (``pandas.DataFrame.to_markdown``, tabulate's
+    GitHub format, every cell printed as ``str`` of its value), with its index as the first
+    column unless ``index`` is False; a ``|`` inside a cell (``|ΔL|``) is escaped so that it does
+    not end the cell."""
     def cell(x) -> str:
         return str(x).replace("|", "\\|")
 
-    cols = [*([cell(df.index.name or "")] if index else []), *map(cell, df.columns)]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for idx, row in df.iterrows():
-        lines.append("| " + " | ".join([*([cell(idx)] if index else []),
-                                        *map(cell, row.tolist())]) + " |")
-    return "\n".join(lines)
+    out = df.reset_index(names=df.index.name or "") if index else df
+    return out.map(cell).rename(columns=cell).to_markdown(
+        index=False, tablefmt="github", disable_numparse=True)
 
 
 def plural(n, word: str) -> str:

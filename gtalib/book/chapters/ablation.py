@@ -64,11 +64,9 @@ from gtalib.book.analysis.style import (
     table_style,
     variant_style,
 )
-from gtalib.book.design.figures import ABLATIONS, ablation, user_variant_refusal
+from gtalib.book.design.figures import ABLATIONS, ablation
 from gtalib.book.design.names import USER_COLORS, display_name, is_user_variant
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.run_specs import figure_runs
-from gtalib.book.design.seeds import figure_seeds, looks_of, reads_joint
 from gtalib.book.chapters.shared import shared_file, shared_value
 from gtalib.book.chapters.verdict_parts import NOT_MEASURED
 from gtalib.book.design.paper import PAPER_PARAMS_B
@@ -101,9 +99,9 @@ class AblationResult:
     final_column: str = "val_loss"
     #: the variants the page asked for (complete or not), in the figure's order
     variants: tuple = ()
-    #: variant → seeds (pairs) the figure asked for (:func:`gtalib.book.design.seeds.figure_seeds`)
+    #: variant → seeds (pairs) the figure asked for (its spec's ``seeds_at``, one n for all)
     seed_counts: dict = field(default_factory=dict)
-    #: the pair counts at which the figure is read (:func:`gtalib.book.design.seeds.looks_of`)
+    #: the pair counts at which the figure is read (its spec's ``looks_at``)
     looks: tuple = ()
     #: the file the build keeps this result in (:func:`shared_file`) where it is the build's
     #: (read at the page defaults within a build), else ``None``; the values computed from it
@@ -118,10 +116,10 @@ class AblationResult:
     user_band: pd.DataFrame = field(default_factory=pd.DataFrame)
     user_final: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: the user's variants asked for that this figure leaves out → why, in one line
-    #: (:func:`gtalib.book.design.figures.user_variant_refusal`)
+    #: (its spec's ``user_variant_refusal``)
     left_out: dict = field(default_factory=dict)
     #: pair k at initialisation seed k and data order k (the joint design,
-    #: :func:`gtalib.book.design.seeds.reads_joint`); else every pair at data order 0
+    #: its spec's ``reads_joint``); else every pair at data order 0
     joint: bool = False
 
     @property
@@ -179,9 +177,9 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
     """:func:`ablation_result`, computed."""
     fig = ablation(key)
     preset, seeds, max_steps = plan.preset, plan.seeds, plan.max_steps
-    joint = not one_order and reads_joint(key, preset, max_steps)
+    joint = not one_order and fig.reads_joint(preset, max_steps)
     refs = ((plan.one_order_refs if one_order else plan.figure_refs)[key] if variants is None
-            else figure_runs(key, preset, seeds, variants, max_steps, joint=joint))
+            else fig.runs(preset, seeds, variants, max_steps, joint=joint))
     col = collect_runs(refs, plan, run_dir, train=train, source=source)
     done, bad = complete_variants(col)
     users = [v for v in done if is_user_variant(v)]
@@ -190,7 +188,7 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
     if smoothing is None:
         logged = every.dropna(subset=[curve_column]).groupby(["variant", "arm", "seed"]).size()
         smoothing = auto_smoothing(int(logged.min()) if len(logged) else 1)
-    looks = looks_of(key, preset, seeds, max_steps, joint=joint)
+    looks = fig.looks_at(preset, seeds, max_steps, joint=joint)
 
     def part(names, expected, looks):  # curves, band and final table of some variants
         runs = every[every["variant"].isin(names)] if len(every) else every
@@ -208,9 +206,10 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
     u_curves, u_band, u_final = part(users, dict.fromkeys(users, float(fig.expected_sign)), ())
     if len(u_final):
         u_final["paper ΔL (≈)"] = math.nan  # no paper value: the sign tested is the figure's
-    counts = figure_seeds(key, preset, seeds, variants, max_steps)
+    counts = dict.fromkeys(fig.variants_at(preset, variants),
+                           fig.seeds_at(preset, seeds, max_steps))
     asked = [v for v in ([] if variants is None else variants) if is_user_variant(v)]
-    left_out = {v: user_variant_refusal(key, preset, v) for v in asked if v not in counts}
+    left_out = {v: fig.user_variant_refusal(preset, v) for v in asked if v not in counts}
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
                           final, curve_column, final_column, tuple(counts), counts, looks, shared,
                           users, u_curves, u_band, u_final, left_out, joint)
@@ -288,7 +287,7 @@ def token_unit(max_tokens: float) -> tuple[float, str]:
 
 def seeds_text(counts: dict) -> str:
     """The seeds of an ablation figure, e.g. ``"5 seeds"`` (``counts``: variant → seeds,
-    :attr:`AblationResult.seed_counts`, one n for every variant: :func:`figure_seeds`)."""
+    :attr:`AblationResult.seed_counts`, one n for every variant)."""
     return plural(max(counts.values()), "seed") if counts else "no seeds"
 
 

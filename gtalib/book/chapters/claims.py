@@ -1,13 +1,14 @@
 """The claims chapter: every claim of :func:`gtalib.book.design.figures.claims` with the paper's value,
 ours and a verdict, by one aggregation rule over an ablation's per-variant verdicts, the ranking
-test of the main table (claim 8), exact table claims (1, 2), the key-variance measurement on fresh
-paper-width layers (claim 3) and the decode claim (9); and the page's claims and resolution
-tables.
+test of the main table, exact table claims (1, 2), the key-variance measurement on fresh
+paper-width layers (claim 3) and the decode claim (the last); and the page's claims and resolution
+tables. The numbers are the registry's (one claim per ablation figure between the fresh layers'
+and the main table's).
 
 Reads :mod:`gtalib.book.design.figures` (the claims), :mod:`gtalib.book.chapters.ablation` and
 :mod:`gtalib.book.chapters.main_results` (the chapters it summarises), :mod:`gtalib.book.analysis.stats` (the verdicts
 and the resolution's columns), :mod:`gtalib.book.chapters.kv_cache` and :mod:`gtalib.book.analysis.style`; :mod:`gtalib.model` for claim 3 and
-:mod:`gtalib.kernels.decode_model` for claim 9. ΔL in nats, perplexities as the paper prints them.
+:mod:`gtalib.kernels.decode_model` for the decode claim. ΔL in nats, perplexities as the paper prints them.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _paired(st) -> str:
 
 
 def main_claim_verdict(values: pd.DataFrame, confidence: float = 0.95) -> tuple[str, str]:
-    """Verdict and resolution of claim 8 (MLRA-4 has the lowest average perplexity of the
+    """Verdict and resolution of the main table's claim (MLRA-4 has the lowest average perplexity of the
     eleven; the gate lowers it further), each half one test of a difference paired by seed
     (:func:`gtalib.book.analysis.stats.ranking_test`): MLRA-4 against its closest rival among the plain
     configurations (:func:`ranking_claim`), and MLRA-4 against gated MLRA-4. *agrees*: both
@@ -195,7 +196,7 @@ def _table_claim(number: int) -> tuple[str, str, str]:
 
 
 def _decode_claim() -> tuple[str, str, str]:
-    """Claim 9 ("ours", verdict, in short): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
+    """The decode claim ("ours", verdict, in short): the ranking and MLA / MLRA-4 ratio measured on this CPU at the
     longest recorded context (``benchmarks/decode_cpu.json``) and predicted for the H100 by the
     roofline model; no GPU measurement, so never "agrees" ("not measured": the CPU ranks the
     shards by FLOPs, not by the bytes a GPU's decode is bound by; the claims page says so)."""
@@ -227,10 +228,10 @@ def claims_table(plan: Plan, run_dir, confidence: float = 0.95, results=None,
     Ablation claims aggregate the per-variant verdicts of their figure by
     :func:`aggregate_verdicts` (the common verdict, else "mixed" with counts). Claims 1–2 are
     computed exactly from :mod:`gtalib.book.chapters.kv_cache` at the paper's sizes; claim 3 is measured on
-    freshly initialised paper-width layers (:func:`key_variance_ratio`); claim 9 from the recorded CPU
+    freshly initialised paper-width layers (:func:`key_variance_ratio`); the decode claim from the recorded CPU
     decode measurement and the roofline model at H100 peaks (:func:`_decode_claim`; no GPU
     measurement). The ``resolution`` column notes how a claim that is not an ablation's was
-    decided (``"exact (no training)"``, ``"fresh layers (no training)"``, claim 8's two paired
+    decided (``"exact (no training)"``, ``"fresh layers (no training)"``, the main table's two paired
     tests, ``"equivalence test"``, ``"paired test"``; ``""`` for an ablation claim, whose
     variants' resolution :func:`resolution_table` gives); ``measured``, what this build
     measured in one short line (the introduction's headline,

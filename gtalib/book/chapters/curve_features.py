@@ -42,7 +42,7 @@ from gtalib.book.analysis.style import and_join, md_table, plural, table_style
 from gtalib.book.chapters.ablation import ablation_result
 from gtalib.book.chapters.shared import derived_file, shared_value
 from gtalib.book.chapters.verdict_parts import is_joint, order_changes, summary_counts
-from gtalib.book.design.figures import ablation, figure_variants
+from gtalib.book.design.figures import ablation
 from gtalib.book.design.names import display_name, is_user_variant
 from gtalib.training.runs import resolve_run_dir
 
@@ -161,7 +161,7 @@ def _curve_features(result, entropy: float) -> CurveFeatures | None:
         out.append(ft.order(F, [fig.paper_final(v) for v in variants], conf))
     p_holm, verdicts = ft.feature_verdicts(out, conf)
     paper = [v for v in result.variants if not is_user_variant(v)]  # a user's are no subset
-    subset = set(paper or variants) != set(figure_variants(result.key, result.preset))
+    subset = set(paper or variants) != set(ablation(result.key).variants_at(result.preset))
     return CurveFeatures(result.key, window, out, p_holm, verdicts,
                          {v: fig.paper_final(v) for v in variants}, conf, subset)
 

@@ -54,11 +54,10 @@ from gtalib.book.analysis.collect import Collected, collect_runs, provenance_htm
 from gtalib.book.analysis.stats import delta_stats, ranking_test
 from gtalib.book.analysis.style import and_join, plural, table_style
 from gtalib.book.design import ladder as ladders
-from gtalib.book.design.figures import ABLATIONS, ablation
+from gtalib.book.design.figures import ABLATIONS, TABLES, ablation
 from gtalib.book.design.ladder import WIDTH_FIELDS, ladder, ladder_runs, width_params
 from gtalib.book.design.names import canonical_options, config_label, display_name
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import seeds_of
 from gtalib.model.params import count_params
 from gtalib.model.presets import PRESETS, model_config
 from gtalib.training import record_costs
@@ -353,7 +352,7 @@ def width_gap(plan: Plan, seeds: int | None = None, run_dir=None, train: bool = 
                     tables["width"][1], tables["steps"][0], tables["steps"][1],
                     pd.DataFrame([tables[a][2] for a in ("width", "steps")],
                                  columns=TREND_COLUMNS), width_params(preset),
-                    width_seeds=seeds_of("ladder_width", preset) if seeds is None else seeds,
+                    width_seeds=TABLES["ladder_width"].seeds_at(preset) if seeds is None else seeds,
                     length_runs=length_refs(plan, seeds))
 
 
@@ -426,7 +425,7 @@ def width_cost(plan: Plan, costs=None) -> pd.DataFrame:
         core = median.get(record_costs.config_key(b), math.nan)
         rows.append((ref_width(r, preset)[0], r.variant, count_params(spec.model)["total"],
                      count_params(b.model)["total"], flops / bflops, core,
-                     core * flops / bflops, seeds_of("ladder_width", preset)))
+                     core * flops / bflops, TABLES["ladder_width"].seeds_at(preset)))
     return pd.DataFrame(rows, columns=["d_model", "variant", "n_params", "base_params",
                                        "flops_ratio", "base_core_s", "core_s", "seeds"])
 

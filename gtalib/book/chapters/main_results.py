@@ -28,10 +28,10 @@ from gtalib.book.analysis.collect import (
 from gtalib.book.analysis.curves import final_values
 from gtalib.book.analysis.stats import delta_stats
 from gtalib.book.analysis.style import plural, set_style, style_best, table_style
+from gtalib.book.design.figures import TABLES
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MLRA4_GATED_AVG_PPL
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import seeds_of
 
 
 def source_columns(runs: pd.DataFrame) -> list[str]:
@@ -239,7 +239,7 @@ def main_facts(main: MainResult) -> dict[str, str]:
     configuration is complete), ``main_confidence`` (``"95%"``), ``main_half_widths`` (each
     configuration's Student-t half-width of the average, ``"MHA ±0.123, ..."``; ``"—"`` where
     none), ``main_planned_seeds`` (the seeds per configuration this preset plans,
-    :func:`gtalib.book.design.seeds.seeds_of`), ``paper_sets`` (the paper's validation sets)
+    its spec's ``seeds_at``), ``paper_sets`` (the paper's validation sets)
     and ``paper_gated_avg`` (gated MLRA-4's average perplexity in the paper)."""
     ci = main.ppl_ci["avg"] if not main.ppl.empty else pd.Series(dtype=float)
     return {
@@ -247,7 +247,7 @@ def main_facts(main: MainResult) -> dict[str, str]:
         "main_seeds": seeds_shown(main.entropy) if not main.ppl.empty else "0 seeds",
         "main_confidence": f"{main.confidence:.0%}",
         "main_half_widths": ", ".join(f"{k} ±{v:.3f}" for k, v in ci.items()) or "—",
-        "main_planned_seeds": f"{seeds_of('main', main.preset)}",
+        "main_planned_seeds": f"{TABLES['main'].seeds_at(main.preset)}",
         "paper_sets": f"{len([c for c in PAPER_MAIN_PPL.columns if c != 'avg'])}",
         "paper_gated_avg": f"{PAPER_MLRA4_GATED_AVG_PPL}",
     }

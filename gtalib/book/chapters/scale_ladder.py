@@ -50,11 +50,10 @@ from gtalib.book.analysis.style import (
     table_style,
     variant_style,
 )
-from gtalib.book.design.figures import ablation, figure_spec, figure_variants
+from gtalib.book.design.figures import ablation, figure_spec
 from gtalib.book.design.ladder import depth_runs, ladder, ladder_params
 from gtalib.book.design.names import VARIANT_COLORS, display_name
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.seeds import seeds_of
 from gtalib.model.presets import PRESETS
 from gtalib.training.config import train_config
 
@@ -108,7 +107,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     final loss). The runs are the ladder's own lengths, resolved under
     :meth:`~gtalib.book.design.plan.Plan.own_design` whatever the book's ``max_steps``.
     ``seeds=None``: the seeds the ladder was recorded with (the seed table's ``"ladder"``
-    count, and ``"ladder_width"`` on the width axis, :func:`gtalib.book.design.seeds.seeds_of`);
+    count, and ``"ladder_width"`` on the width axis, its spec's ``seeds_at``);
     else ``seeds`` on every axis.
 
     Raises:
@@ -117,14 +116,15 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
 
     preset = plan.preset
     lad = ladder(preset)
-    width_seeds = (seeds_of("ladder_width", preset) if seeds is None else seeds) if lad.width_variants else 0
-    seeds = seeds_of("ladder", preset) if seeds is None else seeds
+    width_seeds = ((figure_spec("ladder_width").seeds_at(preset) if seeds is None else seeds)
+                   if lad.width_variants else 0)
+    seeds = figure_spec("ladder").seeds_at(preset) if seeds is None else seeds
     refs = depth_runs(preset, seeds)
     collected = collect_runs(refs, plan.own_design(), run_dir, train=train,
                              record_dir=record_dir)
     runs = collected.runs
     cols = ["part", "variant", "arm", "n_layer", "max_steps", "seed", "delta"]
-    per_seed, points = [], []
+    per_seed, points, stats_ = [], [], []
     if not runs.empty:
         last = runs.dropna(subset=["val_loss"]).sort_values("step").groupby(
             ["variant", "arm", "n_layer", "max_steps", "seed"]).tail(1)
@@ -141,6 +141,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     for (part, variant, arm, depth, steps), g in per_seed.groupby(
             ["part", "variant", "arm", "n_layer", "max_steps"], sort=True):
         st = delta_stats(g["delta"], confidence)
+        stats_.append(st)
         m, lo, hi, n = st.mean, st.low, st.high, st.n
         fin = final.xs((variant, depth, steps), level=["variant", "n_layer", "max_steps"])
         seed_sd = max(float(np.std(fin.xs(a, level="arm").to_numpy(), ddof=1))
@@ -157,8 +158,7 @@ def ladder_result(plan: Plan, seeds: int | None = None, run_dir=None, train: boo
     # the ladder's points are one family of tests (Holm across all of them); an arm without a
     # paper value (the scaled init) says which arm is ahead instead of agrees / differs
     p_raw, points["p_holm"], verdicts = family_verdicts(
-        points["mean"], points["sd"], points["n"],
-        [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
+        stats_, [p if math.isfinite(p) else 1.0 for p in points["paper"]], confidence)
     # pairs to resolve at the level each verdict uses (as the table's words say)
     points["pairs_needed"] = holm_pairs_needed(points["mean"], points["sd"], p_raw, confidence)
     points["verdict"] = [v if arm == "alt" or v not in ("agrees", "differs") else
@@ -440,7 +440,7 @@ def shared_rungs(result) -> list[tuple[str, tuple[str, ...], int, int]]:
         pts = result.points
         on = pts[(pts["part"] == key) & (pts["arm"] == "alt") & (pts["n_layer"] == depth)
                  & (pts["max_steps"] == steps)
-                 & pts["variant"].isin(figure_variants(key, result.preset))]
+                 & pts["variant"].isin(ablation(key).variants_at(result.preset))]
         if not on.empty:
             out.append((key, tuple(on["variant"]), depth, steps))
     return out

@@ -16,9 +16,10 @@ reference values are :mod:`gtalib.book.design.paper`.
 This is the one registry of per-figure facts: every figure's spec (:class:`Ablation`, and
 :class:`Table` for the main-results table and the scale ladder's axes) holds its seed counts and
 looks per preset, its data-order designs, its spot-checked variant. No other module keeps a
-table keyed by figure name; :mod:`gtalib.book.design.seeds` applies the seed policy to these
-fields, and its ``DATA_ORDERS``, ``DATA_ORDERS_DECLARED``, ``JOINT`` and ``JOINT_DECLARED`` are
-views of them (:func:`by_preset`). Reads :mod:`gtalib.book.design.names` and
+table keyed by figure name. A spec plans itself: its variants, seeds, looks and runs at a preset
+are its methods (:mod:`gtalib.book.design.figure_plan`: ``spec.runs(preset, seeds)``,
+``spec.seeds_at(preset)``, ...); :mod:`gtalib.book.design.seeds` keeps what is not per figure.
+Reads :mod:`gtalib.book.design.names`, :mod:`gtalib.book.design.figure_plan` and
 :mod:`gtalib.book.design.paper`.
 """
 
@@ -30,9 +31,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, is_user_variant, lookup
+from gtalib.book.design.figure_plan import AblationPlan, TablePlan
+from gtalib.book.design.names import GATE_COLORS, INIT_COLORS, lookup
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_MATCHED_PARAMS_B
-from gtalib.model.config import canonical_variant
 
 # ---------------------------------------------------------------------------------------------
 # Ablation figures
@@ -51,7 +52,7 @@ def check_counts(key: str, name: str, counts: dict) -> None:
 
 
 @dataclass(frozen=True)
-class Ablation:
+class Ablation(AblationPlan):
     """One ablation figure of the paper.
 
     Attributes:
@@ -88,14 +89,14 @@ class Ablation:
         expected_sign: the sign of ΔL the paper's claim expects (+1: its recommended arm is
             better); a user's own variant, which has no paper value, is tested against it.
 
-    The design, per preset (fixed before any run it governs; :mod:`gtalib.book.design.seeds`):
+    The design, per preset (fixed before any run it governs; its methods, :class:`AblationPlan`):
 
         seeds: preset → the seed pairs every variant runs at least (the book's count when it
             asks for more; none: the book's count).
         looks: preset → the pair counts at which the figure is read, when it runs exactly the
             last of them (a group-sequential design, :mod:`gtalib.book.analysis.sequential`).
         data_orders_declared: preset → the data orders (``TrainConfig.data_seed``) at which the
-            pair at seed :data:`~gtalib.book.design.seeds.DATA_ORDER_SEED` of every variant is
+            pair at seed :data:`~gtalib.book.design.figure_plan.DATA_ORDER_SEED` of every variant is
             repeated, both arms (docs/methods: "Data order").
         data_orders: preset → the data orders the book reads: a figure's set enters only once
             all of its runs are recorded, so that the default book reads them.
@@ -363,7 +364,7 @@ def ablation(key: str) -> Ablation:
 
 
 @dataclass(frozen=True)
-class Table:
+class Table(TablePlan):
     """A figure that is no ablation: the main-results table (``"main"``) or an axis of the scale
     ladder (``"ladder"``: depth and length; ``"ladder_width"``: width; their runs are
     :mod:`gtalib.book.design.ladder`'s).
@@ -438,61 +439,6 @@ def by_preset(name: str, keys=None) -> dict[str, dict]:
         for preset, value in getattr(spec, name, {}).items():
             out.setdefault(preset, {})[key] = value
     return out
-
-
-def figure_variants(key: str, preset: str, variants=None) -> tuple[str, ...]:
-    """The variants a figure shows at ``preset``: of the paper's, those ``variants`` names
-    (validated against the figure's own list), else the small ``ci_variants`` subset at the
-    ``ci`` preset, else all; then the user's own variants that ``variants`` names by import path
-    (``module:Class``) and that can take both of the figure's arms
-    (:func:`user_variant_refusal`), in the order given.
-
-    Raises:
-        KeyError: a requested variant that the paper's figure does not contain, or an import
-            path of another form than ``module:Class``.
-    """
-    fig = ablation(key)
-    if variants is None:
-        return fig.ci_variants if preset == "ci" else fig.variants
-    if isinstance(variants, str):
-        variants = [v.strip() for v in variants.split(",") if v.strip()]
-    users = tuple(dict.fromkeys(canonical_variant(v) for v in variants if is_user_variant(v)))
-    users = tuple(v for v in users if user_variant_refusal(key, preset, v) is None)
-    variants = [v for v in variants if not is_user_variant(v)]
-    if not variants:
-        return (*figure_variants(key, preset), *users)
-    out = []
-    for v in variants:
-        try:
-            cv = canonical_variant(v)
-        except KeyError:  # not a variant at all: the allowed ones are still the figure's
-            cv = None
-        if cv not in fig.variants:
-            raise KeyError(
-                f"variant {v!r} is not in the {key} figure; allowed: {', '.join(fig.variants)}"
-            )
-        out.append(cv)
-    return (*out, *users)
-
-
-def user_variant_refusal(key: str, preset: str, variant: str) -> str | None:
-    """Why the user's variant ``variant`` (``module:Class``) cannot join ablation ``key`` at
-    ``preset``, in one line (its class does not import, cannot be parameter-matched, or refuses
-    one of the figure's arms, as the model layer says), or ``None`` when it can."""
-    from gtalib.model.presets import model_config
-
-    fig = ablation(key)
-    for arm in (fig.alt, fig.rec):
-        try:
-            model_config(preset, variant, **arm)
-        except (KeyError, ValueError) as exc:
-            return str(exc.args[0])
-    return None
-
-
-def main_configs(preset: str) -> tuple[tuple[str, dict], ...]:
-    """Configurations of the main-results table at ``preset`` (all twelve, or the ci subset)."""
-    return TABLES["main"].ci_configs if preset == "ci" else TABLES["main"].configs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pandas as pd
 
 from gtalib.book.design.names import config_label, display_name, lookup, option_pairs
 from gtalib.book.design.run_specs import RunRef
-from gtalib.book.design.seeds import seeds_of
+from gtalib.book.design.figures import TABLES
 from gtalib.model.params import count_params
 from gtalib.model.presets import PRESETS, model_config
 
@@ -141,7 +141,7 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
     it is the same run as the token axis' and the main table's.
 
     Args:
-        seeds: ``None``: each axis its own count (:func:`gtalib.book.design.seeds.seeds_of`:
+        seeds: ``None``: each axis its own count (its spec's ``seeds_at``:
             ``"ladder"`` for depth and length, ``"ladder_width"`` for width).
     Raises:
         ValueError: ``seeds`` < 1 or an unknown ``part``.  KeyError: no ladder at ``preset``.
@@ -151,7 +151,7 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
         raise ValueError(f"seeds must be a positive integer or None, got {seeds!r}")
     if part not in (None, "init", "gate", "width"):
         raise ValueError(f"part must be 'init', 'gate', 'width' or None, got {part!r}")
-    n = seeds_of("ladder", preset) if seeds is None else seeds
+    n = TABLES["ladder"].seeds_at(preset) if seeds is None else seeds
     groups = []
     if part in (None, "init"):
         groups.append((lad.init_variants, lad.init_arms, (1,), lad.depths))
@@ -171,7 +171,7 @@ def ladder_runs(preset: str, seeds: int | None = None, part: str | None = None) 
     ]
     if part in (None, "width"):
         own = PRESETS[preset]
-        n = seeds_of("ladder_width", preset) if seeds is None else seeds
+        n = TABLES["ladder_width"].seeds_at(preset) if seeds is None else seeds
         for size in lad.widths:
             sizes = {k: x for k, x in zip(WIDTH_FIELDS, size) if own[k] != x}
             refs += [RunRef(v, "main", option_pairs({**sizes, "n_layer": lad.token_depth}), s,

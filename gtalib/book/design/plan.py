@@ -23,11 +23,12 @@ from gtalib.book.design import ladder as ladders
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.chapters import notebooks as chapter_notebooks
 from gtalib.book.design.chapters import reads
-from gtalib.book.design.figures import ABLATIONS
+from gtalib.book.design.figure_plan import run_identity
+from gtalib.book.design.figures import ABLATIONS, TABLES
 from gtalib.book.design.names import is_user_variant
 from gtalib.book.design.ladder import ladder_runs
-from gtalib.book.design.run_specs import data_order_runs, figure_runs, main_runs, preset_tokenizer
-from gtalib.book.design.seeds import LADDER_KEYS, reads_joint
+from gtalib.book.design.run_specs import preset_tokenizer
+from gtalib.book.design.seeds import LADDER_KEYS
 from gtalib.model.presets import PRESETS
 from gtalib.training import runs
 from gtalib.training.config import TrainConfig
@@ -49,13 +50,15 @@ class Plan:
         notebooks: the chapters to execute, in book order
             (:func:`gtalib.book.design.chapters.notebooks`).
         data_order_refs: per ablation key, its data-order runs
-            (:func:`gtalib.book.design.run_specs.data_order_runs`); empty for most figures.
+            (its spec's :meth:`~gtalib.book.design.figure_plan.AblationPlan.data_order_runs`); empty
+            for most figures.
         one_order_refs: per ablation key read in the joint design
-            (:func:`gtalib.book.design.seeds.reads_joint`), its one-order pairs (every pair at
+            (its spec's :meth:`~gtalib.book.design.figure_plan.AblationPlan.reads_joint`), its
+            one-order pairs (every pair at
             data order 0), read beside the joint pairs; empty for the other figures.
         user_variants: the user's own variants (``module:Class``) drawn beside the paper's in
             every ablation figure whose arms they can take
-            (:func:`gtalib.book.design.figures.figure_variants`); their runs are in
+            (:meth:`~gtalib.book.design.figure_plan.AblationPlan.variants_at`); their runs are in
             :attr:`figure_refs`.
     """
 
@@ -91,7 +94,7 @@ class Plan:
             if key not in self.reads:
                 continue
             for r in refs:
-                ident = specs.run_identity(r)
+                ident = run_identity(r)
                 if ident not in seen:
                     seen.add(ident)
                     out.append(r)
@@ -123,7 +126,7 @@ class Plan:
     def own_design(self, seeds: int = 1) -> "Plan":
         """The plan of the preset's own design, whatever this book overrides: the preset's
         training lengths (no ``max_steps``) and each figure the larger of its fixed seed count
-        and ``seeds`` (:func:`gtalib.book.design.seeds.seeds_of`; the default, 1, the smallest
+        and ``seeds`` (its spec's ``seeds_at``; the default, 1, the smallest
         count a book can ask for, leaves every figure its fixed count). The scale ladder reads
         its runs, and the other figures' runs it draws on, under this plan: they were recorded
         at these lengths and counts.
@@ -173,15 +176,15 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None, variants=
     if unknown:
         raise KeyError(f"unknown notebook(s) {unknown}; allowed: {', '.join(allowed)}")
     notebooks = tuple(n for n in allowed if n in notebooks)  # book order, each once
-    refs = {k: tuple(figure_runs(k, preset, seeds, variants or None, max_steps))
-            for k in ABLATIONS}
-    refs["main"] = tuple(main_runs(preset, seeds, max_steps))
+    refs = {k: tuple(a.runs(preset, seeds, variants or None, max_steps))
+            for k, a in ABLATIONS.items()}
+    refs["main"] = tuple(TABLES["main"].runs(preset, seeds, max_steps=max_steps))
     read = reads(notebooks)
     ladder = () if preset not in ladders.LADDERS or not read & set(LADDER_KEYS) else tuple(
         ladder_runs(preset, part=None if "ladder" in read else "width"))
-    orders = {k: tuple(data_order_runs(k, preset, max_steps=max_steps)) for k in ABLATIONS}
-    one_order = {k: tuple(figure_runs(k, preset, seeds, joint=False)) for k in ABLATIONS
-                 if reads_joint(k, preset, max_steps)}
+    orders = {k: tuple(a.data_order_runs(preset, max_steps=max_steps)) for k, a in ABLATIONS.items()}
+    one_order = {k: tuple(a.runs(preset, seeds, joint=False)) for k, a in ABLATIONS.items()
+                 if a.reads_joint(preset, max_steps)}
     return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
                 specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks),
                 {k: r for k, r in orders.items() if r}, one_order, variants)

@@ -21,8 +21,8 @@ more variants of every figure rather than more seeds of the first. Reads
 
 from __future__ import annotations
 
-from gtalib.book.design.figures import ABLATIONS, figure_spec, figure_variants, main_configs
-from gtalib.book.design.run_specs import run_identity
+from gtalib.book.design.figure_plan import run_identity
+from gtalib.book.design.figures import ABLATIONS, figure_spec
 
 #: The seed of every spot-checked run (seed 0 exists at every seed count).
 SPOT_CHECK_SEED = 0
@@ -45,13 +45,6 @@ def figure_keys() -> tuple[str, ...]:
     return (*ABLATIONS, "main")
 
 
-def shown_variants(key: str, preset: str) -> tuple[str, ...]:
-    """The variants figure ``key`` (or ``"main"``) shows at ``preset``, in its order."""
-    if key == "main":
-        return tuple(dict.fromkeys(v for v, _ in main_configs(preset)))
-    return figure_variants(key, preset)
-
-
 def spot_check_words(preset: str) -> str | None:
     """The spot-check set of ``preset`` in words (``None``: none declared), e.g. "seed 0 of MHA
     (initialisation), GLA-2 (gating), ..."."""
@@ -72,7 +65,7 @@ def spot_check_variants(preset: str) -> dict[str, str]:
     specs = {k: figure_spec(k) for k in figure_keys()}
     if not any(preset in spec.spot_check for spec in specs.values()):
         return {}
-    return {k: spec.spot_check.get(preset) or shown_variants(k, preset)[0]
+    return {k: spec.spot_check.get(preset) or spec.variants_at(preset)[0]
             for k, spec in specs.items()}
 
 

@@ -49,7 +49,8 @@ from gtalib.book.design.chapters import notebooks as all_notebooks
 from gtalib.book.design.chapters import toc_yaml
 from gtalib.book.design.figures import ABLATIONS
 from gtalib.book.design.plan import Plan, make_plan
-from gtalib.book.design.seeds import DEFAULT_SEEDS, check_seeds, counts_words
+from gtalib.book.design.figure_plan import DEFAULT_SEEDS, check_seeds
+from gtalib.book.design.seeds import counts_words
 from gtalib.book.design.spot_check import training_tiers
 from gtalib.book.pipeline import budget, calibration
 from gtalib.book.pipeline.execute import (

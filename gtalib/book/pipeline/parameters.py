@@ -30,9 +30,9 @@ from pathlib import Path
 
 import yaml
 
-from gtalib.book.design.figures import figure_variants
+from gtalib.book.design.figures import figure_spec
 from gtalib.book.design.plan import Plan, make_plan
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words, seed_counts, seeds_of
+from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words, seed_counts
 from gtalib.book.pipeline.paths import REPO
 from gtalib.model.presets import PRESETS
 
@@ -207,10 +207,10 @@ class NotebookParams:
     @property
     def seed_notice(self) -> str | None:
         """What the page says when it was given a seed count below its figure's fixed design
-        (:func:`gtalib.book.design.seeds.seeds_of`; a page of every figure, the claims page:
+        (its spec's ``seeds_at``; a page of every figure, the claims page:
         below any of theirs): the design's count is read, not the one asked for; ``None``
         otherwise, and for the book's own default count
-        (:data:`gtalib.book.design.seeds.DEFAULT_SEEDS`, which every design meets or raises, as
+        (:data:`gtalib.book.design.figure_plan.DEFAULT_SEEDS`, which every design meets or raises, as
         the parameters table says)."""
         if "seeds" not in self.given or self.seeds == DEFAULT_SEEDS:
             return None
@@ -221,7 +221,7 @@ class NotebookParams:
             design = (f"at {self.preset} "
                       f"{counts_words(self.preset, self.seeds, self.max_steps)}")
         else:
-            n = seeds_of(self.figure, self.preset, self.seeds, self.max_steps)
+            n = figure_spec(self.figure).seeds_at(self.preset, self.seeds, self.max_steps)
             if n <= self.seeds:
                 return None
             design = (f"at {self.preset} this {'table' if self.figure == 'main' else 'figure'} "
@@ -352,7 +352,7 @@ def notebook_params(figure: str | None = None, **given) -> NotebookParams:
             raise ParameterError("notebook parameter 'variants' needs the figure it selects from")
 
         try:
-            out["variants"] = list(figure_variants(figure, out.get("preset", "cpu"),
+            out["variants"] = list(figure_spec(figure).variants_at(out.get("preset", "cpu"),
                                                            out["variants"]))
         except KeyError as e:
             raise ParameterError(f"notebook parameter 'variants' = {given['variants']!r}: "

@@ -33,10 +33,10 @@ from gtalib.book.chapters.curve_features import methods_markdown as curve_method
 from gtalib.book.chapters.figure_tests import prediction_table, rule_comparison
 from gtalib.book.chapters.headline import data_order_verdicts, write_headline
 from gtalib.book.design.chapters import chapters
-from gtalib.book.design.figures import ABLATIONS, ablation
+from gtalib.book.design.figures import ABLATIONS, TABLES, ablation
 from gtalib.book.design.plan import Plan
 from gtalib.book.design.run_specs import preset_tokenizer
-from gtalib.book.design.seeds import ablation_looks, counts_words, seed_counts, seeds_of
+from gtalib.book.design.seeds import ablation_looks, counts_words, seed_counts
 from gtalib.book.pipeline.paths import BOOK_DIR
 from gtalib.model.presets import PRESETS
 from gtalib.training import records
@@ -92,8 +92,8 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
     factor at ``seeds − 1`` degrees of freedom (:func:`gtalib.book.analysis.stats.t_critical`),
     whether the figures shade the interval (from :data:`gtalib.book.analysis.style.MIN_BAND_SEEDS`
     seeds), the cap of *pairs to resolve* (:data:`gtalib.book.analysis.stats.MAX_PAIRS`) and, given
-    ``preset``, the figures and table that run more seeds (:func:`figure_seeds`,
-    :func:`gtalib.book.design.seeds.seeds_of`); when all of them run the same larger count, the intervals
+    ``preset``, the figures and table that run more seeds (each spec's
+    ``seeds_at``); when all of them run the same larger count, the intervals
     are those of that count."""
 
     q = 0.5 + confidence / 2
@@ -163,12 +163,12 @@ def statistics_markdown(seeds: int, confidence: float = 0.95, preset: str | None
 def methods_summary_markdown(preset: str = "cpu", seeds: int = 3) -> str:
     """The methods chapter's opening summary, one screen: this build's model and training
     length (:data:`gtalib.model.presets.PRESETS`), its seed counts and looks
-    (:func:`gtalib.book.design.seeds.seeds_of`, :func:`gtalib.book.design.seeds.ablation_looks`), and
+    (each spec's ``seeds_at``, :func:`gtalib.book.design.seeds.ablation_looks`), and
     the verdict rule with its levels (:func:`gtalib.book.analysis.sequential.nominal_levels`)."""
     p, t = PRESETS[preset], train_config(preset)
     own = [f"{a.heading.lower()} {train_config(preset, **dict(a.train[preset])).max_steps:,}"
            for a in ABLATIONS.values() if preset in a.train]
-    n_fig = {seeds_of(k, preset, seeds) for k in ABLATIONS}
+    n_fig = {a.seeds_at(preset, seeds) for a in ABLATIONS.values()}
     looks = ablation_looks(preset)
     read = (f", read at {looks[0]} and at {looks[-1]} pairs (two looks declared beforehand, "
             f"nominal levels {' and '.join(f'{x:.4f}' for x in nominal_levels(looks))})"
@@ -183,7 +183,7 @@ def methods_summary_markdown(preset: str = "cpu", seeds: int = 3) -> str:
         "and cosine decay, on a real-text corpus built from pinned archives.",
         f"- **Pairs**: ΔL = L(alternative) − L(recommended) from two runs with the same seed and "
         f"batches; {and_join(sorted(map(str, n_fig)))} seed pairs per ablation variant{read}; "
-        f"{seeds_of('main', preset, seeds)} seeds per main-table configuration.",
+        f"{TABLES['main'].seeds_at(preset, seeds)} seeds per main-table configuration.",
         "- **Verdict rule**: per variant, the paired t-test of ΔL = 0, Holm-adjusted across the "
         "figure's variants at 5 %: *agrees* / *differs* when resolved with the paper's / the "
         "opposite sign, else *within noise* (with the |ΔL| that could hide). A claim over "

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
-from notebook_cells import ABLATION_NOTEBOOKS, figure_cell, notebook_figure  # noqa: E402
+from notebook_cells import ablation_stems, figure_cell, notebook_figure  # noqa: E402
 from synthetic import metrics, runs_frame  # noqa: E402
 
 from gtalib.book.analysis import curves as C
@@ -481,7 +481,7 @@ def _pasted(facts: set, curve_facts: set) -> set:
     from notebook_cells import NOTEBOOKS, stated_names
 
     pasted = set()
-    for stem in (*ABLATION_NOTEBOOKS, "own_attention"):
+    for stem in (*ablation_stems(), "own_attention"):
         nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
         code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
         names = {n.removeprefix("fig_") for n in stated_names(stem) if n.startswith("fig_")}
@@ -516,7 +516,7 @@ def test_every_ablation_notebook_shows_the_same_plotting_code_of_at_most_40_line
     """One plotting cell, the same in the four ablation notebooks and the bring-your-own-attention
     page (so that the tests of the figure test each page's), folded on the page (hide-input) and
     short enough to read."""
-    sources = {figure_cell(n) for n in (*ABLATION_NOTEBOOKS, "own_attention")}
+    sources = {figure_cell(n) for n in (*ablation_stems(), "own_attention")}
     assert len(sources) == 1
     assert len(sources.pop().splitlines()) <= 40
 

@@ -21,8 +21,8 @@ from gtalib.book.design import figures
 from gtalib.book.design import seeds as seed_policy
 from gtalib.book.design.ladder import ladder, ladder_runs
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import RunRef, main_runs
-from gtalib.book.design.seeds import seeds_of
+from gtalib.book.design.figures import TABLES, figure_spec
+from gtalib.book.design.run_specs import RunRef
 from gtalib.model.params import count_params
 from gtalib.model.presets import model_config
 
@@ -45,7 +45,7 @@ def test_the_width_axis_runs_and_their_narrow_point_is_the_main_tables_runs():
     data = synthetic.synthetic_identity("cpu")
     narrow = {specs.run_spec(r, "cpu", None, data).run_id for r in refs
               if W.ref_width(r, "cpu")[0] == 128}
-    main = {specs.run_spec(r, "cpu", None, data).run_id for r in main_runs("cpu", 3)
+    main = {specs.run_spec(r, "cpu", None, data).run_id for r in TABLES["main"].runs("cpu", 3)
             if r.variant in WIDTH_VARIANTS and not r.options}
     assert narrow == main and len(main) == 25
     # ci: GQA and MLA, 2 seeds; the narrow point is the token axis' runs without the gate
@@ -71,7 +71,7 @@ def test_the_width_axis_design_is_checked():
         replace(figures.TABLES["ladder_width"], seeds={"ci": 0})
     # every preset with a ladder has a seed count for each of its axes
     for name in ladders.LADDERS:
-        assert all(seed_policy.seeds_of(k, name) >= 1 for k in seed_policy.LADDER_KEYS)
+        assert all(figure_spec(k).seeds_at(name) >= 1 for k in seed_policy.LADDER_KEYS)
     # the first width is each preset's own
     from gtalib.model.presets import PRESETS
 
@@ -270,9 +270,9 @@ def test_each_length_reads_every_run_the_book_plans_there_and_nothing_else():
            for steps in (250, 1000, 2000)}
     assert got[250] == {(v, i, "width") for v in WIDTH_VARIANTS for i in range(5)}
     assert got[1000] == {(v, i, "gate") for v in ("gqa", "mla", "mlra-2", "mlra-4")
-                         for i in range(seeds_of("gate", "cpu"))}
+                         for i in range(figure_spec("gate").seeds_at("cpu"))}
     assert got[2000] == {(v, i, "ladder") for v in ("gqa", "mlra-4") for i in range(3)}
-    assert len(refs) == 25 + 4 * seeds_of("gate", "cpu") + 6 == len({rid(r) for _, r, _ in refs})
+    assert len(refs) == 25 + 4 * figure_spec("gate").seeds_at("cpu") + 6 == len({rid(r) for _, r, _ in refs})
     plan = make_plan("cpu", DEFAULT_SEEDS)
     planned = {rid(r) for r in (*plan.runs, *plan.ladder_refs)}
     assert {rid(r) for _, r, _ in refs} <= planned

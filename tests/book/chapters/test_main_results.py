@@ -50,7 +50,7 @@ def test_the_facts_the_page_states():
     import pandas as pd
 
     from gtalib.book.design.paper import PAPER_MLRA4_GATED_AVG_PPL
-    from gtalib.book.design.seeds import seeds_of
+    from gtalib.book.design.figures import figure_spec
 
     runs = runs_frame({("mla", "main", 0): metrics([0, 5], [5.0, 2.0]),
                        ("mla", "main", 1): metrics([0, 5], [5.0, 2.5])})
@@ -61,7 +61,7 @@ def test_the_facts_the_page_states():
     facts = M.main_facts(main)
     assert facts["main_seeds"] == "2 seeds" and facts["main_half_widths"] == "MLA ±0.457"
     assert facts["main_confidence"] == "95%" and facts["main_preset"] == "`ci`"
-    assert facts["main_planned_seeds"] == str(seeds_of("main", "ci"))
+    assert facts["main_planned_seeds"] == str(figure_spec("main").seeds_at("ci"))
     assert facts["paper_sets"] == "7" and facts["paper_gated_avg"] == str(PAPER_MLRA4_GATED_AVG_PPL)
     empty = M.MainResult("ci", 0.95, None, *[pd.DataFrame()] * 4)
     assert M.main_facts(empty)["main_seeds"] == "0 seeds"

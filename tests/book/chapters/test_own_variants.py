@@ -20,7 +20,7 @@ from notebook_cells import notebook_figure  # noqa: E402
 
 from gtalib.book.chapters import ablation as A  # noqa: E402
 from gtalib.book.design import run_specs as specs  # noqa: E402
-from gtalib.book.design.figures import figure_variants, user_variant_refusal  # noqa: E402
+from gtalib.book.design.figures import figure_spec  # noqa: E402
 from gtalib.book.design.plan import make_plan  # noqa: E402
 from gtalib.book.pipeline.parameters import notebook_params  # noqa: E402
 
@@ -44,12 +44,12 @@ def store(tmp_path, monkeypatch):
 
 
 def test_it_joins_the_figures_whose_arms_it_takes(store):
-    assert figure_variants("init", "ci", [NOPE]) == ("gqa", "mla", NOPE)
-    assert figure_variants("gate", "cpu", ["mla", NOPE]) == ("mla", NOPE)
+    assert figure_spec("init").variants_at("ci", [NOPE]) == ("gqa", "mla", NOPE)
+    assert figure_spec("gate").variants_at("cpu", ["mla", NOPE]) == ("mla", NOPE)
     # latent scales and double heads are options its config refuses: it stays out, saying why
-    assert figure_variants("latent_scale", "ci", [NOPE]) == ("mla", "gla-2")
-    assert "latent_scale=False only applies" in user_variant_refusal("latent_scale", "ci", NOPE)
-    assert "head_multiplier=2" in user_variant_refusal("double_heads", "ci", NOPE)
+    assert figure_spec("latent_scale").variants_at("ci", [NOPE]) == ("mla", "gla-2")
+    assert "latent_scale=False only applies" in figure_spec("latent_scale").user_variant_refusal("ci", NOPE)
+    assert "head_multiplier=2" in figure_spec("double_heads").user_variant_refusal("ci", NOPE)
     assert notebook_params("init", preset="ci", variants=NOPE).variants == ["gqa", "mla", NOPE]
     plan = make_plan("ci", 3, variants=(NOPE,))
     assert {(r.arm, r.seed) for r in plan.figure_refs["init"] if r.variant == NOPE} == {

@@ -15,11 +15,10 @@ from scipy import stats
 from gtalib.book.chapters import scale_ladder as L
 from gtalib.book.design import ladder as ladders
 from gtalib.book.design import run_specs as specs
-from gtalib.book.design.figures import GATE_CPU_STEPS
+from gtalib.book.design.figures import GATE_CPU_STEPS, figure_spec
 from gtalib.book.design.ladder import ladder, ladder_runs
 from gtalib.book.design.plan import make_plan
 from gtalib.book.design.run_specs import RunRef
-from gtalib.book.design.seeds import seeds_of
 
 
 def test_ladder_runs_cover_every_rung_arm_and_length():
@@ -94,7 +93,7 @@ def test_the_cpu_books_depth_is_the_ladder_rung_where_init_has_the_papers_sign()
     # at 250 steps the ladder's gate pairs are main-table runs (MLRA-4) or the init page's (GQA)
     assert labels(lad.base_steps, "gate") == {"GQA zero init", None, "MLRA-4", "MLRA-4 + gate"}
     # the ladder shows its own seeds (3 recorded; 5 on the width axis), not the book's
-    assert {r.seed for r in L.depth_runs("cpu")} == set(range(seeds_of("ladder", "cpu"))) == {0, 1, 2}
+    assert {r.seed for r in L.depth_runs("cpu")} == set(range(figure_spec("ladder").seeds_at("cpu"))) == {0, 1, 2}
     assert set(plan.ladder_refs) == set(ladder_runs("cpu"))
     assert {r.seed for r in ladder_runs("cpu", part="width")} == set(range(5))
 
@@ -289,17 +288,17 @@ def test_the_page_states_its_seeds_its_family_and_where_the_ablation_pages_diffe
     rows = [("init", v, "alt", 8, 250) for v in ("mha", "mla", "tpa")]
     rows += [("init", "mha", "scaled", 8, 250), ("init", "mha", "alt", 2, 250)]
     rows += [("gate", v, "alt", 8, 1000) for v in ("gqa", "mlra-4")]
-    r = _result("cpu", seeds_of("ladder", "cpu"), seeds_of("ladder_width", "cpu"), rows)
+    r = _result("cpu", figure_spec("ladder").seeds_at("cpu"), figure_spec("ladder_width").seeds_at("cpu"), rows)
     assert L.shared_rungs(r) == [("init", ("mha", "mla", "tpa"), 8, 250),
                                  ("gate", ("gqa", "mlra-4"), 8, 1000)]
-    assert seeds_of("init", "cpu", 1) == 10
-    assert (seeds_of("ladder", "cpu"), seeds_of("ladder_width", "cpu")) == (3, 5)
+    assert figure_spec("init").seeds_at("cpu", 1) == 10
+    assert (figure_spec("ladder").seeds_at("cpu"), figure_spec("ladder_width").seeds_at("cpu")) == (3, 5)
     assert L.ladder_facts(r) == {"ladder_seeds": "3", "ladder_seed_last": "2",
                                  "ladder_width_seeds": "5", "ladder_family": "7"}
     assert L.shared_table(r).values.tolist() == [
         ["initialisation", "MHA, MLA and TPA: normal − zero", "8", "250", "10", "3"],
         ["gating", "GQA and MLRA-4: no gate − gate", "8", "1,000",
-         f"{seeds_of('gate', 'cpu', 1)}", "3"]]
+         f"{figure_spec('gate').seeds_at('cpu', 1)}", "3"]]
     # ci: no rung at the book's depth and an ablation page's length, no width seeds without one
     ci = _result("ci", 2, 0, [("init", "mha", "alt", 2, 10)])
     assert L.shared_table(ci).empty

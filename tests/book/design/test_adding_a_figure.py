@@ -5,14 +5,14 @@ synthetic store (docs/interfaces.md, "Adding an ablation figure")."""
 
 import json
 
+import notebook_cells
 import pytest
 import synthetic
 
 from gtalib.book.design import chapters, figures
 from gtalib.book.design import run_specs as specs
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import data_order_runs
-from gtalib.book.design.seeds import looks_of, seeds_of
+from gtalib.book.design.figures import figure_spec
 from gtalib.book.design.spot_check import spot_check_refs, spot_check_variants
 from gtalib.book.pipeline import execute
 from gtalib.book.pipeline.paths import NOTEBOOK_DIR
@@ -61,13 +61,13 @@ def test_a_new_figure_appears_everywhere_the_book_lists_chapters(rope_figure):
         (v, a, s) for v in ("mla", "gla-2") for a in ("alt", "rec") for s in range(2))
     only = make_plan("ci", 2, notebooks=("rope_width",))
     assert set(only.runs) == set(refs) and only.ladder_refs == ()
-    assert seeds_of("rope_width", "ci", 2) == 2
+    assert figure_spec("rope_width").seeds_at("ci", 2) == 2
     # its design, from the same spec: seeds and looks, the spot-check, the data orders
-    assert seeds_of("rope_width", "cpu", 3) == 12 and looks_of("rope_width", "cpu", 3) == (6, 12)
+    assert figure_spec("rope_width").seeds_at("cpu", 3) == 12 and figure_spec("rope_width").looks_at("cpu", 3) == (6, 12)
     assert spot_check_variants("ci")["rope_width"] == "gla-2"
     assert spot_check_variants("cpu")["rope_width"] == "mla"  # none named there: its first
     assert {r.variant for r in spot_check_refs(plan)} >= {"gla-2"}
-    assert data_order_runs("rope_width", "cpu") == []  # declared, not yet read
+    assert figure_spec("rope_width").data_order_runs("cpu") == []  # declared, not yet read
     # its claim and ranking on the claims page
     claim = next(c for c in figures.claims() if c.source == "rope_width")
     assert claim.text == rope_figure.claim and claim.number == len(figures.claims()) - 2
@@ -99,3 +99,8 @@ def test_a_new_figure_builds_its_page_at_ci(rope_figure, tmp_path, monkeypatch):
     assert "RoPE-width ablation" in text and "GLA-2" in text
     assert "image/png" in text
     assert not execute.notebook_errors(tmp_path / "out")
+    # its cells are checked as every ablation page's: listed from the registry, the same
+    # plotting cell as the others
+    assert "rope_width" in notebook_cells.ablation_stems()
+    assert notebook_cells.figure_cell("rope_width", nb_dir) == notebook_cells.figure_cell(
+        "init_ablation")

@@ -12,13 +12,11 @@ from gtalib.book.design.figures import (
     GATE_CPU_STEPS,
     ablation,
     by_preset,
-    figure_variants,
+    figure_spec,
 )
 from gtalib.book.design.names import canonical_options
 from gtalib.book.design.paper import PAPER_MAIN_PPL, PAPER_SOURCES
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import data_order_runs, figure_runs, joint_runs
-from gtalib.book.design.seeds import figure_seeds, seeds_of
 
 
 def test_paper_final_delta_is_ln_ppl_ratio():
@@ -60,7 +58,7 @@ def test_run_sets_count_each_configuration_once():
     # of the ablation figures at 10 pairs (two looks) and the main table at 5, whatever the
     # book asks below that: the main table's plain runs share seeds 0-4 with the init
     # figure's zero-init arms, so only MLRA-4 and gated MLRA-4 are the table's alone.
-    assert {seeds_of(k, "cpu", 1) for k in ABLATIONS} == {10} and seeds_of("main", "cpu", 1) == 5
+    assert {figure_spec(k).seeds_at("cpu", 1) for k in ABLATIONS} == {10} and figure_spec("main").seeds_at("cpu", 1) == 5
     # ... plus the pair at seed 0 at data orders 1-4 of the initialisation figure (9 variants × 2
     # arms × 4 orders = 72 runs) and of the gating figure (5 × 2 × 4 = 40), whatever the seed count
     orders = 9 * 2 * 4 + 5 * 2 * 4
@@ -95,8 +93,8 @@ def test_run_sets_count_each_configuration_once():
         assert base[(r.variant, r.arm, r.options)].train == tuple(
             kv for kv in r.train if kv[0] != "data_seed")
     assert make_plan("ci", 1, max_steps=5).data_order_refs == {}
-    refs = figure_runs("gate", "cpu", 3)
-    assert len(refs) == 5 * 2 * seeds_of("gate", "cpu")
+    refs = figure_spec("gate").runs("cpu", 3)
+    assert len(refs) == 5 * 2 * figure_spec("gate").seeds_at("cpu")
     assert {r.arm for r in refs} == {"alt", "rec"}
 
 
@@ -106,19 +104,19 @@ def test_canonical_options_drop_defaults():
 
 
 def test_figure_variants_validation():
-    assert figure_variants("init", "ci") == ("gqa", "mla")
-    assert figure_variants("gate", "cpu", "GQA, mlra4") == ("gqa", "mlra-4")
+    assert figure_spec("init").variants_at("ci") == ("gqa", "mla")
+    assert figure_spec("gate").variants_at("cpu", "GQA, mlra4") == ("gqa", "mlra-4")
     with pytest.raises(KeyError, match="not in the gate figure"):
-        figure_variants("gate", "cpu", ["mha"])
+        figure_spec("gate").variants_at("cpu", ["mha"])
     # a name that is no variant at all gets the figure's list too, not the registry's eleven
     with pytest.raises(KeyError) as exc:
-        figure_variants("gate", "cpu", ["bogus"])
+        figure_spec("gate").variants_at("cpu", ["bogus"])
     assert exc.value.args[0] == ("variant 'bogus' is not in the gate figure; allowed: "
                                  + ", ".join(ablation("gate").variants))
     with pytest.raises(KeyError, match="allowed"):
         ablation("nope")
     with pytest.raises(ValueError, match="seeds"):
-        figure_runs("init", "ci", 0)
+        figure_spec("init").runs("ci", 0)
 
 
 def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
@@ -127,23 +125,24 @@ def test_a_figure_runs_one_seed_count_for_every_variant(monkeypatch):
     count; every cpu figure runs 5."""
 
     for key, n in (("init", 10), ("latent_scale", 10), ("double_heads", 10), ("gate", 10)):
-        assert figure_seeds(key, "cpu", 3) == dict.fromkeys(figure_variants(key, "cpu"), n)
+        assert figure_spec(key).seeds_at("cpu", 3) == n
     monkeypatch.setitem(figures.ABLATIONS, "gate", replace(figures.ABLATIONS["gate"],
                         seeds={"cpu": 10, "ci": 4}))
-    assert figure_seeds("gate", "ci", 2) == {"gqa": 4, "mla": 4}
-    assert figure_seeds("gate", "ci", 5) == {"gqa": 5, "mla": 5}  # never fewer than the book's
-    assert figure_seeds("gate", "ci", 2, max_steps=7) == {"gqa": 2, "mla": 2}
-    assert figure_seeds("gate", "ci", 2, variants=["mla"]) == {"mla": 4}
-    refs = figure_runs("gate", "ci", 2)
+    gate = figure_spec("gate")
+    assert gate.seeds_at("ci", 2) == 4 and gate.variants_at("ci") == ("gqa", "mla")
+    assert gate.seeds_at("ci", 5) == 5  # never fewer than the book's
+    assert gate.seeds_at("ci", 2, max_steps=7) == 2
+    assert {r.variant for r in gate.runs("ci", 2, variants=["mla"])} == {"mla"}
+    refs = figure_spec("gate").runs("ci", 2)
     assert sorted((r.variant, r.arm, r.seed) for r in refs) == sorted(
         (v, a, s) for v in ("gqa", "mla") for a in ("alt", "rec") for s in range(4))
     assert set(make_plan("ci", 2).figure_refs["gate"]) == set(refs)
-    assert figure_seeds("init", "ci", 3) == {"gqa": 3, "mla": 3}  # ci: the book's count
+    assert figure_spec("init").seeds_at("ci", 3) == 3  # ci: the book's count
     for bad in (0, True, {"mla": 4}):
         with pytest.raises(ValueError, match=r"figure 'gate': seeds\['ci'\] must be a positive "):
             replace(figures.ABLATIONS["gate"], seeds={"ci": bad})
     with pytest.raises(KeyError, match="unknown figure 'rope'.*allowed: init, gate"):
-        seed_policy.seeds_of("rope", "ci")
+        figure_spec("rope").seeds_at("ci")
 
 
 def test_the_ablation_figures_are_read_in_the_declared_looks():
@@ -152,11 +151,10 @@ def test_the_ablation_figures_are_read_in_the_declared_looks():
     other preset or count: one look at the count run."""
     for key in ABLATIONS:
         joint = key in seed_policy.JOINT["cpu"]
-        assert seed_policy.looks_of(key, "cpu") == ((10,) if joint else (5, 10))
-        assert seed_policy.looks_of(key, "cpu", 12) == (12,)  # more than declared: one look
-        assert seed_policy.looks_of(key, "cpu", 3, max_steps=20) == (3,)
-        assert seed_policy.looks_of(key, "ci", 2) == (2,)
-    assert seed_policy.looks_of("main", "cpu") == (5,)
+        assert figure_spec(key).looks_at("cpu") == ((10,) if joint else (5, 10))
+        assert figure_spec(key).looks_at("cpu", 12) == (12,)  # more than declared: one look
+        assert figure_spec(key).looks_at("cpu", 3, max_steps=20) == (3,)
+        assert figure_spec(key).looks_at("ci", 2) == (2,)
     assert seed_policy.counts_words("cpu", 3) == "the ablation figures run 10, the main table 5"
     assert seed_policy.counts_words("ci", 2, max_steps=5) is None
     assert seed_policy.counts_words("ci", 2) is None
@@ -227,9 +225,9 @@ def test_the_design_is_one_field_of_each_figure_s_spec_and_the_views_show_it():
         "ci": {"init": "gqa", "gate": "mla", "latent_scale": "gla-2", "double_heads": "gqa",
                "main": "gqa"}}
     # the runs follow the spec, not the view: a figure's changed field changes its runs
-    assert len(data_order_runs("init", "ci")) == 2 * 2 * 2 and data_order_runs("gate", "ci") == []
+    assert len(figure_spec("init").data_order_runs("ci")) == 2 * 2 * 2 and figure_spec("gate").data_order_runs("ci") == []
     joint = figures.ABLATIONS["init"].joint["ci"]
-    assert len(joint_runs("init", "ci", joint)) == 2 * 2 * joint
+    assert len(figure_spec("init").joint_runs("ci", joint)) == 2 * 2 * joint
 
 
 def test_no_design_module_keeps_a_table_keyed_by_figure_name():

@@ -1,4 +1,4 @@
-"""The joint data-order design (seeds.JOINT_DECLARED, seeds.JOINT, run_specs.joint_runs): pair k
+"""The joint data-order design (seeds.JOINT_DECLARED, seeds.JOINT, each spec's joint_runs): pair k
 of a figure trains both arms at initialisation seed k and data order k, pair 0 is the figure's own
 run, the figure is read at one look, and its one-order pairs stay beside it."""
 
@@ -6,9 +6,8 @@ run, the figure is read at one look, and its one-order pairs stay beside it."""
 import pytest
 
 from gtalib.book.design import seeds
-from gtalib.book.design.figures import figure_variants
+from gtalib.book.design.figures import figure_spec
 from gtalib.book.design.plan import make_plan
-from gtalib.book.design.run_specs import figure_runs, joint_runs
 
 
 def _order(ref) -> int:
@@ -22,7 +21,7 @@ def test_the_declared_design_is_ten_joint_pairs_of_every_ablation_figure():
                                            "double_heads": 10}
     assert set(seeds.JOINT["cpu"]) <= set(seeds.JOINT_DECLARED["cpu"])
     # the joint runs beyond pair 0: pairs 1-9, both arms, of 9 + 5 + 3 + 3 variants
-    todo = sum(len(joint_runs(k, "cpu", n)) - 2 * len(figure_variants(k, "cpu"))
+    todo = sum(len(figure_spec(k).joint_runs("cpu", n)) - 2 * len(figure_spec(k).variants_at("cpu"))
                for k, n in seeds.JOINT_DECLARED["cpu"].items())
     assert todo == 2 * 9 * (9 + 5 + 3 + 3) == 360
     # and the pair at seed 0 repeated at data orders 1-4, for every figure
@@ -36,18 +35,18 @@ def test_a_latent_or_heads_arm_that_is_an_init_arm_is_the_same_run(key):
     initialisation figure. Where the new figures' arm is that configuration, its joint run has
     the init figure's run id, so it is recorded once and trained once."""
     plan = make_plan("cpu", 1)
-    init = {plan.spec(r).run_id for r in joint_runs("init", "cpu", 10)}
-    shared = {(r.variant, r.arm) for r in joint_runs(key, "cpu", 10) if plan.spec(r).run_id in init}
-    assert shared == {(v, "rec") for v in figure_variants(key, "cpu")
-                      if v in figure_variants("init", "cpu")}
+    init = {plan.spec(r).run_id for r in figure_spec("init").joint_runs("cpu", 10)}
+    shared = {(r.variant, r.arm) for r in figure_spec(key).joint_runs("cpu", 10) if plan.spec(r).run_id in init}
+    assert shared == {(v, "rec") for v in figure_spec(key).variants_at("cpu")
+                      if v in figure_spec("init").variants_at("cpu")}
 
 
 @pytest.mark.parametrize("key", ["init", "gate"])
 def test_pair_k_reads_seed_k_and_data_order_k_both_arms_alike(key):
-    refs = joint_runs(key, "cpu", 10)
-    assert len(refs) == 10 * 2 * len(figure_variants(key, "cpu"))
+    refs = figure_spec(key).joint_runs("cpu", 10)
+    assert len(refs) == 10 * 2 * len(figure_spec(key).variants_at("cpu"))
     assert all(_order(r) == r.seed for r in refs)
-    own = figure_runs(key, "cpu", 10, joint=False)
+    own = figure_spec(key).runs("cpu", 10, joint=False)
     # each joint run is the figure's own run with only the data order changed ...
     base = {(r.variant, r.arm, r.seed): r.train for r in own}
     for r in refs:
@@ -65,30 +64,30 @@ def test_pair_k_reads_seed_k_and_data_order_k_both_arms_alike(key):
 def test_pair_0_has_the_recorded_run_id_of_the_figure(monkeypatch):
     plan = make_plan("cpu", 1)
     for key in ("init", "gate"):
-        ids = {plan.spec(r).run_id for r in joint_runs(key, "cpu", 1)}
-        assert ids == {plan.spec(r).run_id for r in figure_runs(key, "cpu", 1, joint=False)
+        ids = {plan.spec(r).run_id for r in figure_spec(key).joint_runs("cpu", 1)}
+        assert ids == {plan.spec(r).run_id for r in figure_spec(key).runs("cpu", 1, joint=False)
                        if r.seed == 0}
-        later = {plan.spec(r).run_id for r in joint_runs(key, "cpu", 2)} - ids
-        assert len(later) == 2 * len(figure_variants(key, "cpu"))  # order 1 is its own run
+        later = {plan.spec(r).run_id for r in figure_spec(key).joint_runs("cpu", 2)} - ids
+        assert len(later) == 2 * len(figure_spec(key).variants_at("cpu"))  # order 1 is its own run
 
 
 def test_the_ci_book_goes_through_the_joint_path():
-    assert seeds.reads_joint("init", "ci")
+    assert figure_spec("init").reads_joint("ci")
     plan = make_plan("ci", 2)
     joint = plan.figure_refs["init"]
     assert {(r.seed, _order(r)) for r in joint} == {(0, 0), (1, 1)}
     assert {(r.seed, _order(r)) for r in plan.one_order_refs["init"]} == {(0, 0), (1, 0)}
     ids = {plan.spec(r).run_id for r in plan.runs}
     assert {plan.spec(r).run_id for r in (*joint, *plan.one_order_refs["init"])} <= ids
-    assert seeds.looks_of("init", "ci", 2) == (2,)
+    assert figure_spec("init").looks_at("ci", 2) == (2,)
     # a book-wide length override reads no joint design (the runs are the figure's length)
-    assert not seeds.reads_joint("init", "ci", max_steps=5)
+    assert not figure_spec("init").reads_joint("ci", max_steps=5)
     assert make_plan("ci", 2, max_steps=5).one_order_refs == {}
 
 
 def test_a_switched_figure_reads_one_look_and_more_seeds_each_at_its_own_order():
-    assert seeds.looks_of("init", "cpu", 1) == (10,)  # one look, declared with the design
-    assert seeds.looks_of("latent_scale", "cpu", 1) == (5, 10)  # a figure not switched keeps two
+    assert figure_spec("init").looks_at("cpu", 1) == (10,)  # one look, declared with the design
+    assert figure_spec("latent_scale").looks_at("cpu", 1) == (5, 10)  # a figure not switched keeps two
     plan = make_plan("cpu", 12)  # above the declared pairs: the extra pairs, each its own order
     assert sorted({(r.seed, _order(r)) for r in plan.figure_refs["init"]}) == [
         (k, k) for k in range(12)]
@@ -98,15 +97,15 @@ def test_a_switched_figure_reads_one_look_and_more_seeds_each_at_its_own_order()
 
 def test_bad_pair_counts_are_refused():
     with pytest.raises(ValueError, match="pairs"):
-        joint_runs("init", "cpu", -1)
+        figure_spec("init").joint_runs("cpu", -1)
     with pytest.raises(KeyError):
-        joint_runs("nope", "cpu", 2)
+        figure_spec("nope").joint_runs("cpu", 2)
 
 
 def test_a_figure_switches_only_once_every_joint_run_is_recorded():
     from gtalib.training import records
     plan = make_plan("cpu", 1)
     for key in seeds.JOINT["cpu"]:
-        missing = [r for r in joint_runs(key, "cpu", seeds.JOINT_DECLARED["cpu"][key])
+        missing = [r for r in figure_spec(key).joint_runs("cpu", seeds.JOINT_DECLARED["cpu"][key])
                    if records.find_record(plan.spec(r)) is None]
         assert not missing, f"{key} reads the joint design but lacks {len(missing)} records"

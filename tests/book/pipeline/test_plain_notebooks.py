@@ -22,7 +22,7 @@ from nbconvert import MarkdownExporter
 
 from gtalib.book.design import chapters as registry
 from gtalib.book.design.names import display_name
-from gtalib.book.design.seeds import figure_seeds
+from gtalib.book.design.figures import figure_spec
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCES = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -160,7 +160,7 @@ def test_the_executed_ci_notebooks_read_right_outside_the_book(built):
         named = {n.strip() for names in groups for n in re.split(r",| and ", names) if n.strip()}
         if key == "init-own":  # the page draws the init figure's ci variants beside the class
             key = "init"
-        assert named == {display_name(v) for v in figure_seeds(key, "ci", 2)}, (stem, verdict)
+        assert named == {display_name(v) for v in figure_spec(key).variants_at("ci")}, (stem, verdict)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)

@@ -1,6 +1,7 @@
 """The generated Markdown snippets of the methods and reproduction chapters
 (:mod:`gtalib.book.pipeline.snippets`): presets, recipe, statistics, provenance, run cards."""
 
+import re
 from pathlib import Path
 
 from gtalib.book.design.plan import make_plan
@@ -10,10 +11,20 @@ from gtalib.book.pipeline import snippets
 REPO = Path(__file__).resolve().parents[3]
 
 
+def _unpadded(md: str) -> str:
+    """``md`` with its pipe tables' cell padding (DataFrame.to_markdown's) collapsed to one space."""
+    return "\n".join(re.sub(r" {2,}", " ", ln) if ln.startswith("|") else ln
+                     for ln in md.split("\n"))
+
+
+def _unpadded_build_info(*args, **kwargs) -> str:
+    return _unpadded(snippets.build_info_markdown(*args, **kwargs))
+
+
 def test_presets_markdown_reports_the_presets():
     from gtalib.training.config import train_config
 
-    md = snippets.presets_markdown()
+    md = _unpadded(snippets.presets_markdown())
     cpu, paper = train_config("cpu"), train_config("paper")
     lines = md.splitlines()
     assert lines[0] == "| preset | paper | gpu | cpu | ci |"
@@ -84,7 +95,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "manifest.json").write_text(json.dumps(manifest))
     monkeypatch.setattr(gdata, "corpus_dir", lambda *a, **k: tmp_path / "corpus")
-    md = snippets.provenance_markdown("ci")
+    md = _unpadded(snippets.provenance_markdown("ci"))
     assert f'<code title="{sha}">{sha[:12]}…</code>' in md and sha not in md.replace(
         f'title="{sha}"', "")
     tables = [ln for ln in md.splitlines() if ln.startswith("| source |")]
@@ -94,7 +105,7 @@ def test_provenance_and_run_cards_fit_the_page(tmp_path, monkeypatch):
     monkeypatch.setattr(specs, "data_spec", synthetic.synthetic_identity)
     synthetic.write_store(tmp_path / "runs", "ci", 2)
     plan = make_plan("ci", 2)
-    info = snippets.build_info_markdown({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
+    info = _unpadded_build_info({"preset": "ci", "seeds": 2, "max_steps": None, "jobs": 1,
                                      "total_s": 1.0}, plan, tmp_path / "runs")
     rows = [ln for ln in info.splitlines() if ln.startswith("| ")]
     assert "- preset `ci`, 2 seeds, each chapter's own training length, 1 training job" in info
@@ -113,7 +124,7 @@ def test_run_cards_of_the_default_book_name_each_configuration_once(tmp_path):
     """The gated MLRA-4 is a main-table run at 250 steps and a gating-page run at 1000: the
     reproduction page's table keeps them apart by their length."""
     plan = make_plan("cpu", DEFAULT_SEEDS)
-    info = snippets.build_info_markdown({"preset": "cpu", "seeds": DEFAULT_SEEDS,
+    info = _unpadded_build_info({"preset": "cpu", "seeds": DEFAULT_SEEDS,
                                      "max_steps": None, "jobs": 2}, plan, tmp_path / "empty")
     rows = [ln.split(" | ")[0].strip("| ") for ln in info.splitlines() if ln.startswith("| ")]
     assert "MLRA-4 + gate" in rows and "MLRA-4 + gate (1,000 steps)" in rows
@@ -147,7 +158,7 @@ def test_execution_table_counts_each_chapters_runs_by_where_they_came_from(tmp_p
     executed = [NotebookRun("init_ablation", "ok", 12.34, 9, 9, "2026-12-03T16:00:00Z", "CPU X"),
                 NotebookRun("kv_cache", "raised", 1.0, 5, 2, "2026-12-03T16:00:05Z", "CPU X",
                             "notebook kv_cache raised ValueError: bad")]
-    md = snippets.execution_markdown(executed, plan, store, trained)
+    md = _unpadded(snippets.execution_markdown(executed, plan, store, trained))
     rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert rows[0] == ("| notebook | status | cells run | runtime (s) | started (UTC) | trained in "
                        "this build | in the store before | read from records | missing |")
