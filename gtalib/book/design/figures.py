@@ -321,12 +321,9 @@ ABLATIONS: dict[str, Ablation] = {
             seeds={"cpu": 10},
             looks={"cpu": (5, 10)},
             # declared 2026-12-07, before any of its runs was read: the joint design and the
-            # pair at seed 0 repeated at four more data orders, as the init and gating figures;
-            # read since every one of those runs is recorded
+            # pair at seed 0 repeated at four more data orders, as the init and gating figures
             data_orders_declared={"cpu": (1, 2, 3, 4)},
-            data_orders={"cpu": (1, 2, 3, 4)},
             joint_declared={"cpu": 10},
-            joint={"cpu": 10},
             spot_check={"cpu": "mlra-2", "gpu": "mlra-2", "ci": "gla-2"},
         ),
         Ablation(
@@ -348,11 +345,9 @@ ABLATIONS: dict[str, Ablation] = {
             claim_value="ΔL > 0 for GQA, MLA, GLA-2",
             seeds={"cpu": 10},
             looks={"cpu": (5, 10)},
-            # declared 2026-12-07 with the latent-scaling figure's, and read like it
+            # declared 2026-12-07 with the latent-scaling figure's
             data_orders_declared={"cpu": (1, 2, 3, 4)},
-            data_orders={"cpu": (1, 2, 3, 4)},
             joint_declared={"cpu": 10},
-            joint={"cpu": 10},
             spot_check={"cpu": "gqa", "gpu": "gqa", "ci": "gqa"},
         ),
     )

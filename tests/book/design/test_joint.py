@@ -6,7 +6,7 @@ run, the figure is read at one look, and its one-order pairs stay beside it."""
 import pytest
 
 from gtalib.book.design import seeds
-from gtalib.book.design.figures import ABLATIONS, figure_spec
+from gtalib.book.design.figures import figure_spec
 from gtalib.book.design.plan import make_plan
 
 
@@ -41,7 +41,7 @@ def test_a_latent_or_heads_arm_that_is_an_init_arm_is_the_same_run(key):
                       if v in figure_spec("init").variants_at("cpu")}
 
 
-@pytest.mark.parametrize("key", ["init", "gate", "latent_scale", "double_heads"])
+@pytest.mark.parametrize("key", ["init", "gate"])
 def test_pair_k_reads_seed_k_and_data_order_k_both_arms_alike(key):
     refs = figure_spec(key).joint_runs("cpu", 10)
     assert len(refs) == 10 * 2 * len(figure_spec(key).variants_at("cpu"))
@@ -63,7 +63,7 @@ def test_pair_k_reads_seed_k_and_data_order_k_both_arms_alike(key):
 
 def test_pair_0_has_the_recorded_run_id_of_the_figure(monkeypatch):
     plan = make_plan("cpu", 1)
-    for key in ("init", "gate", "latent_scale", "double_heads"):
+    for key in ("init", "gate"):
         ids = {plan.spec(r).run_id for r in figure_spec(key).joint_runs("cpu", 1)}
         assert ids == {plan.spec(r).run_id for r in figure_spec(key).runs("cpu", 1, joint=False)
                        if r.seed == 0}
@@ -86,15 +86,13 @@ def test_the_ci_book_goes_through_the_joint_path():
 
 
 def test_a_switched_figure_reads_one_look_and_more_seeds_each_at_its_own_order():
-    for key in ABLATIONS:  # one look, declared with the design
-        assert figure_spec(key).looks_at("cpu", 1) == (10,)
-    # its one-order pairs, read beside them, keep their two looks
-    assert figure_spec("latent_scale").looks_at("cpu", 1, joint=False) == (5, 10)
+    assert figure_spec("init").looks_at("cpu", 1) == (10,)  # one look, declared with the design
+    assert figure_spec("latent_scale").looks_at("cpu", 1) == (5, 10)  # a figure not switched keeps two
     plan = make_plan("cpu", 12)  # above the declared pairs: the extra pairs, each its own order
     assert sorted({(r.seed, _order(r)) for r in plan.figure_refs["init"]}) == [
         (k, k) for k in range(12)]
     assert {_order(r) for r in plan.one_order_refs["init"]} == {0}
-    assert set(plan.one_order_refs) == set(ABLATIONS)
+    assert "latent_scale" not in plan.one_order_refs
 
 
 def test_bad_pair_counts_are_refused():
