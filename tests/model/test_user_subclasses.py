@@ -6,7 +6,6 @@ sizes it was not given."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 
@@ -17,19 +16,12 @@ from gtalib.cli import main
 from gtalib.model.config import VARIANT_SIZES
 from gtalib.model.gpt import GPT
 from gtalib.model.presets import model_config
+from model.test_user_variants import _module  # tests/model/test_user_variants.py
 
 #: Built-in class (module, name) -> the variant a subclass resolves as.
 PARENTS = {("dense", "DenseAttention"): "mha", ("latent", "LatentAttention"): "mla",
            ("tpa", "TPAttention"): "tpa", ("gta", "GTAttention"): "gta",
            ("mfa", "MFAttention"): "mfa"}
-
-
-def _module(folder, name: str, text: str, monkeypatch):
-    (folder / f"{name}.py").write_text(text)
-    monkeypatch.syspath_prepend(str(folder))
-    sys.modules.pop(name, None)
-    importlib.invalidate_caches()
-    return importlib.import_module(name)
 
 
 @pytest.fixture
