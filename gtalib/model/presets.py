@@ -62,6 +62,18 @@ def mha_intermediate_size(d_model: int) -> int:
     return default_intermediate_size(d_model, multiple=8)
 
 
+def preset_tokenizer(preset: str) -> str:
+    """``"bytes"`` or ``"gpt2"``: the tokenizer a preset's vocabulary implies (:data:`PRESETS`:
+    byte-level vocabulary 256 for cpu/ci, GPT-2 BPE padded to 50304 for gpu/paper).
+
+    Raises:
+        KeyError: unknown preset; the message lists the allowed ones.
+    """
+    if preset not in PRESETS:
+        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    return "bytes" if PRESETS[preset]["vocab_size"] == 256 else "gpt2"
+
+
 def model_config(preset: str, variant: str, **options) -> ModelConfig:
     """The resolved, parameter-matched config of ``variant`` at ``preset``.
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from gtalib import data as gdata
 from gtalib.book.analysis.stats import mean_ci
-from gtalib.book.design.run_specs import preset_tokenizer
+from gtalib.model.presets import preset_tokenizer
 
 
 def paired_delta(alt: pd.DataFrame, rec: pd.DataFrame, column: str = "val_loss") -> pd.DataFrame:

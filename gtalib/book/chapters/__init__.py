@@ -3,7 +3,7 @@
 ===================  ===============================================================================
 module               what
 ===================  ===============================================================================
-``ablation``         the four ablation pages: curves, final-ΔL table and verdicts, figure, caption
+``ablation``         the ablation pages: curves, final-ΔL table and verdicts, figure, caption
 ``gate_probes``      the gating page's gate probes: read, summarised, explained, shown
 ``main_results``     the main table per held-out source, the entropy gap, the figure
 ``scale_ladder``     the scale ladder's depth and length axes: points, signs, figure, tables

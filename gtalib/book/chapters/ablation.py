@@ -80,6 +80,10 @@ USER_VARIANTS = "../methods.md#your-own-variants"
 # The ablation result: curves, band and the final-ΔL table
 # ---------------------------------------------------------------------------------------------
 
+#: The columns of :attr:`AblationResult.deltas` (:func:`gtalib.book.analysis.curves.final_deltas`).
+DELTA_COLUMNS = ["variant", "seed", "step", "tokens", "delta"]
+
+
 @dataclass
 class AblationResult:
     """Everything an ablation page shows. Built by :func:`ablation_result`."""
@@ -121,6 +125,10 @@ class AblationResult:
     #: pair k at initialisation seed k and data order k (the joint design,
     #: its spec's ``reads_joint``); else every pair at data order 0
     joint: bool = False
+    #: each pair's final ΔL of :attr:`final_column` (nats), the :attr:`complete` variants':
+    #: :func:`gtalib.book.analysis.curves.final_deltas`, ``[variant, seed, step, tokens,
+    #: delta]``; what the page's pair table, the claims and the figure tests read
+    deltas: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DELTA_COLUMNS))
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -210,9 +218,12 @@ def _ablation_result(key, plan, run_dir, variants, train, smoothing, confidence,
                            fig.seeds_at(preset, seeds, max_steps))
     asked = [v for v in ([] if variants is None else variants) if is_user_variant(v)]
     left_out = {v: fig.user_variant_refusal(preset, v) for v in asked if v not in counts}
+    paired = every[every["variant"].isin(ok)] if len(every) else every
+    deltas = (final_deltas(paired, final_column) if len(paired)
+              else pd.DataFrame(columns=DELTA_COLUMNS))
     return AblationResult(key, preset, seeds, smoothing, confidence, col, ok, bad, curves, band,
                           final, curve_column, final_column, tuple(counts), counts, looks, shared,
-                          users, u_curves, u_band, u_final, left_out, joint)
+                          users, u_curves, u_band, u_final, left_out, joint, deltas)
 
 
 def ablation_results(plan: Plan, run_dir, confidence: float = 0.95, source: str = "build") -> dict:
@@ -230,10 +241,7 @@ def pair_table(result) -> pd.DataFrame:
     order k; otherwise every pair is at data order 0 (the default ``data_seed`` of
     :class:`gtalib.training.config.TrainConfig`) and the data-order runs are read apart
     (:mod:`gtalib.book.chapters.curve_features`)."""
-    runs = result.runs[result.runs["variant"].isin(result.complete)] if len(result.runs) else (
-        result.runs)
-    d = final_deltas(runs, result.final_column) if len(runs) else pd.DataFrame(
-        columns=["variant", "seed", "delta"])
+    d = result.deltas
     return pd.DataFrame({"variant": d["variant"], "seed": d["seed"],
                          "data order": d["seed"] if result.joint else 0,
                          "ΔL": d["delta"]}).reset_index(drop=True)
@@ -246,11 +254,10 @@ def near_zero_claim(result, named: str) -> tuple[str, str]:
     (:func:`gtalib.book.analysis.stats.near_zero_differences`,
     :func:`~gtalib.book.analysis.stats.near_zero_test`). Its row's own verdict tests the sign
     only, as declared for every row; this is the claim's size."""
-    runs = result.runs[result.runs["variant"].isin(result.complete)]
     if named not in result.complete or len(result.complete) < 2:
         return NOT_MEASURED, NOT_MEASURED
-    wide = final_deltas(runs, result.final_column).pivot(
-        index="seed", columns="variant", values="delta").dropna()  # [seed, variant]
+    wide = result.deltas.pivot(index="seed", columns="variant",
+                               values="delta").dropna()  # [seed, variant]
     others = wide.drop(columns=named)
     below, above, verdict_ = near_zero_test(*near_zero_differences(
         wide[named].to_numpy(), others.to_numpy().T), result.confidence)

@@ -17,7 +17,6 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from gtalib.book.analysis.curves import final_deltas
 from gtalib.book.analysis.stats import (
     aggregate_verdicts,
     interval_columns,
@@ -27,12 +26,7 @@ from gtalib.book.analysis.style import plural, table_style
 from gtalib.book.chapters import kv_cache
 from gtalib.book.chapters.ablation import ablation_result, near_zero_claim
 from gtalib.book.chapters.shared import shared_file, shared_value
-from gtalib.book.chapters.main_results import (
-    MainResult,
-    complete_runs,
-    main_result,
-    per_seed_table,
-)
+from gtalib.book.chapters.main_results import MainResult, main_result
 from gtalib.book.design.figures import ABLATIONS, rankings
 from gtalib.book.design.figures import claims as paper_claims
 from gtalib.book.design.names import display_name
@@ -316,26 +310,21 @@ def _measured_deltas(final: pd.DataFrame) -> str:
 def _main_values(main: MainResult) -> pd.DataFrame:
     """``[key, seed, value]``: each main-table configuration's average perplexity per seed, for
     the configurations whose runs are all complete (as in the page's table)."""
-    runs = complete_runs(main.collected)
-    if runs.empty:
+    if main.per_seed.empty:
         return pd.DataFrame(columns=["key", "seed", "value"])
-    values = per_seed_table(runs)
-    return values.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]]
+    return main.per_seed.rename(columns={"label": "key", "avg": "value"})[["key", "seed", "value"]]
 
 
 def _ranking_values(result) -> tuple[pd.DataFrame, object]:
     """``([key, seed, value], display name)`` of a ranking claim: per seed, each variant's final
     ΔL of an ablation result, or each plain main-table configuration's average perplexity (only
     the variants or configurations whose runs are all complete, as in their tables)."""
-
-    runs = result.collected.runs
-    if runs.empty:
-        return pd.DataFrame(), str
     if isinstance(result, MainResult):
         values = _main_values(result)
         return (values if values.empty else values[values["key"] != "MLRA-4 + gate"]), str
-    values = final_deltas(runs[runs["variant"].isin(result.complete)], result.final_column)
-    return values.rename(columns={"variant": "key", "delta": "value"}), display_name
+    values = result.deltas[["variant", "seed", "delta"]]
+    return (pd.DataFrame() if values.empty else
+            values.rename(columns={"variant": "key", "delta": "value"})), display_name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from IPython.display import Markdown, display
 from scipy import stats
 from statsmodels.stats.meta_analysis import combine_effects
 
-from gtalib.book.analysis.curves import final_deltas, final_values
+from gtalib.book.analysis.curves import final_values
 from gtalib.book.analysis.final_table import ONE_RUN
 from gtalib.book.analysis.sequential import holm_level, nominal_levels
 from gtalib.book.analysis.stats import pairs_needed_at, spread_rule_verdict
@@ -91,8 +91,7 @@ def figure_test(result, confidence: float = 0.95) -> dict:
     final = result.final
     if len(final) < 2 or final["seeds"].min() < 2:
         return {}
-    deltas = final_deltas(result.runs[result.runs["variant"].isin(final.index)],
-                          result.final_column)
+    deltas = result.deltas
     looks = tuple(result.looks) or (int(final["seeds"].min()),)
     levels = nominal_levels(looks, 1 - confidence)
     expected = float(np.nanmean(final["paper ΔL (≈)"]))
@@ -177,7 +176,7 @@ def prediction_table(results: dict, confidence: float = 0.95) -> pd.DataFrame:
         if len(r.looks) != 2 or r.final.empty or "look 1" not in r.final:
             continue
         n1, n2 = r.looks
-        d = final_deltas(r.runs[r.runs["variant"].isin(r.final.index)], r.final_column)
+        d = r.deltas
         first = d[d["seed"] < n1].groupby("variant", sort=False)["delta"]
         mean, sd = first.mean(), first.std(ddof=1)
         p1 = r.final["p (look 1)"]

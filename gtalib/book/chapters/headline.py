@@ -1,5 +1,5 @@
 """The introduction's headline: every claim of the paper in one line (what the paper says, what
-this build measured, the verdict), one overview figure of the four ablations (each variant's
+this build measured, the verdict), one overview figure of the ablations (each variant's
 final ΔL with its interval beside the paper's value, a forest plot coloured by verdict) and how
 many runs this build trained and how they compared with their records (:func:`run_facts`, the
 numbers of ``book/intro.md``'s sentence about them).

@@ -12,7 +12,7 @@ perplexity ``exp(loss)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -129,6 +129,9 @@ class MainResult:
     ppl_ci: pd.DataFrame
     loss: pd.DataFrame
     entropy: pd.DataFrame
+    #: each complete configuration's perplexities per seed (:func:`per_seed_table`: ``label,
+    #: seed``, the sources, ``avg``), what the claims' paired tests read
+    per_seed: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def main_result(plan: Plan, run_dir, train: bool = False, confidence: float = 0.95,
@@ -145,12 +148,13 @@ def main_result(plan: Plan, run_dir, train: bool = False, confidence: float = 0.
     col = collect_runs(plan.figure_refs["main"], plan, run_dir, train=train, source=source)
     runs = complete_runs(col)
     if len(runs):
+        per_seed = per_seed_table(runs)
         ppl, ppl_ci = main_table(runs, "ppl", confidence)
         loss, _ = main_table(runs, "loss", confidence)
         gap = entropy_gap(runs, corpus_entropy(preset))
     else:
-        ppl = ppl_ci = loss = gap = pd.DataFrame()
-    return MainResult(preset, confidence, col, ppl, ppl_ci, loss, gap)
+        ppl = ppl_ci = loss = gap = per_seed = pd.DataFrame()
+    return MainResult(preset, confidence, col, ppl, ppl_ci, loss, gap, per_seed)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -98,9 +98,10 @@ class AblationPlan:
             return self.ci_variants if preset == "ci" else self.variants
         if isinstance(variants, str):
             variants = [v.strip() for v in variants.split(",") if v.strip()]
-        users = tuple(dict.fromkeys(canonical_variant(v) for v in variants if is_user_variant(v)))
+        mine = {v: is_user_variant(v) for v in variants}
+        variants = [v for v in variants if not mine[v]]
+        users = tuple(dict.fromkeys(canonical_variant(v) for v, user in mine.items() if user))
         users = tuple(v for v in users if self.user_variant_refusal(preset, v) is None)
-        variants = [v for v in variants if not is_user_variant(v)]
         if not variants:
             return (*self.variants_at(preset), *users)
         out = []

@@ -27,9 +27,8 @@ from gtalib.book.design.figure_plan import run_identity
 from gtalib.book.design.figures import ABLATIONS, TABLES
 from gtalib.book.design.names import is_user_variant
 from gtalib.book.design.ladder import ladder_runs
-from gtalib.book.design.run_specs import preset_tokenizer
 from gtalib.book.design.seeds import LADDER_KEYS
-from gtalib.model.presets import PRESETS
+from gtalib.model.presets import PRESETS, preset_tokenizer
 from gtalib.training import runs
 from gtalib.training.config import TrainConfig
 
@@ -83,7 +82,7 @@ class Plan:
     @property
     def runs(self) -> tuple:
         """Every run of every figure and table the plan's chapters read, each configuration and
-        seed once (the job trains these; MLA at default options appears in all four ablations
+        seed once (the job trains these; MLA at default options appears in every ablation
         and the main table but is one run)."""
         seen, out = set(), []
         # a joint figure's one-order pairs first, so that a run its figure shares with others
@@ -170,6 +169,7 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None, variants=
         raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    train = specs.train_settings(preset, max_steps)  # refuses a bad max_steps before any run
     allowed = chapter_notebooks()
     notebooks = allowed if notebooks is None else tuple(notebooks)
     unknown = [n for n in notebooks if n not in allowed]
@@ -185,6 +185,5 @@ def make_plan(preset: str, seeds: int, max_steps=None, notebooks=None, variants=
     orders = {k: tuple(a.data_order_runs(preset, max_steps=max_steps)) for k, a in ABLATIONS.items()}
     one_order = {k: tuple(a.runs(preset, seeds, joint=False)) for k, a in ABLATIONS.items()
                  if a.reads_joint(preset, max_steps)}
-    return Plan(preset, seeds, max_steps, preset_tokenizer(preset),
-                specs.train_settings(preset, max_steps), refs, ladder, tuple(notebooks),
-                {k: r for k, r in orders.items() if r}, one_order, variants)
+    return Plan(preset, seeds, max_steps, preset_tokenizer(preset), train, refs, ladder,
+                tuple(notebooks), {k: r for k, r in orders.items() if r}, one_order, variants)

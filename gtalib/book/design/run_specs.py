@@ -9,23 +9,11 @@ training settings and corpus. The runs a figure needs are its spec's methods
 from __future__ import annotations
 
 from gtalib.book.design.figure_plan import RunRef, run_identity
-from gtalib.model.presets import PRESETS, model_config
+from gtalib.model.presets import model_config, preset_tokenizer
 from gtalib.training import runs
 from gtalib.training.config import train_config
 
-__all__ = ["RunRef", "run_identity", "preset_tokenizer", "train_settings", "data_spec", "run_spec"]
-
-
-def preset_tokenizer(preset: str) -> str:
-    """``"bytes"`` or ``"gpt2"``: the tokenizer a preset's vocabulary implies (presets.py:
-    byte-level vocabulary 256 for cpu/ci, GPT-2 BPE padded to 50304 for gpu/paper).
-
-    Raises:
-        KeyError: unknown preset; the message lists the allowed ones.
-    """
-    if preset not in PRESETS:
-        raise KeyError(f"unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-    return "bytes" if PRESETS[preset]["vocab_size"] == 256 else "gpt2"
+__all__ = ["RunRef", "run_identity", "train_settings", "data_spec", "run_spec"]
 
 
 def train_settings(preset: str, max_steps=None):
@@ -60,8 +48,8 @@ def run_spec(ref: RunRef, preset: str, max_steps=None, data: dict | None = None)
     """
     # The ladder's own training overrides win over the book's max_steps; the data spec depends
     # only on the sampling settings (block, batch, data seed, windows), which neither changes.
-    train = (train_config(preset, **dict(ref.train)) if ref.train
-             else train_settings(preset, max_steps))
+    train = (train_settings(preset, max_steps) if not ref.train
+             else train_config(preset, **dict(ref.train)))
     sampled = (data or {}).get("identity", {}).get("sampling", {}).get("data_seed")
     if data is None or sampled not in (None, train.data_seed):
         # the data identity names the data order: a run at another one has its own

@@ -35,10 +35,9 @@ from gtalib.book.chapters.headline import data_order_verdicts, write_headline
 from gtalib.book.design.chapters import chapters
 from gtalib.book.design.figures import ABLATIONS, TABLES, ablation
 from gtalib.book.design.plan import Plan
-from gtalib.book.design.run_specs import preset_tokenizer
 from gtalib.book.design.seeds import ablation_looks, counts_words, seed_counts
 from gtalib.book.pipeline.paths import BOOK_DIR
-from gtalib.model.presets import PRESETS
+from gtalib.model.presets import PRESETS, preset_tokenizer
 from gtalib.training import records
 from gtalib.training.config import train_config
 from gtalib.training.runs import is_done, run_path

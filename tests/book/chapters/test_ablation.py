@@ -105,7 +105,7 @@ def test_a_near_zero_claim_is_an_equivalence_test_of_its_size(mlra2, verdict):
     sign test, so a positive ΔL as large as the others' still *agrees* there."""
     others = {"mla": (0.040, 0.041, 0.039, 0.040), "gla-2": (0.042, 0.038, 0.041, 0.039)}
     runs = _three_variant_runs({**others, "mlra-2": mlra2})
-    res = type("R", (), {"runs": runs, "complete": ["mla", "gla-2", "mlra-2"],
+    res = type("R", (), {"deltas": C.final_deltas(runs), "complete": ["mla", "gla-2", "mlra-2"],
                          "final_column": "val_loss", "confidence": 0.95})()
     ours, v = A.near_zero_claim(res, "mlra-2")
     assert v == verdict

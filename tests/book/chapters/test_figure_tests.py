@@ -57,22 +57,16 @@ def _result(effects, n=10, looks=(5, 10), seed=0):
     deltas = pd.DataFrame(rows, columns=["variant", "seed", "col", "delta"])
     final = pd.DataFrame({"seeds": n, "paper ΔL (≈)": 0.02, "verdict": "agrees",
                           "one run shows it?": "yes"}, index=list(effects))
-    return SimpleNamespace(final=final, looks=looks, final_column="val_loss",
-                           runs=deltas), deltas
+    return SimpleNamespace(final=final, looks=looks, final_column="val_loss", deltas=deltas)
 
 
-def test_the_figure_verdict_reads_the_looks(monkeypatch):
-    r, deltas = _result({"a": 0.05, "b": 0.05, "c": 0.05})  # one true effect, no spread
-    monkeypatch.setattr(T, "final_deltas", lambda runs, col: deltas)
-    t = T.figure_test(r)
+def test_the_figure_verdict_reads_the_looks():
+    t = T.figure_test(_result({"a": 0.05, "b": 0.05, "c": 0.05}))  # one true effect, no spread
     assert [n for n, _ in t["looks"]] == [5, 10]
     assert t["verdict"] == "agrees" and t["decided at"] == 5  # a clear effect: at the first look
-    r, deltas = _result({"a": -0.05, "b": -0.04, "c": -0.06})
-    monkeypatch.setattr(T, "final_deltas", lambda runs, col: deltas)
-    assert T.figure_test(r)["verdict"] == "differs"
-    r, deltas = _result({"a": 0.0, "b": 0.0, "c": 0.0}, seed=3)
-    monkeypatch.setattr(T, "final_deltas", lambda runs, col: deltas)
-    assert T.figure_test(r)["verdict"] == "within noise"
+    assert T.figure_test(_result({"a": -0.05, "b": -0.04, "c": -0.06}))["verdict"] == "differs"
+    assert T.figure_test(_result({"a": 0.0, "b": 0.0, "c": 0.0}, seed=3))["verdict"] == (
+        "within noise")
 
 
 def test_the_pooled_test_holds_its_level_under_the_null():
