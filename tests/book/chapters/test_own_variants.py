@@ -5,6 +5,7 @@ paper's verdicts and claims."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -98,14 +99,22 @@ def test_it_is_drawn_and_tested_beside_the_paper_s_variants_in_its_own_family(st
 
 
 @pytest.mark.slow
-def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatch):
+def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatch, built):
     """``gtalib book --variants my_attention:NoPE --only init_ablation`` at ci, into a copy of
-    book/ and a temporary store: its runs train with the paper's, and the executed page draws
-    it and tables it under "Your variants", apart from the paper's verdicts."""
+    book/ and a temporary store that holds the paper's runs of the figure already (linked from
+    the ci book's store, tests/book/conftest.py): the job trains its runs, and the executed
+    page draws it and tables it under "Your variants", apart from the paper's verdicts."""
     import json
     import shutil
 
     from gtalib.book.pipeline.job import build_book
+    from gtalib.training.runs import run_path
+
+    book_store = built[0].parent / "runs"
+    plan = make_plan("ci", 2, notebooks=("init_ablation",))
+    for _, spec in plan.specs(list(plan.runs)):
+        shutil.copytree(run_path(spec, book_store), run_path(spec, tmp_path / "store"),
+                        copy_function=os.link)
 
     (tmp_path / "mod").mkdir()
     (tmp_path / "mod" / "my_attention.py").write_text(CLASS_TEXT)
@@ -117,9 +126,10 @@ def test_the_book_job_trains_it_and_its_page_shows_it_apart(tmp_path, monkeypatc
     build_book("ci", seeds=2, jobs=1, threads=1, run_dir=tmp_path / "store",
                notebooks=("init_ablation",), html=False, book_dir=dst, budget_min=None,
                variants=(NOPE,), log=lambda *a: None)
-    trained = [json.loads(p.read_text())["model"] for p in (tmp_path / "store").glob("*/spec.json")]
-    mine = [m for m in trained if m["variant"] == NOPE]
+    held = [json.loads(p.read_text())["model"] for p in (tmp_path / "store").glob("*/spec.json")]
+    mine = [m for m in held if m["variant"] == NOPE]
     assert len(mine) == 4 and {m["init"] for m in mine} == {"zero", "normal"}  # 2 seeds × 2 arms
+    assert len(held) == len(plan.runs) + len(mine)  # nothing of the paper's trained again
     nb = json.loads((dst / "generated" / "init_ablation.ipynb").read_text())
     text = json.dumps([c.get("outputs", []) for c in nb["cells"]])
     assert "### Your variants" in text and "NoPE" in text

@@ -123,12 +123,15 @@ def test_calibration_times_every_step_shape_and_compares_the_reference_with_its_
     assert (ref.model.variant, ref.seed) == ("mha", 0)
     costs = _costs([(ref, 0.5 * ref.train.max_steps)])  # recorded: 0.5 s per step
     shapes = {calibration.step_shape(s) for s in todo}
-    # seconds already timed on the workers are taken as they are; the other shapes are timed here
-    given = next(iter(shapes - {calibration.step_shape(ref)}))
-    cal = calibration.calibrate(plan, costs, steps=2, timed={given: 123.0}, todo=todo, workers=2)
+    # seconds already timed on the workers are taken as they are; the other shapes (here the
+    # reference's and one more) are timed here
+    *given, left = sorted(shapes - {calibration.step_shape(ref)}, key=repr)
+    cal = calibration.calibrate(plan, costs, steps=2, timed=dict.fromkeys(given, 123.0),
+                                todo=todo, workers=2)
     assert set(cal.steps) == shapes | {calibration.step_shape(ref)} and cal.workers == 2
-    assert cal.steps[given].seconds_per_step == 123.0
-    assert all(0 < t.seconds_per_step < 60 for k, t in cal.steps.items() if k != given)
+    assert given and all(cal.steps[g].seconds_per_step == 123.0 for g in given)
+    assert all(0 < t.seconds_per_step < 60 for k, t in cal.steps.items() if k not in given)
+    assert cal.steps[left].basis == "timed"
     assert cal.seconds_per_step == cal.steps[calibration.step_shape(ref)].seconds_per_step
     assert cal.recorded_seconds_per_step == pytest.approx(0.5)
     assert cal.factor == pytest.approx(cal.seconds_per_step / 0.5)

@@ -1,7 +1,7 @@
-"""A bare Python runs a notebook: a virtual environment holding only papermill and ipykernel
-installs gtalib and the pins from the notebook's first cell (see ``test_notebook_setup.py``).
-Minutes of pip, mostly waiting on the disk and the registry: a file of its own, so that
-pytest-xdist (``--dist loadfile``) runs it beside other files."""
+"""A bare Python runs a notebook: a virtual environment holding papermill and ipykernel, and
+torch as Colab has it, installs gtalib and the other pins from the notebook's first cell (see
+``test_notebook_setup.py``). A minute of pip, mostly waiting on the disk and the registry: a
+file of its own, so that pytest-xdist (``--dist loadfile``) runs it beside other files."""
 
 import json
 import os
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -23,14 +24,28 @@ def _has_image(path: Path) -> bool:
 
 @pytest.mark.slow
 def test_a_bare_python_runs_the_initialisation_notebook_from_another_folder(tmp_path):
-    """A virtual environment holding only papermill and ipykernel (no gtalib, no torch) runs
+    """A virtual environment holding papermill and ipykernel, and torch and triton outside its
+    own site-packages as Colab's system Python has them (no gtalib), runs
     notebooks/init_ablation.ipynb from a folder outside the repository, given this checkout as
-    gtalib_source: its first cell installs gtalib and the pins, and the page draws its figure
-    from the recorded runs (an empty run store: nothing is trained; needs the package registry
-    that scripts/install.sh uses)."""
+    gtalib_source: its first cell keeps that torch, installs the other pins and gtalib, and the
+    page draws its figure from the recorded runs (an empty run store: nothing is trained; needs
+    the package registry that scripts/install.sh uses). Where torch is missing the cell installs
+    it from the same pin of requirements.txt as scripts/install.sh, which CI runs on a clean
+    clone; unpacking its 1.4 GB again here took two thirds of this test's two minutes."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
+    # torch and triton where Colab keeps them: a folder of their own on the path (a .pth line),
+    # linked from this environment, their dependencies left for the cell's pip to resolve
+    colab = tmp_path / "colab_site"
+    colab.mkdir()
+    for name in ("torch", "functorch", "torchgen", "triton"):
+        for entry in Path(torch.__file__).parents[1].glob(f"{name}*"):
+            if entry.name == name or entry.name.startswith(f"{name}-"):
+                (colab / entry.name).symlink_to(entry)
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], check=True, capture_output=True, text=True)
+    (Path(purelib.stdout.strip()) / "colab_site.pth").write_text(f"{colab}\n")
     # pip byte-compiles every module it installs unless told not to (PIP_NO_COMPILE, as pip's
     # --no-compile): a minute of CPU for torch and the pins that checks nothing here
     no_compile = {**os.environ, "PIP_NO_COMPILE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -53,3 +68,7 @@ def test_a_bare_python_runs_the_initialisation_notebook_from_another_folder(tmp_
                for o in c.get("outputs", []) if o.get("output_type") == "stream"]
     assert not any(text.startswith("training ") for text in printed)  # collect_runs says so
     assert not (tmp_path / "empty_store").exists() or not any((tmp_path / "empty_store").iterdir())
+    # the cell kept Colab's torch and triton: pip installed neither into the environment
+    site = Path(purelib.stdout.strip())
+    assert (site / "lightning").is_dir() and not (site / "torch").exists()
+    assert not (site / "triton").exists()

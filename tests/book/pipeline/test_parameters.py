@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("given, expected", [
-    ("false", False), ("False", False), ("FALSE", False), ("no", False), ("0", False), (0, False),
-    (False, False), ("true", True), ("Yes", True), ("1", True), (1, True), (True, True),
-    (" no ", False),
+    ("false", False), ("False", False), ("FALSE", False), ("no", False), ("No", False),
+    ("0", False), (0, False), (False, False), ("true", True), ("Yes", True), ("1", True),
+    (1, True), (True, True), (" no ", False),
 ])
 def test_booleans_accept_the_usual_spellings(given, expected):
     assert notebook_params(train=given).train is expected

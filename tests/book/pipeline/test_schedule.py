@@ -184,6 +184,8 @@ def test_the_calibration_times_each_step_shape_on_the_workers():
     todo = [s for _, s in plan.specs()]
     specs = calibration.calibration_specs(plan, todo)
     assert len(specs) >= 3
+    specs = dict(list(specs.items())[:3])  # three shapes show it; each timed in three rounds
+    todo = [s for s in todo if calibration.step_shape(s) in specs]
     with schedule.open_cluster(None, None, 2, None) as (client, where):
         assert where == "embedded LocalCluster of 2 worker(s)"
         ref = calibration.reference_spec(plan)
