@@ -53,7 +53,9 @@ WARMUP_STEPS = 3
 #: Seconds the timed steps last at least: a step shorter than ``MIN_TIMED_S /
 #: CALIBRATION_STEPS`` is timed over more steps. The ``ci`` preset's 20 ms steps, 8 at a time,
 #: are a few scheduler time slices, and one slice given to the other worker's task moved a
-#: shape's prediction by up to 25 % (benchmarks/budget_prediction.md, 2026-12-06 23:13).
+#: shape's prediction by up to 25 % (benchmarks/budget_prediction.md, 2026-12-06 23:13). A
+#: timing never runs more steps than the shape's run has (the ``ci`` preset's 20): timing more
+#: would cost more than training the run it predicts.
 MIN_TIMED_S = 1.0
 #: A calibration step predicted longer than this (seconds, from its FLOPs at the recorded
 #: throughput, :func:`recorded_flops_per_s`) is not timed: the ``paper`` preset's 2.9 B-parameter
@@ -226,7 +228,8 @@ def steady_step_s(step_seconds) -> float:
 def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS) -> float:
     """Seconds per optimizer step of the run ``spec_dict`` (:meth:`RunSpec.to_dict`) in this
     process: the :func:`steady_step_s` of ``steps`` steps, or of more until they last
-    :data:`MIN_TIMED_S` (after :data:`WARMUP_STEPS` untimed ones), of its model, AdamW, its
+    :data:`MIN_TIMED_S` or reach the run's own ``max_steps`` (after :data:`WARMUP_STEPS`
+    untimed ones), of its model, AdamW, its
     batch of random tokens, ``threads`` torch threads. Runs on a Dask worker too
     (:func:`calibrate_workers`), where it first resets glibc's malloc thresholds as a training
     task does.
@@ -250,7 +253,7 @@ def time_steps(spec_dict: dict, threads: int = 1, steps: int = CALIBRATION_STEPS
         idx = torch.randint(0, spec.model.vocab_size, (micro, cfg.seq_len + 1), generator=gen)
         seconds = []
         while (len(seconds) < WARMUP_STEPS + steps
-               or sum(seconds[WARMUP_STEPS:]) < MIN_TIMED_S):
+               or (sum(seconds[WARMUP_STEPS:]) < MIN_TIMED_S and len(seconds) < cfg.max_steps)):
             t0 = time.perf_counter()
             for _ in range(cfg.batch_size // micro):
                 _, loss = model(idx[:, :-1], idx[:, 1:])

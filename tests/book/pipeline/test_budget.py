@@ -219,6 +219,13 @@ def test_a_calibration_is_the_median_step_after_the_warm_up(ci_specs, monkeypatc
     clock.update(now=0.0, calls=0)
     assert calibration.time_steps(ref.to_dict()) == pytest.approx(0.0625)
     assert clock["calls"] == 2 * (calibration.WARMUP_STEPS + 16)
+    # steps of 1/64 s: 64 would last 1 s, but a timing runs no more steps than the run has
+    # (a ci run: 20)
+    assert ref.train.max_steps == 20
+    steps[:] = [7.0] * calibration.WARMUP_STEPS + [1 / 64] * 100
+    clock.update(now=0.0, calls=0)
+    assert calibration.time_steps(ref.to_dict()) == pytest.approx(1 / 64)
+    assert clock["calls"] == 2 * ref.train.max_steps
     with pytest.raises(ValueError):
         calibration.steady_step_s([])
 
