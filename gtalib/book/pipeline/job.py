@@ -196,10 +196,13 @@ def check_disk_space(choice, run_dir, ignore: bool = False, log=print,
 def runs_by_figure(plan: Plan, specs, first=frozenset()) -> str:
     """The runs ``specs`` (``(label, RunSpec)``) under the figure or table that reads them, in
     book order, one line per run (``*``: of the spot-check set, ``first``); a run that two
-    figures read (MLA at default options, say) is listed under each."""
+    figures read (MLA at default options, say) is listed under each; a figure's runs include
+    those its page reads beside its design (its pairs at data order 0 beside the joint design,
+    its other data orders)."""
     ids = {s.run_id for _, s in specs}
-    parts = [*((ABLATIONS[k].heading, refs) for k, refs in plan.figure_refs.items()
-               if k != "main" and k in plan.reads),
+    parts = [*((ABLATIONS[k].heading, (*refs, *plan.one_order_refs.get(k, ()),
+                                         *plan.data_order_refs.get(k, ())))
+               for k, refs in plan.figure_refs.items() if k != "main" and k in plan.reads),
              ("Main results", plan.figure_refs["main"] if "main" in plan.reads else ()),
              ("Scale ladder (its own runs)", plan.ladder_refs)]
     lines, listed = [f"the {len(ids)} run(s) it would train, by figure (* spot-check set):"], set()
@@ -472,9 +475,10 @@ def build_book(preset: str = "cpu", seeds: int = DEFAULT_SEEDS, max_steps=None, 
         specs = [s for _, s in plan.specs()]
         absent = [s for s in specs if not is_done(run_path(s, run_dir))]
         recorded = sum(records.find_record(s) is not None for s in absent)
+        missing = len(absent) - recorded
         log(f"runs: {len(specs)} needed, {len(specs) - len(absent)} in {run_dir}, {recorded} "
-            f"recorded, {len(absent) - recorded} missing (not trained: --no-train; their pages "
-            "list them)")
+            f"recorded, {missing} missing"
+            + (" (not trained: --no-train; their pages list them)" if missing else ""))
     times["train_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -32,7 +32,7 @@ import yaml
 
 from gtalib.book.design.figures import figure_spec
 from gtalib.book.design.plan import Plan, make_plan
-from gtalib.book.design.seeds import DEFAULT_SEEDS, counts_words, seed_counts
+from gtalib.book.design.seeds import DEFAULT_SEEDS, MAX_SEEDS, counts_words, seed_counts
 from gtalib.book.pipeline.paths import REPO
 from gtalib.model.presets import PRESETS
 
@@ -74,14 +74,16 @@ def as_bool(name: str, value) -> bool:
     _fail(name, value, BOOL_ALLOWED)
 
 
-def as_int(name: str, value, minimum: int = 1, optional: bool = False) -> int | None:
-    """``value`` as an integer ≥ ``minimum`` (an ``int`` or a string of digits); ``None`` (or
-    ``"none"``) allowed only when ``optional``.
+def as_int(name: str, value, minimum: int = 1, optional: bool = False,
+           maximum: int | None = None) -> int | None:
+    """``value`` as an integer ≥ ``minimum`` (and ≤ ``maximum`` if given; an ``int`` or a string
+    of digits); ``None`` (or ``"none"``) allowed only when ``optional``.
 
     Raises:
-        ParameterError: a bool, a fraction, another string, or a value below ``minimum``.
+        ParameterError: a bool, a fraction, another string, or a value outside the range.
     """
-    allowed = f"an integer >= {minimum}" + (" or None" if optional else "")
+    allowed = (f"an integer >= {minimum}" if maximum is None
+               else f"an integer from {minimum} to {maximum}") + (" or None" if optional else "")
     if optional and _is_none(value):
         return None
     if isinstance(value, bool):
@@ -92,7 +94,7 @@ def as_int(name: str, value, minimum: int = 1, optional: bool = False) -> int | 
         number = value
     else:
         _fail(name, value, allowed)
-    if number < minimum:
+    if number < minimum or (maximum is not None and number > maximum):
         _fail(name, value, allowed)
     return number
 
@@ -278,7 +280,7 @@ def run_dir_label(run_dir) -> str:
 
 
 _CHECKS = {
-    "seeds": lambda v: as_int("seeds", v, 1),
+    "seeds": lambda v: as_int("seeds", v, 1, maximum=MAX_SEEDS),  # as the CLI's --seeds
     "ladder_seeds": lambda v: as_int("ladder_seeds", v, 1, optional=True),
     "max_steps": lambda v: as_int("max_steps", v, 1, optional=True),
     "variants": lambda v: as_list("variants", v, optional=True),

@@ -443,8 +443,9 @@ def test_the_makefile_and_the_cli_default_to_the_same_seed_count():
 
 
 def test_predict_lists_the_runs_it_would_train_by_figure(monkeypatch):
-    """--predict's list: each figure's runs among those to train, a run two figures read under
-    both, the spot-check set starred; a ladder run that a figure lists is not listed again."""
+    """--predict's list: each figure's runs among those to train (its data-order and one-order
+    runs too), a run two figures read under both, the spot-check set starred, every run to
+    train listed; a ladder run that a figure lists is not listed again."""
     from synthetic import synthetic_identity
 
     from gtalib.book.design import run_specs as specs
@@ -460,11 +461,14 @@ def test_predict_lists_the_runs_it_would_train_by_figure(monkeypatch):
     ids = {plan.spec(r).run_id for r in chosen}
     assert lines[0] == f"the {len(ids)} run(s) it would train, by figure (* spot-check set):"
     for key in ("init", "gate", "double_heads", "main"):
-        mine = {plan.spec(r).run_id for r in plan.figure_refs[key]} & ids
+        refs = (*plan.figure_refs[key], *plan.one_order_refs.get(key, ()),
+                *plan.data_order_refs.get(key, ()))
+        mine = {plan.spec(r).run_id for r in refs} & ids
         title = "Main results" if key == "main" else figure_spec(key).heading
         assert f"  {title}: {len(mine)}" in lines
     listed = [ln for ln in lines if ln.startswith("    ")]
-    assert all(ln.split("(")[-1].rstrip(")") in ids for ln in listed)
+    assert {ln.split("(")[-1].rstrip(")") for ln in listed} == ids  # every run, none else
+    assert plan.data_order_refs["init"]  # ci: the init figure's data-order runs are among them
     assert {ln.split("(")[-1].rstrip(")") for ln in listed if ln.startswith("    *")} == ids & first
     assert "Latent-scaling" not in text  # GQA is not in that figure
 

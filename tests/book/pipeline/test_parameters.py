@@ -48,12 +48,16 @@ def test_integers_accept_strings_of_digits(name):
 
 @pytest.mark.parametrize("name, given", [
     ("seeds", "three"), ("seeds", "2.5"), ("seeds", 2.0), ("seeds", True), ("seeds", 0),
-    ("seeds", "-1"), ("seeds", None), ("max_steps", 0), ("max_steps", "1e3"),
-    ("smoothing", "five"),
+    ("seeds", "-1"), ("seeds", None), ("seeds", 101), ("seeds", "1000"), ("max_steps", 0),
+    ("max_steps", "1e3"), ("smoothing", "five"),
 ])
 def test_integers_refuse_anything_else(name, given):
-    with pytest.raises(ParameterError, match=rf"'{name}' = .*expected an integer >= 1"):
+    """seeds as the CLI's --seeds: 1 to 100 (MAX_SEEDS); the others: any integer from 1."""
+    allowed = "an integer from 1 to 100" if name == "seeds" else "an integer >= 1"
+    with pytest.raises(ParameterError, match=rf"'{name}' = .*expected {allowed}"):
         notebook_params(**{name: given})
+    if name == "seeds":
+        assert notebook_params(seeds=100).seeds == 100
 
 
 @pytest.mark.parametrize("given", [None, "None", "none", "null", ""])
