@@ -144,7 +144,7 @@ def _curve_features(result, entropy: float) -> CurveFeatures | None:
         return None
     window = feature_window(result, entropy)
     C, _, seeds = ft.curve_array(result.curves, variants, window.start)
-    fin = final_deltas(result.runs)
+    fin = result.deltas
     F = (fin[fin["variant"].isin(variants) & fin["seed"].isin(seeds)]
          .pivot(index="seed", columns="variant", values="delta")[variants].to_numpy())
     conf = result.confidence
@@ -263,7 +263,7 @@ def data_order_check(result, orders: pd.DataFrame) -> pd.DataFrame:
     """
     if orders.empty or result.final.empty:
         return pd.DataFrame()
-    fin = final_deltas(result.runs)
+    fin = result.deltas
     rows = []
     for v in result.final.index:
         at = fin[fin["variant"] == v].sort_values("seed")
@@ -310,7 +310,7 @@ def joint_check(result, base, orders: pd.DataFrame) -> pd.DataFrame:
     table = data_order_check(base, orders)
     if table.empty or result.final.empty:
         return pd.DataFrame()
-    one, joint = final_deltas(base.runs), final_deltas(result.runs)
+    one, joint = base.deltas, result.deltas
     rows = {}
     for v in table.index:
         if v not in result.final.index:

@@ -35,7 +35,7 @@ def _result(escapes, deltas, steps=100, smoothing=5, key="init"):
     curves = C.delta_curves(runs, "train_loss", smoothing)
     return types.SimpleNamespace(key=key, runs=runs, curves=curves, smoothing=smoothing,
                                  complete=list(deltas), confidence=0.95, preset="cpu",
-                                 variants=tuple(deltas))
+                                 variants=tuple(deltas), deltas=C.final_deltas(runs))
 
 
 def test_the_window_starts_after_the_last_run_leaves_the_plateau_plus_the_smoothing():
